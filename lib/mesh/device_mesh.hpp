@@ -1,0 +1,88 @@
+#pragma once
+// DeviceMesh on layouts, as PyTorch's torch/distributed/device_mesh.py: a layout over the
+// positions of a rank map, optional dim names, and (on the root) the registry of flattened
+// dims. Two layout models side by side: one_level (PyTorch main) and two_level (PR #172089).
+// See spec/layout.md sections 4-5. Nothing here talks to other ranks.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "layout/layout.hpp"
+#include "layout/mesh_layout.hpp"
+
+namespace meshgate {
+
+enum class LayoutModel { one_level, two_level };
+std::string_view to_string(LayoutModel model);
+LayoutModel parse_layout_model(std::string_view text);  // Error(value) on anything else
+
+// A mesh dim given by position (negative allowed where the reference allows it) or by name.
+using MeshDim = std::variant<std::int64_t, std::string>;
+
+class DeviceMesh {
+ public:
+  // init_device_mesh(shape, names): row-major layout over rank_map (default 0..numel-1).
+  // Empty `names` = an unnamed mesh. Errors as the reference constructor.
+  static DeviceMesh create(std::span<const std::int64_t> shape, std::vector<std::string> names = {},
+                           std::vector<std::int64_t> rank_map = {},
+                           LayoutModel model = LayoutModel::one_level);
+  // DeviceMesh from an explicit layout over rank_map (default 0..cosize-1).
+  static DeviceMesh from_layout(const Layout& layout, std::vector<std::string> names = {},
+                                std::vector<std::int64_t> rank_map = {},
+                                LayoutModel model = LayoutModel::one_level);
+
+  // The layout in the model's own form: one_level as stored; two_level with every top-level
+  // mode in its canonical flat form (spec 4), so equal meshes print equally.
+  const Layout& layout() const;
+  LayoutModel model() const;
+  std::vector<std::int64_t> shape() const;        // top_level_sizes
+  std::size_t ndim() const;
+  std::int64_t size() const;                      // numel
+  std::int64_t size(std::int64_t dim) const;
+  const std::vector<std::string>& names() const;  // empty when unnamed
+  const std::vector<std::int64_t>& rank_map() const;
+  bool is_root() const;
+
+  // Rank groups of one dim, one group per complement offset in lexicographic order (the rows
+  // of remap_to_tensor of that dim): (2,4) mesh dim 0 -> [[0,4],[1,5],[2,6],[3,7]].
+  std::vector<std::vector<std::int64_t>> groups(const MeshDim& dim) const;
+  // The rank's coordinate in this mesh (index inside mesh_for_rank), nullopt when absent.
+  std::optional<std::vector<std::int64_t>> coordinate(std::int64_t rank) const;
+  // DeviceMesh.mesh as `rank` sees it: the remap_to_tensor row that contains it (shape =
+  // mesh shape). Error(runtime) when the rank is in no row and there is more than one row.
+  RankTensor mesh_for_rank(std::int64_t rank) const;
+
+  // mesh[names]: own names, or flattened names registered on the root (root only).
+  DeviceMesh slice(std::span<const std::string> names) const;
+  // _flatten(name): default name joins dim names with "_"; registered on the root.
+  DeviceMesh flatten(std::optional<std::string> name = std::nullopt) const;
+  // _unflatten(dim, sizes, names).
+  DeviceMesh unflatten(const MeshDim& dim, std::span<const std::int64_t> sizes,
+                       std::vector<std::string> names) const;
+  // _get_all_submeshes(name): one 1-D mesh per group of that dim.
+  std::vector<DeviceMesh> submeshes(const std::string& name) const;
+  // _concatenate: top-level modes side by side; shared rank map and non-overlap required.
+  static DeviceMesh concatenate(std::span<const DeviceMesh> meshes);
+
+  // Flattened dims registered on the root, by name, with their layouts (in this model's form).
+  std::vector<std::pair<std::string, Layout>> flattened() const;
+  // Warnings the reference would emit for operations on this mesh family (e.g. the
+  // deprecation of slicing flattened dims from the root), oldest first, without repeats.
+  std::vector<std::string> warnings() const;
+
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);  // layout, rank map, names
+
+ private:
+  struct Root;  // rank map, model, flattened-dim registry, warnings: shared by a mesh family
+  std::shared_ptr<Root> root_;
+  Layout layout_;
+  std::vector<std::string> names_;
+  bool is_root_ = true;
+};
+
+}  // namespace meshgate
