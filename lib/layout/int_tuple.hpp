@@ -10,20 +10,23 @@
 #include <string_view>
 #include <vector>
 
+#include "layout/small_vector.hpp"
+
 namespace meshgate {
 
 class IntTuple {
  public:
-  IntTuple();                               // the empty tuple ()
-  IntTuple(std::int64_t value);             // an int leaf (implicit: `IntTuple t = 8;`)
+  IntTuple();                    // the empty tuple ()
+  IntTuple(std::int64_t value);  // an int leaf (implicit: `IntTuple t = 8;`)
   static IntTuple tuple(std::vector<IntTuple> elements);
   static IntTuple tuple(std::initializer_list<IntTuple> elements);
 
   bool is_int() const noexcept;
-  std::int64_t value() const;               // the int; Error(type) when this is a tuple
-  std::size_t length() const;               // top-level elements of a tuple; Error(type) on an int
-  IntTuple operator[](std::size_t i) const; // i-th element of a tuple; Error(index) when out of range
-  std::vector<IntTuple> elements() const;   // top-level elements of a tuple; Error(type) on an int
+  std::int64_t value() const;  // the int; Error(type) when this is a tuple
+  std::size_t length() const;  // top-level elements of a tuple; Error(type) on an int
+  IntTuple operator[](
+      std::size_t i) const;  // i-th element of a tuple; Error(index) when out of range
+  std::vector<IntTuple> elements() const;  // top-level elements of a tuple; Error(type) on an int
 
   friend bool operator==(const IntTuple&, const IntTuple&);  // structural: 8 != (8)
   std::size_t hash() const noexcept;
@@ -34,16 +37,18 @@ class IntTuple {
   struct Node {
     std::int64_t value;  // leaf value, or the number of direct children of a tuple
     std::int32_t span;   // nodes in this subtree including itself; 0 marks a leaf
+    friend bool operator==(const Node&, const Node&) = default;
   };
-  std::vector<Node> nodes_;
+  // Eight nodes hold a tuple of up to seven ints, or four modes with one nested level.
+  detail::SmallVector<Node, 8> nodes_;
   friend class IntTupleAccess;
 };
 
 // rank: number of top-level modes, 1 for an int (CuTe's rank, pycute's len for layouts).
 std::size_t rank(const IntTuple& t);
-std::int64_t product(const IntTuple& t);            // product of all leaves; () -> 1
+std::int64_t product(const IntTuple& t);              // product of all leaves; () -> 1
 std::vector<std::int64_t> leaves(const IntTuple& t);  // depth-first, left to right
-IntTuple flatten(const IntTuple& t);                // a tuple of all leaves (an int stays an int)
+IntTuple flatten(const IntTuple& t);                  // a tuple of all leaves (an int stays an int)
 IntTuple suffix_product(const IntTuple& shape, std::int64_t init = 1);  // lexicographic strides
 bool match_structure(const IntTuple& a, const IntTuple& b);  // int<->int, tuple<->tuple same len
 
@@ -54,8 +59,8 @@ std::int64_t crd2idx(const IntTuple& crd, const IntTuple& shape,
 IntTuple idx2crd(const IntTuple& idx, const IntTuple& shape,
                  const std::optional<IntTuple>& stride = std::nullopt);
 
-// CuTe notation: "8", "(2,(1,6))", "()", "(8,)" (= "(8)"). Whitespace allowed; negative ints allowed.
-// Malformed text -> Error(value) naming the position and what was expected.
+// CuTe notation: "8", "(2,(1,6))", "()", "(8,)" (= "(8)"). Whitespace allowed; negative ints
+// allowed. Malformed text -> Error(value) naming the position and what was expected.
 IntTuple parse_int_tuple(std::string_view text);
 std::string to_string(const IntTuple& t);  // "8", "(8)", "(2,(1,6))", "()"
 

@@ -1,0 +1,367 @@
+#include "layout/layout.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+#include "layout/int_tuple_access.hpp"
+
+namespace meshgate {
+
+using Node = IntTupleAccess::Node;
+using Nodes = IntTupleAccess::Nodes;
+
+namespace {
+
+// Leaves of a layout's shape and stride; equal nesting makes the two lists align.
+struct FlatModes {
+  LeafBuffer shape;
+  LeafBuffer stride;
+};
+
+FlatModes flat_modes(const Layout& l) {
+  FlatModes m;
+  IntTupleAccess::append_leaves(l.shape(), m.shape);
+  IntTupleAccess::append_leaves(l.stride(), m.stride);
+  return m;
+}
+
+// pycute's coalesce over flat leaves: scan right to left from an accumulator 1:0, skip shape-1
+// leaves, let the first real leaf replace a shape-1 accumulator, merge when the accumulated
+// mode ends where the next one starts (shape * stride == stride), else push a new mode.
+Layout coalesce_leaves(const std::int64_t* shape, const std::int64_t* stride, std::size_t n) {
+  LeafBuffer rs{1};
+  LeafBuffer rd{0};
+  for (std::size_t i = n; i-- > 0;) {
+    const std::int64_t s = shape[i];
+    const std::int64_t d = stride[i];
+    if (s == 1) continue;
+    if (rs.back() == 1) {
+      rs.back() = s;
+      rd.back() = d;
+    } else if (rs.back() * rd.back() == d) {
+      rs.back() *= s;
+    } else {
+      rs.push_back(s);
+      rd.push_back(d);
+    }
+  }
+  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
+                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
+}
+
+// Appends `values` (given right to left) as one result mode: an int when there is one value,
+// otherwise a flat tuple.
+void append_mode_reversed(const LeafBuffer& values, Nodes& out) {
+  if (values.size() == 1) {
+    out.push_back(Node{values[0], 0});
+    return;
+  }
+  out.push_back(
+      Node{static_cast<std::int64_t>(values.size()), static_cast<std::int32_t>(values.size() + 1)});
+  for (std::size_t i = values.size(); i-- > 0;) out.push_back(Node{values[i], 0});
+}
+
+struct CompositionOperands {
+  const Layout& a;
+  const Layout& b;
+};
+
+// composition(A, s:d) for an int-shaped mode of B, appended to (out_shape, out_stride).
+void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, Nodes& out_shape,
+                      Nodes& out_stride, const CompositionOperands& ops) {
+  if (d == 0) {
+    out_shape.push_back(Node{s, 0});
+    out_stride.push_back(Node{0, 0});
+    return;
+  }
+  LeafBuffer rs;
+  LeafBuffer rd;
+  std::int64_t rest_shape = s;
+  std::int64_t rest_stride = d;
+  constexpr std::string_view where = "composition";
+  // Leaves of coalesce(A) from the rightmost down to index 1; leaf 0 is never size-checked,
+  // so the outermost mode of A is treated as unbounded.
+  for (std::size_t j = flat_a.shape.size(); j-- > 1;) {
+    const std::int64_t curr_shape = flat_a.shape[j];
+    const std::int64_t curr_stride = flat_a.stride[j];
+    if (!(floor_mod(curr_shape, rest_stride, where) == 0 ||
+          floor_mod(rest_stride, curr_shape, where) == 0)) {
+      throw Error(
+          ErrorKind::assertion,
+          "composition(" + to_string(ops.a) + ", " + to_string(ops.b) + ") is not defined: mode " +
+              std::to_string(curr_shape) + ":" + std::to_string(curr_stride) +
+              " of coalesce(A) = " + to_string(coalesce(ops.a)) + " and the remaining stride " +
+              std::to_string(rest_stride) + " of " + std::to_string(s) + ":" + std::to_string(d) +
+              " do not divide each other (the reference asserts curr_shape % "
+              "rest_stride == 0 or rest_stride % curr_shape == 0)");
+    }
+    const std::int64_t new_shape =
+        std::min(std::max<std::int64_t>(1, floor_div(curr_shape, rest_stride, where)), rest_shape);
+    if (new_shape != 1) {
+      rs.push_back(new_shape);
+      rd.push_back(rest_stride * curr_stride);
+    }
+    rest_shape = floor_div(rest_shape, new_shape, where);
+    rest_stride = -floor_div(-rest_stride, curr_shape, where);
+  }
+  if (rest_shape != 1 || rs.empty()) {
+    rs.push_back(rest_shape);
+    rd.push_back(rest_stride * flat_a.stride[0]);
+  }
+  append_mode_reversed(rs, out_shape);
+  append_mode_reversed(rd, out_stride);
+}
+
+// composition(A, B) distributes over B's modes, so the result nests like B with each int
+// mode of B replaced by its composed mode.
+void compose_nodes(const FlatModes& flat_a, const Node* bs, const Node* bd, Nodes& out_shape,
+                   Nodes& out_stride, const CompositionOperands& ops) {
+  if (IntTupleAccess::is_leaf(bs)) {
+    compose_int_mode(flat_a, bs->value, bd->value, out_shape, out_stride, ops);
+    return;
+  }
+  if (bs->value == 0) {
+    throw Error(ErrorKind::value, "composition(" + to_string(ops.a) + ", " + to_string(ops.b) +
+                                      "): B has an empty mode (); the reference's make_layout() of "
+                                      "no layouts raises ValueError");
+  }
+  const std::size_t shape_root = out_shape.size();
+  const std::size_t stride_root = out_stride.size();
+  out_shape.push_back(Node{bs->value, 0});
+  out_stride.push_back(Node{bs->value, 0});
+  const Node* cs = bs + 1;
+  const Node* cd = bd + 1;
+  for (std::int64_t i = 0; i < bs->value; ++i) {
+    compose_nodes(flat_a, cs, cd, out_shape, out_stride, ops);
+    cs += IntTupleAccess::subtree_size(cs);
+    cd += IntTupleAccess::subtree_size(cd);
+  }
+  out_shape[shape_root].span = static_cast<std::int32_t>(out_shape.size() - shape_root);
+  out_stride[stride_root].span = static_cast<std::int32_t>(out_stride.size() - stride_root);
+}
+
+Layout layout_from_nodes(Nodes shape_nodes, Nodes stride_nodes) {
+  IntTuple shape;
+  IntTuple stride;
+  IntTupleAccess::mutable_nodes(shape) = std::move(shape_nodes);
+  IntTupleAccess::mutable_nodes(stride) = std::move(stride_nodes);
+  return Layout(std::move(shape), std::move(stride));
+}
+
+Layout make_pair_layout(const Layout& first, const Layout& second) {
+  const std::array<Layout, 2> modes{first, second};
+  return make_layout(modes);
+}
+
+}  // namespace
+
+Layout::Layout(IntTuple shape, IntTuple stride)
+    : shape_(std::move(shape)), stride_(std::move(stride)) {
+  if (!match_structure(shape_, stride_)) {
+    throw Error(ErrorKind::value, "sizes " + python_repr(shape_) + " and strides " +
+                                      python_repr(stride_) + " don't match (layout " +
+                                      meshgate::to_string(shape_) + ":" +
+                                      meshgate::to_string(stride_) + ")");
+  }
+}
+
+Layout::Layout(IntTuple shape) : shape_(std::move(shape)), stride_(suffix_product(shape_)) {}
+
+Layout::Layout() : shape_(1), stride_(0) {}
+
+std::size_t Layout::rank() const {
+  return meshgate::rank(shape_);
+}
+
+Layout Layout::operator[](std::size_t mode) const {
+  if (shape_.is_int()) {
+    if (mode != 0) {
+      throw Error(ErrorKind::index, "mode " + std::to_string(mode) + " out of range for layout " +
+                                        meshgate::to_string(*this) + " with 1 mode");
+    }
+    return *this;
+  }
+  const std::size_t n = shape_.length();
+  if (mode >= n) {
+    throw Error(ErrorKind::index, "mode " + std::to_string(mode) + " out of range for layout " +
+                                      meshgate::to_string(*this) + " with " + std::to_string(n) +
+                                      " modes");
+  }
+  return Layout(shape_[mode], stride_[mode]);
+}
+
+std::int64_t Layout::operator()(std::int64_t index) const {
+  return crd2idx(IntTuple(index), shape_, stride_);
+}
+
+std::int64_t Layout::operator()(const IntTuple& coord) const {
+  return crd2idx(coord, shape_, stride_);
+}
+
+std::int64_t size(const Layout& l) {
+  return product(l.shape());
+}
+
+std::int64_t cosize(const Layout& l) {
+  return l(size(l) - 1) + 1;
+}
+
+Layout make_layout(std::span<const Layout> modes) {
+  detail::SmallVector<const IntTuple*, 8> shapes;
+  detail::SmallVector<const IntTuple*, 8> strides;
+  for (const Layout& m : modes) {
+    shapes.push_back(&m.shape());
+    strides.push_back(&m.stride());
+  }
+  return Layout(IntTupleAccess::tuple_of(shapes.data(), shapes.size()),
+                IntTupleAccess::tuple_of(strides.data(), strides.size()));
+}
+
+Layout flatten(const Layout& l) {
+  return Layout(flatten(l.shape()), flatten(l.stride()));
+}
+
+Layout coalesce(const Layout& l) {
+  const FlatModes m = flat_modes(l);
+  return coalesce_leaves(m.shape.data(), m.stride.data(), m.shape.size());
+}
+
+Layout coalesce(const Layout& l, const IntTuple& profile) {
+  if (profile.is_int()) return coalesce(l);
+  const std::size_t n = profile.length();
+  if (l.rank() < n) {
+    throw Error(ErrorKind::assertion, "coalesce(" + to_string(l) + ", profile " +
+                                          to_string(profile) + "): the layout has " +
+                                          std::to_string(l.rank()) +
+                                          " modes, fewer than the profile's " + std::to_string(n));
+  }
+  std::vector<Layout> modes;
+  modes.reserve(l.rank());
+  for (std::size_t i = 0; i < n; ++i) modes.push_back(coalesce(l[i], profile[i]));
+  for (std::size_t i = n; i < l.rank(); ++i) modes.push_back(l[i]);
+  return make_layout(modes);
+}
+
+Layout filter(const Layout& l) {
+  const FlatModes m = flat_modes(l);
+  FlatModes kept;
+  for (std::size_t i = 0; i < m.shape.size(); ++i) {
+    if (m.shape[i] == 1 || m.stride[i] == 0) continue;
+    kept.shape.push_back(m.shape[i]);
+    kept.stride.push_back(m.stride[i]);
+  }
+  if (kept.shape.empty()) return Layout();
+  return coalesce_leaves(kept.shape.data(), kept.stride.data(), kept.shape.size());
+}
+
+Layout composition(const Layout& a, const Layout& b) {
+  const FlatModes flat_a = flat_modes(coalesce(a));
+  Nodes out_shape;
+  Nodes out_stride;
+  const CompositionOperands ops{a, b};
+  compose_nodes(flat_a, IntTupleAccess::nodes(b.shape()), IntTupleAccess::nodes(b.stride()),
+                out_shape, out_stride, ops);
+  return layout_from_nodes(std::move(out_shape), std::move(out_stride));
+}
+
+Layout complement(const Layout& l, std::int64_t cotarget) {
+  const FlatModes m = flat_modes(l);
+  // (stride, shape) pairs in ascending order, ties broken by shape, as Python sorts tuples.
+  detail::SmallVector<std::array<std::int64_t, 2>, 16> modes;
+  for (std::size_t i = 0; i < m.shape.size(); ++i) modes.push_back({m.stride[i], m.shape[i]});
+  std::sort(modes.begin(), modes.end());
+  LeafBuffer rs;
+  LeafBuffer rd;
+  std::int64_t current = 1;
+  for (const auto& [stride, shape] : modes) {
+    if (stride == 0 || shape == 1) continue;
+    if (!(current <= shape * stride)) {
+      throw Error(ErrorKind::assertion,
+                  "complement(" + to_string(l) + ", " + std::to_string(cotarget) +
+                      ") is not defined: mode " + std::to_string(shape) + ":" +
+                      std::to_string(stride) + " ends at " + std::to_string(shape * stride) +
+                      ", before the " + std::to_string(current) +
+                      " already covered by the smaller strides (the reference asserts "
+                      "current_idx <= shape * stride)");
+    }
+    rs.push_back(floor_div(stride, current, "complement"));
+    rd.push_back(current);
+    current = shape * stride;
+  }
+  rs.push_back(floor_div(cotarget + current - 1, current, "complement"));
+  rd.push_back(current);
+  // Largest stride first (lexicographic order); coalesce scans the reversed lists directly.
+  LeafBuffer shape_lex;
+  LeafBuffer stride_lex;
+  for (std::size_t i = rs.size(); i-- > 0;) {
+    shape_lex.push_back(rs[i]);
+    stride_lex.push_back(rd[i]);
+  }
+  return coalesce_leaves(shape_lex.data(), stride_lex.data(), shape_lex.size());
+}
+
+Layout right_inverse(const Layout& l) {
+  const FlatModes m = flat_modes(l);
+  const std::size_t n = m.shape.size();
+  // (stride, shape, compact stride of that leaf in the domain), sorted as Python sorts tuples.
+  detail::SmallVector<std::array<std::int64_t, 3>, 16> modes;
+  modes.resize(n);
+  std::int64_t running = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    modes[i] = {m.stride[i], m.shape[i], running};
+    running *= m.shape[i];
+  }
+  std::sort(modes.begin(), modes.end());
+  LeafBuffer rs;
+  LeafBuffer rd;
+  std::int64_t current = 1;
+  for (const auto& [stride, shape, rstride] : modes) {
+    if (shape == 1) continue;
+    if (current != stride) break;
+    rs.push_back(shape);
+    rd.push_back(rstride);
+    current = shape * stride;
+  }
+  LeafBuffer shape_lex;
+  LeafBuffer stride_lex;
+  for (std::size_t i = rs.size(); i-- > 0;) {
+    shape_lex.push_back(rs[i]);
+    stride_lex.push_back(rd[i]);
+  }
+  return coalesce_leaves(shape_lex.data(), stride_lex.data(), shape_lex.size());
+}
+
+Layout left_inverse(const Layout& l) {
+  return right_inverse(make_pair_layout(complement(l), l));
+}
+
+Layout logical_divide(const Layout& a, const Layout& b) {
+  return composition(a, make_pair_layout(b, complement(b, size(a))));
+}
+
+Layout logical_product(const Layout& a, const Layout& b) {
+  return make_pair_layout(a, composition(complement(a, size(a) * cosize(b)), b));
+}
+
+Layout parse_layout(std::string_view text) {
+  std::size_t pos = 0;
+  IntTuple shape = parse_int_tuple_at(text, pos, ':');
+  ++pos;
+  IntTuple stride = parse_int_tuple_at(text, pos, '\0');
+  if (!match_structure(shape, stride)) {
+    throw Error(ErrorKind::value, "layout '" + std::string(text) + "': shape " + to_string(shape) +
+                                      " and stride " + to_string(stride) +
+                                      " must have the same nesting (int for int, tuples of equal "
+                                      "length)");
+  }
+  return Layout(std::move(shape), std::move(stride));
+}
+
+std::string to_string(const Layout& l) {
+  return to_string(l.shape()) + ":" + to_string(l.stride());
+}
+
+}  // namespace meshgate

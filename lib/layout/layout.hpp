@@ -22,10 +22,10 @@ class Layout {
   const IntTuple& shape() const noexcept { return shape_; }
   const IntTuple& stride() const noexcept { return stride_; }
 
-  std::size_t rank() const;                  // len(L): top-level modes, 1 for an int shape
-  Layout operator[](std::size_t mode) const; // i-th top-level mode; Error(index) out of range
-  std::int64_t operator()(std::int64_t index) const;      // L(i), index split lexicographically
-  std::int64_t operator()(const IntTuple& coord) const;   // L(c) = crd2idx(c, shape, stride)
+  std::size_t rank() const;                   // len(L): top-level modes, 1 for an int shape
+  Layout operator[](std::size_t mode) const;  // i-th top-level mode; Error(index) out of range
+  std::int64_t operator()(std::int64_t index) const;     // L(i), index split lexicographically
+  std::int64_t operator()(const IntTuple& coord) const;  // L(c) = crd2idx(c, shape, stride)
 
   friend bool operator==(const Layout&, const Layout&) = default;  // structural, no normalisation
 
@@ -34,10 +34,10 @@ class Layout {
   IntTuple stride_;
 };
 
-std::int64_t size(const Layout& l);    // product of shape leaves
-std::int64_t cosize(const Layout& l);  // L(size - 1) + 1
+std::int64_t size(const Layout& l);                 // product of shape leaves
+std::int64_t cosize(const Layout& l);               // L(size - 1) + 1
 Layout make_layout(std::span<const Layout> modes);  // modes side by side: (s0,s1,..):(d0,d1,..)
-Layout flatten(const Layout& l);                     // all leaves as top-level modes
+Layout flatten(const Layout& l);                    // all leaves as top-level modes
 
 // @post coalesce(L)(i) == L(i) for all i < size(L); shape-1 leaves dropped; all-1 -> 1:0.
 Layout coalesce(const Layout& l);

@@ -1,0 +1,102 @@
+#pragma once
+// SmallVector: a vector of trivially copyable values that keeps up to N of them inline, so the
+// layouts of a few modes that the algebra builds and copies never touch the heap.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <type_traits>
+
+namespace meshgate::detail {
+
+template <class T, std::size_t N>
+class SmallVector {
+  static_assert(std::is_trivially_copyable_v<T>, "SmallVector copies its elements with memcpy");
+
+ public:
+  SmallVector() noexcept = default;
+  SmallVector(std::initializer_list<T> values) { append(values.begin(), values.size()); }
+  SmallVector(const SmallVector& other) { append(other.data(), other.size_); }
+  SmallVector(SmallVector&& other) noexcept { steal(other); }
+  SmallVector& operator=(const SmallVector& other) {
+    if (this != &other) {
+      size_ = 0;
+      append(other.data(), other.size_);
+    }
+    return *this;
+  }
+  SmallVector& operator=(SmallVector&& other) noexcept {
+    if (this != &other) {
+      heap_.reset();
+      capacity_ = N;
+      steal(other);
+    }
+    return *this;
+  }
+  ~SmallVector() = default;
+
+  T* data() noexcept { return heap_ ? heap_.get() : inline_; }
+  const T* data() const noexcept { return heap_ ? heap_.get() : inline_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T* begin() noexcept { return data(); }
+  T* end() noexcept { return data() + size_; }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + size_; }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  T& back() noexcept { return data()[size_ - 1]; }
+  const T& back() const noexcept { return data()[size_ - 1]; }
+
+  void clear() noexcept { size_ = 0; }
+  void reserve(std::size_t capacity) {
+    if (capacity > capacity_) grow(capacity);
+  }
+  void push_back(const T& value) {
+    if (size_ == capacity_) grow(capacity_ * 2);
+    data()[size_++] = value;
+  }
+  void pop_back() noexcept { --size_; }
+  void resize(std::size_t size) {
+    reserve(size);
+    for (std::size_t i = size_; i < size; ++i) data()[i] = T{};
+    size_ = size;
+  }
+  void append(const T* values, std::size_t count) {
+    reserve(size_ + count);
+    if (count != 0) std::memcpy(data() + size_, values, count * sizeof(T));
+    size_ += count;
+  }
+
+  friend bool operator==(const SmallVector& a, const SmallVector& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  void grow(std::size_t capacity) {
+    auto bigger = std::make_unique_for_overwrite<T[]>(capacity);
+    if (size_ != 0) std::memcpy(bigger.get(), data(), size_ * sizeof(T));
+    heap_ = std::move(bigger);
+    capacity_ = capacity;
+  }
+  void steal(SmallVector& other) noexcept {
+    if (other.heap_) {
+      heap_ = std::move(other.heap_);
+      capacity_ = other.capacity_;
+    } else if (other.size_ != 0) {
+      std::memcpy(inline_, other.inline_, other.size_ * sizeof(T));
+    }
+    size_ = other.size_;
+    other.size_ = 0;
+    other.capacity_ = N;
+  }
+
+  std::unique_ptr<T[]> heap_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = N;
+  T inline_[N];
+};
+
+}  // namespace meshgate::detail
