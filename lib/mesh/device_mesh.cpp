@@ -1,0 +1,678 @@
+#include "mesh/device_mesh.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace meshgate {
+
+namespace {
+
+// Messages quote names and sizes the way the Python reference prints them, so a case written
+// against PyTorch's text ("Invalid mesh_dim_names ('tp', 'dp') specified") matches here too.
+std::string py_str(const std::string& s) {
+  return "'" + s + "'";
+}
+
+std::string py_tuple(const std::vector<std::string>& items) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + py_str(items[i]);
+  return out + (items.size() == 1 ? ",)" : ")");
+}
+
+std::string py_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + py_str(items[i]);
+  return out + "]";
+}
+
+std::string py_int_tuple(std::span<const std::int64_t> items) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+  return out + (items.size() == 1 ? ",)" : ")");
+}
+
+std::string py_names(const std::vector<std::string>& names) {
+  return names.empty() ? "None" : py_tuple(names);
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? std::string(sep) : "") + items[i];
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+std::size_t index_of(const std::vector<std::string>& items, const std::string& item) {
+  return static_cast<std::size_t>(std::find(items.begin(), items.end(), item) - items.begin());
+}
+
+// L(size - 1) + 1 from the leaves: the image of the last coordinate. Works on the empty 0-dim
+// axis ():() of the two_level model as well, where it gives 1.
+std::int64_t leaf_cosize(const Layout& l) {
+  const std::vector<std::int64_t> shape = leaves(l.shape());
+  const std::vector<std::int64_t> stride = leaves(l.stride());
+  std::int64_t last = 0;
+  for (std::size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * stride[i];
+  return last + 1;
+}
+
+bool is_empty_tuple(const IntTuple& t) {
+  return !t.is_int() && t.length() == 0;
+}
+
+// _FlatLayout.to_pycute: the 0-dim axis ():() is the pycute layout 1:0.
+Layout axis_to_pycute(const Layout& axis) {
+  return is_empty_tuple(axis.shape()) ? Layout() : axis;
+}
+
+Layout row_major(std::span<const std::int64_t> sizes) {
+  std::vector<IntTuple> elements(sizes.begin(), sizes.end());
+  return Layout(IntTuple::tuple(std::move(elements)));
+}
+
+std::vector<std::vector<std::int64_t>> rows_of(const RankTensor& t) {
+  std::vector<std::vector<std::int64_t>> rows;
+  const auto count = static_cast<std::size_t>(t.shape.empty() ? 0 : t.shape[0]);
+  if (count == 0) return rows;
+  const std::size_t length = t.values.size() / count;
+  rows.reserve(count);
+  for (std::size_t r = 0; r < count; ++r) {
+    rows.emplace_back(t.values.begin() + static_cast<std::ptrdiff_t>(r * length),
+                      t.values.begin() + static_cast<std::ptrdiff_t>((r + 1) * length));
+  }
+  return rows;
+}
+
+std::vector<std::int64_t> arange(std::int64_t n) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  std::iota(out.begin(), out.end(), std::int64_t{0});
+  return out;
+}
+
+// init_device_mesh's checks on mesh_dim_names.
+void check_names(const std::vector<std::string>& names, std::size_t ndim) {
+  if (names.empty()) return;
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw Error(ErrorKind::runtime,
+                "Each mesh_dim_name must be unique. Found repeated mesh_dim_name in "
+                "mesh_dim_names " +
+                    py_tuple(names));
+  }
+  if (names.size() != ndim) {
+    throw Error(ErrorKind::runtime,
+                "mesh_shape and mesh_dim_names should have same length! Found "
+                "len(mesh_dim_names): " +
+                    std::to_string(names.size()) + " and len(mesh_shape):" + std::to_string(ndim) +
+                    ".");
+  }
+}
+
+constexpr std::string_view kSliceFlattenedFromRootWarning =
+    "Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to "
+    "bookkeep the flattened mesh directly.";
+
+}  // namespace
+
+std::string_view to_string(LayoutModel model) {
+  return model == LayoutModel::one_level ? "one_level" : "two_level";
+}
+
+LayoutModel parse_layout_model(std::string_view text) {
+  if (text == "one_level") return LayoutModel::one_level;
+  if (text == "two_level") return LayoutModel::two_level;
+  throw Error(ErrorKind::value, "unknown layout model '" + std::string(text) +
+                                    "': expected one_level (PyTorch main) or two_level "
+                                    "(PR #172089)");
+}
+
+// Python keeps `_flatten_mapping: name -> DeviceMesh` on the root mesh. Holding meshes here
+// would make a shared_ptr cycle (each mesh owns its Root), so the registry keeps what is
+// needed to rebuild the flattened mesh: its name and layout.
+struct DeviceMesh::Root {
+  LayoutModel model = LayoutModel::one_level;
+  std::vector<std::int64_t> rank_map;
+  // The root mesh itself: the reference recognises "the root" by value equality, not identity.
+  Layout layout;
+  std::vector<std::string> names;
+
+  struct Flattened {
+    std::string name;
+    Layout layout;  // one_level: the whole flattened layout, e.g. 8:1 or ((2,2)):((4,1))
+    MeshAxes axes;  // two_level: its single canonical axis
+  };
+  // Meshes of one family may be sliced and flattened from several rank threads at once.
+  std::mutex mutex;
+  std::vector<Flattened> flattened;  // in registration order, like the Python dict
+  std::vector<std::string> warnings;
+
+  void warn(std::string_view text) {
+    std::lock_guard lock(mutex);
+    if (std::find(warnings.begin(), warnings.end(), text) == warnings.end()) {
+      warnings.emplace_back(text);
+    }
+  }
+  std::optional<Flattened> find_flattened(const std::string& name) {
+    std::lock_guard lock(mutex);
+    for (const Flattened& f : flattened) {
+      if (f.name == name) return f;
+    }
+    return std::nullopt;
+  }
+};
+
+DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes axes,
+                            std::vector<std::string> names, bool is_root) {
+  const bool two_level = root->model == LayoutModel::two_level;
+  if (two_level) layout = to_layout(axes);
+  // two_level checks the collapsed layout (`_layout.collapse().check_non_overlap()`), which is
+  // the same function as the side-by-side axes.
+  const Layout whole = two_level ? collapse(axes) : layout;
+  if (!check_non_overlap(whole)) {
+    throw Error(ErrorKind::assertion,
+                "Please use a non-overlapping layout when creating a DeviceMesh. Layout " +
+                    to_string(layout) + " maps two coordinates to the same rank position.");
+  }
+  const std::int64_t needed = leaf_cosize(whole);
+  if (static_cast<std::int64_t>(root->rank_map.size()) < needed) {
+    throw Error(ErrorKind::assertion,
+                "The rank map contains " + std::to_string(root->rank_map.size()) +
+                    " element, which isn't large enough for layout " + to_string(layout) +
+                    " (cosize " + std::to_string(needed) + "): give a rank map of at least " +
+                    std::to_string(needed) + " ranks.");
+  }
+  DeviceMesh mesh;
+  mesh.root_ = std::move(root);
+  mesh.layout_ = std::move(layout);
+  mesh.axes_ = std::move(axes);
+  mesh.names_ = std::move(names);
+  mesh.is_root_ = is_root;
+  return mesh;
+}
+
+DeviceMesh DeviceMesh::make_root(LayoutModel model, const Layout& layout,
+                                 std::vector<std::string> names,
+                                 std::vector<std::int64_t> rank_map) {
+  auto root = std::make_shared<Root>();
+  root->model = model;
+  root->rank_map = std::move(rank_map);
+  MeshAxes axes;
+  if (model == LayoutModel::two_level) axes = mesh_axes_from_layout(layout);
+  DeviceMesh mesh = make(root, layout, std::move(axes), std::move(names), true);
+  root->layout = mesh.layout_;
+  root->names = mesh.names_;
+  return mesh;
+}
+
+DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<std::string> names,
+                              std::vector<std::int64_t> rank_map, LayoutModel model) {
+  if (shape.empty()) {
+    throw Error(ErrorKind::value, "mesh shape is empty: give at least one mesh dim size");
+  }
+  for (std::int64_t s : shape) {
+    if (s < 1) {
+      throw Error(ErrorKind::value, "mesh shape " + py_int_tuple(shape) +
+                                        " has a size below 1: every mesh dim needs a rank");
+    }
+  }
+  check_names(names, shape.size());
+  const Layout layout = row_major(shape);
+  if (rank_map.empty()) rank_map = arange(meshgate::size(layout));
+  return make_root(model, layout, std::move(names), std::move(rank_map));
+}
+
+DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string> names,
+                                   std::vector<std::int64_t> rank_map, LayoutModel model) {
+  check_names(names, layout.rank());
+  if (rank_map.empty()) rank_map = arange(leaf_cosize(layout));
+  return make_root(model, layout, std::move(names), std::move(rank_map));
+}
+
+const Layout& DeviceMesh::layout() const {
+  return layout_;
+}
+LayoutModel DeviceMesh::model() const {
+  return root_->model;
+}
+
+std::vector<std::int64_t> DeviceMesh::shape() const {
+  if (model() == LayoutModel::one_level) return top_level_sizes(layout_);
+  std::vector<std::int64_t> sizes;
+  sizes.reserve(axes_.axes.size());
+  for (const Layout& a : axes_.axes) sizes.push_back(meshgate::size(a));
+  return sizes;
+}
+
+std::size_t DeviceMesh::ndim() const {
+  return model() == LayoutModel::one_level ? layout_.rank() : axes_.axes.size();
+}
+
+std::int64_t DeviceMesh::size() const {
+  const std::vector<std::int64_t> sizes = shape();
+  return std::accumulate(sizes.begin(), sizes.end(), std::int64_t{1}, std::multiplies<>());
+}
+
+std::int64_t DeviceMesh::size(std::int64_t dim) const {
+  return shape()[checked_dim(dim)];
+}
+
+const std::vector<std::string>& DeviceMesh::names() const {
+  return names_;
+}
+const std::vector<std::int64_t>& DeviceMesh::rank_map() const {
+  return root_->rank_map;
+}
+
+bool DeviceMesh::is_root() const {
+  return is_root_ || (names_ == root_->names && layout_ == root_->layout);
+}
+
+std::size_t DeviceMesh::checked_dim(std::int64_t dim) const {
+  const auto n = static_cast<std::int64_t>(ndim());
+  if (dim < -n || dim >= n) {
+    throw Error(ErrorKind::index, "Dim " + std::to_string(dim) +
+                                      " is out of range for layout with " + std::to_string(n) +
+                                      " dimensions. Expected dim to be in range [" +
+                                      std::to_string(-n) + ", " + std::to_string(n - 1) + "].");
+  }
+  return static_cast<std::size_t>(dim < 0 ? dim + n : dim);
+}
+
+std::size_t DeviceMesh::dim_by_name(const std::string& name) const {
+  if (names_.empty()) throw Error(ErrorKind::key, "No `mesh_dim_names` found.");
+  if (!contains(names_, name)) {
+    throw Error(ErrorKind::key, "Mesh dimension '" + name +
+                                    "' does not exist. Available mesh dimensions are: "
+                                    "mesh_dim_names=" +
+                                    py_tuple(names_));
+  }
+  return index_of(names_, name);
+}
+
+Layout DeviceMesh::axis(std::size_t dim) const {
+  if (model() == LayoutModel::one_level) return mesh_mode(layout_, static_cast<std::int64_t>(dim));
+  if (dim >= axes_.axes.size()) checked_dim(static_cast<std::int64_t>(dim));
+  return axes_.axes[dim];
+}
+
+RankTensor DeviceMesh::full_tensor() const {
+  if (model() == LayoutModel::one_level) return remap_to_tensor(layout_, rank_map());
+  return remap_to_tensor(axes_, rank_map());
+}
+
+std::vector<std::vector<std::int64_t>> DeviceMesh::axis_groups(const Layout& one_axis) const {
+  // one_level: `layout[d].nest().remap_to_tensor(rank_map)`, so a nested (non-contiguous) dim
+  // still gives flat groups. two_level: `_MeshLayout([layout[d]]).remap_to_tensor(rank_map)`.
+  if (model() == LayoutModel::one_level) {
+    return rows_of(remap_to_tensor(nest(one_axis), rank_map()));
+  }
+  return rows_of(remap_to_tensor(MeshAxes{{one_axis}}, rank_map()));
+}
+
+std::vector<std::vector<std::int64_t>> DeviceMesh::groups(const MeshDim& dim) const {
+  if (const auto* name = std::get_if<std::string>(&dim)) {
+    // DeviceMesh.get_group looks the name up in the root's flattened dims first, from any
+    // mesh of the family, and only then among this mesh's own dims.
+    if (auto flat = root_->find_flattened(*name)) {
+      return axis_groups(model() == LayoutModel::one_level ? mesh_mode(flat->layout, 0)
+                                                           : flat->axes.axes[0]);
+    }
+    return axis_groups(axis(dim_by_name(*name)));
+  }
+  return axis_groups(axis(checked_dim(std::get<std::int64_t>(dim))));
+}
+
+std::optional<std::vector<std::int64_t>> DeviceMesh::coordinate(std::int64_t rank) const {
+  const RankTensor full = full_tensor();
+  const std::vector<std::vector<std::int64_t>> rows = rows_of(full);
+  std::size_t row = 0;
+  if (rows.size() != 1) {
+    const auto it = std::find(full.values.begin(), full.values.end(), rank);
+    if (it == full.values.end()) return std::nullopt;
+    row = static_cast<std::size_t>(it - full.values.begin()) / rows[0].size();
+  }
+  const std::vector<std::int64_t>& mesh = rows[row];
+  const auto count = std::count(mesh.begin(), mesh.end(), rank);
+  if (count == 0) return std::nullopt;
+  if (count > 1) {
+    throw Error(ErrorKind::assertion, "rank_coords.size(0) must be 0 or 1, got " +
+                                          std::to_string(count) + ": rank " + std::to_string(rank) +
+                                          " appears more than once in the mesh; the rank map "
+                                          "must list every rank once");
+  }
+  auto position =
+      static_cast<std::int64_t>(std::find(mesh.begin(), mesh.end(), rank) - mesh.begin());
+  std::vector<std::int64_t> coord(full.shape.size() - 1);
+  for (std::size_t i = coord.size(); i-- > 0;) {
+    coord[i] = position % full.shape[i + 1];
+    position /= full.shape[i + 1];
+  }
+  return coord;
+}
+
+RankTensor DeviceMesh::mesh_for_rank(std::int64_t rank) const {
+  const RankTensor full = full_tensor();
+  const std::vector<std::vector<std::int64_t>> rows = rows_of(full);
+  std::size_t row = 0;
+  if (rows.size() != 1) {
+    const auto it = std::find(full.values.begin(), full.values.end(), rank);
+    if (it == full.values.end()) {
+      throw Error(ErrorKind::runtime,
+                  "In order to get the mesh Tensor of a DeviceMesh it needs to either have all "
+                  "its original dimensions (e.g., no slicing) or it needs to contain the local "
+                  "rank: rank " +
+                      std::to_string(rank) + " is in none of the " + std::to_string(rows.size()) +
+                      " sub-meshes of layout " + to_string(layout_));
+    }
+    row = static_cast<std::size_t>(it - full.values.begin()) / rows[0].size();
+  }
+  return RankTensor{std::vector<std::int64_t>(full.shape.begin() + 1, full.shape.end()), rows[row]};
+}
+
+DeviceMesh DeviceMesh::slice(std::span<const std::string> names) const {
+  if (names_.empty()) {
+    throw Error(ErrorKind::runtime, "Cannot slice a DeviceMesh without mesh_dim_names!");
+  }
+  const std::vector<std::string> wanted(names.begin(), names.end());
+  if (wanted == names_) return *this;
+
+  // Flattened names are valid only when slicing from the root (by value, as the reference).
+  std::vector<Root::Flattened> flattened;
+  if (is_root()) {
+    std::lock_guard lock(root_->mutex);
+    flattened = root_->flattened;
+  }
+  std::vector<std::string> valid = names_;
+  for (const Root::Flattened& f : flattened) valid.push_back(f.name);
+  const bool all_valid = std::all_of(wanted.begin(), wanted.end(),
+                                     [&](const std::string& n) { return contains(valid, n); });
+  if (!all_valid || wanted.empty()) {
+    throw Error(ErrorKind::key, "Invalid mesh_dim_names " + py_tuple(wanted) +
+                                    " specified. Valid mesh_dim_names are " + py_list(valid) + ".");
+  }
+
+  std::vector<Layout> picked;
+  for (const std::string& n : wanted) {
+    if (contains(names_, n)) {
+      picked.push_back(axis(index_of(names_, n)));
+      continue;
+    }
+    root_->warn(kSliceFlattenedFromRootWarning);
+    const Root::Flattened& f = *std::find_if(flattened.begin(), flattened.end(),
+                                             [&](const Root::Flattened& e) { return e.name == n; });
+    // one_level takes the flattened mesh's whole layout; two_level its single axis.
+    picked.push_back(model() == LayoutModel::one_level ? f.layout : f.axes.axes[0]);
+  }
+
+  const std::string ascending_error = "Invalid mesh_dim_names " + py_tuple(wanted) +
+                                      " specified. Mesh dim indices should be in ascending "
+                                      "order.";
+  const std::string overlap_error =
+      "Slicing overlapping dim_names " + py_tuple(wanted) + " is not allowed.";
+
+  if (model() == LayoutModel::two_level) {
+    // PR #172089: the order and overlap checks run on the collapsed (canonical flat) layout,
+    // so a flattened non-contiguous dim is an ordinary axis here, and size-1 dims (empty axes)
+    // never break the order.
+    MeshAxes sliced{picked};
+    const Layout collapsed = collapse(sliced);
+    if (!check_sorted(collapsed)) throw Error(ErrorKind::key, ascending_error);
+    if (!check_non_overlap(collapsed)) throw Error(ErrorKind::runtime, overlap_error);
+    return make(root_, Layout(), std::move(sliced), wanted, false);
+  }
+
+  // one_level: right to left, each stride must be an int and not smaller than the one after it.
+  std::int64_t previous = -1;
+  for (std::size_t i = picked.size(); i-- > 0;) {
+    const IntTuple& stride = picked[i].stride();
+    if (!stride.is_int()) {
+      throw Error(ErrorKind::not_implemented,
+                  "Currently, this only allows slicing out a contiguous flattened dim. Dim " +
+                      py_str(wanted[i]) + " has the non-contiguous layout " + to_string(picked[i]) +
+                      ": slice the dims it was flattened from, or use the two_level model.");
+    }
+    if (stride.value() < previous) throw Error(ErrorKind::key, ascending_error);
+    previous = stride.value();
+  }
+  std::vector<IntTuple> sizes;
+  std::vector<IntTuple> strides;
+  for (const Layout& p : picked) {
+    sizes.push_back(p.shape());
+    strides.push_back(p.stride());
+  }
+  Layout sliced(IntTuple::tuple(std::move(sizes)), IntTuple::tuple(std::move(strides)));
+  if (!check_non_overlap(sliced)) throw Error(ErrorKind::runtime, overlap_error);
+  return make(root_, std::move(sliced), MeshAxes{}, wanted, false);
+}
+
+DeviceMesh DeviceMesh::flatten(std::optional<std::string> name) const {
+  if (names_.empty()) {
+    throw Error(ErrorKind::runtime, "Cannot flatten a DeviceMesh without mesh_dim_names!");
+  }
+  const std::string flat_name = name && !name->empty() ? *name : join(names_, "_");
+  if (ndim() == 1 && contains(names_, flat_name)) return *this;
+  if (contains(root_->names, flat_name)) {
+    throw Error(ErrorKind::value, flat_name + " already exists for submesh of the root mesh " +
+                                      py_tuple(root_->names) +
+                                      ". The mesh_dim_names of submesh and flattened "
+                                      "mesh are " +
+                                      py_tuple(root_->names) +
+                                      ". Please specify another valid mesh_dim_name.");
+  }
+
+  Layout flat_layout;
+  MeshAxes flat_axes;
+  if (model() == LayoutModel::one_level) {
+    // coalesce (stride 0 -> 1), then nest what still has several modes: a non-contiguous
+    // flatten stays one dim whose single mode is nested, e.g. ((2,2)):((4,1)) (PR #165542).
+    flat_layout = mesh_coalesce(layout_);
+    if (flat_layout.rank() > 1) flat_layout = nest(flat_layout);
+  } else {
+    flat_axes = MeshAxes{{collapse(axes_)}};
+  }
+  DeviceMesh flat = make(root_, flat_layout, flat_axes, {flat_name}, false);
+
+  std::lock_guard lock(root_->mutex);
+  for (const Root::Flattened& f : root_->flattened) {
+    if (f.name != flat_name) continue;
+    const bool same =
+        model() == LayoutModel::one_level ? f.layout == flat_layout : f.axes == flat_axes;
+    if (same) return flat;
+    throw Error(ErrorKind::value,
+                "Flatten mesh with mesh_dim_name " + flat_name +
+                    " has been created before, Please specify another valid mesh_dim_name. "
+                    "(registered layout " +
+                    to_string(model() == LayoutModel::one_level ? f.layout : to_layout(f.axes)) +
+                    ", this mesh flattens to " + to_string(flat.layout_) + ")");
+  }
+  root_->flattened.push_back(Root::Flattened{flat_name, flat_layout, flat_axes});
+  return flat;
+}
+
+DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_t> sizes,
+                                 std::vector<std::string> names) const {
+  const auto n = static_cast<std::int64_t>(ndim());
+  std::size_t d = 0;
+  if (const auto* index = std::get_if<std::int64_t>(&dim)) {
+    // The reference only rejects dim >= ndim; a negative dim reaches a list splice that inserts
+    // without removing and the mesh then fails its overlap check. Rejecting it here says why.
+    if (*index >= n || *index < 0) {
+      throw Error(ErrorKind::value, "dim " + std::to_string(*index) +
+                                        " specified in `_unflatten` is out of range " +
+                                        std::to_string(n) + ": give a dim in [0, " +
+                                        std::to_string(n) + ") or a dim name");
+    }
+    d = static_cast<std::size_t>(*index);
+  } else {
+    const std::string& dim_name = std::get<std::string>(dim);
+    if (names_.empty()) {
+      throw Error(ErrorKind::type,
+                  "Invariant encountered: value was None when it should not be: unflatten by "
+                  "name '" +
+                      dim_name + "' needs a mesh with mesh_dim_names");
+    }
+    if (!contains(names_, dim_name)) {
+      throw Error(ErrorKind::value,
+                  "dim " + dim_name + " specified in `_unflatten` is not in " + py_names(names_));
+    }
+    d = index_of(names_, dim_name);
+  }
+  if (sizes.size() != names.size()) {
+    throw Error(ErrorKind::runtime,
+                "mesh_dim_names must have same length as mesh_sizes in _unflatten! Got " +
+                    std::to_string(names.size()) + " names for mesh_sizes=" + py_int_tuple(sizes) +
+                    ".");
+  }
+  std::int64_t product = 1;
+  for (std::int64_t s : sizes) {
+    if (s < 1) {
+      throw Error(ErrorKind::value, "mesh_sizes=" + py_int_tuple(sizes) +
+                                        " has a size below 1: every unflattened dim needs a rank");
+    }
+    product *= s;
+  }
+  const Layout source = axis(d);
+  const std::int64_t source_size = meshgate::size(source);
+  if (product != source_size) {
+    throw Error(ErrorKind::value, "The product of mesh_sizes=" + py_int_tuple(sizes) + " is " +
+                                      std::to_string(product) +
+                                      ", but the original dimension "
+                                      "at dim=" +
+                                      std::to_string(d) + " has size " +
+                                      std::to_string(source_size) +
+                                      ". These must be equal for unflatten to work correctly.");
+  }
+  if (names_.empty()) {
+    throw Error(ErrorKind::type,
+                "Invariant encountered: value was None when it should not be: _unflatten needs "
+                "a mesh with mesh_dim_names");
+  }
+
+  std::vector<std::string> new_names = names_;
+  const std::size_t at = std::min(d, new_names.size());
+  new_names.erase(
+      new_names.begin() + static_cast<std::ptrdiff_t>(at),
+      new_names.begin() + static_cast<std::ptrdiff_t>(std::min(d + 1, new_names.size())));
+  new_names.insert(new_names.begin() + static_cast<std::ptrdiff_t>(at), names.begin(), names.end());
+
+  if (model() == LayoutModel::one_level) {
+    return make(root_, meshgate::unflatten(layout_, static_cast<std::int64_t>(d), sizes),
+                MeshAxes{}, std::move(new_names), false);
+  }
+  // _FlatLayout.composition: pycute composition of the axis with (sizes):(suffix_product), then
+  // every top-level mode of the result becomes one canonical axis.
+  const Layout composed = composition(axis_to_pycute(source), row_major(sizes));
+  std::vector<Layout> new_axes(axes_.axes.begin(),
+                               axes_.axes.begin() + static_cast<std::ptrdiff_t>(d));
+  if (composed.shape().is_int()) {
+    new_axes.push_back(flat_canonical(composed));
+  } else {
+    for (std::size_t i = 0; i < composed.rank(); ++i)
+      new_axes.push_back(flat_canonical(composed[i]));
+  }
+  new_axes.insert(new_axes.end(), axes_.axes.begin() + static_cast<std::ptrdiff_t>(d + 1),
+                  axes_.axes.end());
+  return make(root_, Layout(), MeshAxes{std::move(new_axes)}, std::move(new_names), false);
+}
+
+std::vector<DeviceMesh> DeviceMesh::submeshes(const std::string& name) const {
+  const std::size_t d = dim_by_name(name);
+  std::vector<DeviceMesh> out;
+  if (model() == LayoutModel::one_level) {
+    // `layout[d].remap_to_tensor(rank_map)` without nest(): a nested (flattened non-contiguous)
+    // dim gives multi-dim rows, and DeviceMesh(mesh=row) keeps that shape under one name.
+    const RankTensor t = remap_to_tensor(axis(d), rank_map());
+    const std::vector<std::int64_t> row_shape(t.shape.begin() + 1, t.shape.end());
+    for (std::vector<std::int64_t>& row : rows_of(t)) {
+      out.push_back(
+          make_root(LayoutModel::one_level, row_major(row_shape), {name}, std::move(row)));
+    }
+    return out;
+  }
+  for (std::vector<std::int64_t>& row : axis_groups(axis(d))) {
+    const std::int64_t length = static_cast<std::int64_t>(row.size());
+    out.push_back(make_root(LayoutModel::two_level, row_major(std::span(&length, 1)), {name},
+                            std::move(row)));
+  }
+  return out;
+}
+
+DeviceMesh DeviceMesh::concatenate(std::span<const DeviceMesh> meshes) {
+  if (meshes.empty()) {
+    throw Error(ErrorKind::index, "list index out of range: _concatenate needs at least one mesh");
+  }
+  const DeviceMesh& first = meshes.front();
+  std::vector<std::string> names;
+  std::vector<IntTuple> sizes;
+  std::vector<IntTuple> strides;
+  MeshAxes axes;
+  for (const DeviceMesh& m : meshes) {
+    if (m.model() != first.model()) {
+      throw Error(ErrorKind::value, "Cannot concatenate a " + std::string(to_string(m.model())) +
+                                        " mesh with a " + std::string(to_string(first.model())) +
+                                        " mesh: build all meshes with one layout model");
+    }
+    for (std::size_t i = 0; i < m.ndim(); ++i) {
+      const Layout a = m.axis(i);
+      if (first.model() == LayoutModel::one_level) {
+        sizes.push_back(a.shape());
+        strides.push_back(a.stride());
+      } else {
+        axes.axes.push_back(a);
+      }
+    }
+    if (m.names_.empty()) {
+      throw Error(ErrorKind::type,
+                  "Invariant encountered: value was None when it should not be: _concatenate "
+                  "needs meshes with mesh_dim_names");
+    }
+    names.insert(names.end(), m.names_.begin(), m.names_.end());
+    if (m.rank_map() != first.rank_map()) {
+      throw Error(ErrorKind::runtime,
+                  "Cannot concatenate DeviceMeshes derived from different device meshs");
+    }
+  }
+  Layout layout;
+  if (first.model() == LayoutModel::one_level) {
+    layout = Layout(IntTuple::tuple(std::move(sizes)), IntTuple::tuple(std::move(strides)));
+  }
+  const Layout whole = first.model() == LayoutModel::one_level ? layout : collapse(axes);
+  if (!check_non_overlap(whole)) {
+    std::string listing;
+    for (const DeviceMesh& m : meshes) {
+      listing += (listing.empty() ? "" : ", ") + std::string("DeviceMesh(") + py_names(m.names_) +
+                 ", layout=" + to_string(m.layout_) + ")";
+    }
+    throw Error(ErrorKind::runtime, "Cannot concatenate overlapping meshes: [" + listing + "]");
+  }
+  return make(first.root_, std::move(layout), std::move(axes), std::move(names), false);
+}
+
+std::vector<std::pair<std::string, Layout>> DeviceMesh::flattened() const {
+  std::lock_guard lock(root_->mutex);
+  std::vector<std::pair<std::string, Layout>> out;
+  for (const Root::Flattened& f : root_->flattened) {
+    out.emplace_back(f.name, model() == LayoutModel::one_level ? f.layout : to_layout(f.axes));
+  }
+  return out;
+}
+
+std::vector<std::string> DeviceMesh::warnings() const {
+  std::lock_guard lock(root_->mutex);
+  return root_->warnings;
+}
+
+bool operator==(const DeviceMesh& a, const DeviceMesh& b) {
+  return a.model() == b.model() && a.layout_ == b.layout_ && a.names_ == b.names_ &&
+         a.rank_map() == b.rank_map();
+}
+
+}  // namespace meshgate

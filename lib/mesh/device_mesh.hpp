@@ -40,9 +40,9 @@ class DeviceMesh {
   // mode in its canonical flat form (spec 4), so equal meshes print equally.
   const Layout& layout() const;
   LayoutModel model() const;
-  std::vector<std::int64_t> shape() const;        // top_level_sizes
+  std::vector<std::int64_t> shape() const;  // top_level_sizes
   std::size_t ndim() const;
-  std::int64_t size() const;                      // numel
+  std::int64_t size() const;  // numel
   std::int64_t size(std::int64_t dim) const;
   const std::vector<std::string>& names() const;  // empty when unnamed
   const std::vector<std::int64_t>& rank_map() const;
@@ -75,12 +75,30 @@ class DeviceMesh {
   // deprecation of slicing flattened dims from the root), oldest first, without repeats.
   std::vector<std::string> warnings() const;
 
-  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);  // layout, rank map, names
+  // Model, layout, rank map and names.
+  friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
 
  private:
   struct Root;  // rank map, model, flattened-dim registry, warnings: shared by a mesh family
+
+  DeviceMesh() = default;
+  // The reference constructor's checks (non-overlap, rank map large enough) on a mesh of the
+  // family of `root`. one_level reads `layout`; two_level reads `axes` and derives the layout.
+  static DeviceMesh make(std::shared_ptr<Root> root, Layout layout, MeshAxes axes,
+                         std::vector<std::string> names, bool is_root);
+  // A new mesh family whose root has this layout (one_level form) over `rank_map`.
+  static DeviceMesh make_root(LayoutModel model, const Layout& layout,
+                              std::vector<std::string> names, std::vector<std::int64_t> rank_map);
+
+  std::size_t checked_dim(std::int64_t dim) const;         // Error(index) out of range
+  std::size_t dim_by_name(const std::string& name) const;  // Error(key) when unknown
+  Layout axis(std::size_t dim) const;                      // mode `dim` in the model's form
+  RankTensor full_tensor() const;                          // remap_to_tensor of the whole mesh
+  std::vector<std::vector<std::int64_t>> axis_groups(const Layout& axis) const;
+
   std::shared_ptr<Root> root_;
-  Layout layout_;
+  Layout layout_;  // one_level: as stored; two_level: to_layout(axes_)
+  MeshAxes axes_;  // two_level only: one canonical flat layout per dim
   std::vector<std::string> names_;
   bool is_root_ = true;
 };
