@@ -1,0 +1,274 @@
+"""Baselines: accepted results per machine class, `baselines/<machine-class>/<suite>.json`.
+
+The machine class is a stable slug of the hardware that sets performance, derived from
+`run.machine` of a results file: CPU model, logical core count when recorded, and the GPU
+count and model, e.g. `amd-epyc-7763-64-core-16c-8x-nvidia-h100-80gb-hbm3`.
+Host names and fingerprints are left out on purpose so that identical runners share one
+class. `--machine-class` overrides it wherever a command derives it.
+
+`meshgate baseline update RESULTS.json` splits the results by suite and writes each suite's
+file atomically (temporary file + rename). The file it replaces is kept under
+`baselines/<machine-class>/history/<suite>.<UTC timestamp>.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import pathlib
+import re
+import shutil
+import sys
+import tempfile
+from typing import Any, Optional
+
+RESULTS_SCHEMA = "meshgate.results/1"
+CALIBRATION_SCHEMA = "meshgate.calibration/1"
+CALIBRATION_FILE = "calibration.json"
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEFAULT_BASELINES = REPO_ROOT / "baselines"
+
+
+class InputError(Exception):
+    """Unusable input; the message names the file and what is wrong (exit code 2)."""
+
+
+def load_results(path: pathlib.Path) -> dict[str, Any]:
+    """Reads a results file and checks the parts of the results CONTRACT the gate relies on."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read results: {e.strerror or e}") from e
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object with 'schema', 'run' and 'cases'")
+    schema = data.get("schema")
+    if schema != RESULTS_SCHEMA:
+        raise InputError(
+            f"{path}: schema is {schema!r}, expected {RESULTS_SCHEMA!r}: "
+            "pass a results.json written by meshgate-runner or meshgate run"
+        )
+    cases = data.get("cases")
+    if not isinstance(cases, list):
+        raise InputError(f"{path}: 'cases' must be a list of result rows")
+    for i, row in enumerate(cases):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise InputError(f"{path}: cases[{i}] has no string 'id'")
+    if not isinstance(data.get("run", {}), dict):
+        raise InputError(f"{path}: 'run' must be an object")
+    return data
+
+
+def _slug(text: str) -> str:
+    text = text.lower()
+    text = re.sub(r"\((r|tm|c)\)", " ", text)
+    text = re.sub(r"\b(cpu|processor)\b", " ", text)
+    text = re.sub(r"@.*$", " ", text)
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+
+
+def machine_class(machine: Optional[dict[str, Any]]) -> str:
+    """Stable slug for a `run.machine` object: cpu model, cores, gpu count x model."""
+    machine = machine or {}
+    parts = []
+    cpu = machine.get("cpu")
+    if isinstance(cpu, dict):
+        cpu = cpu.get("model") or cpu.get("name")
+    if cpu:
+        parts.append(_slug(str(cpu)))
+    cores = machine.get("cores") or machine.get("cpus") or machine.get("logical_cpus")
+    if isinstance(cores, int) and cores > 0:
+        parts.append(f"{cores}c")
+    gpus = machine.get("gpus") or []
+    if gpus:
+        names = []
+        for g in gpus:
+            names.append(str(g.get("name") or g.get("model") or "gpu") if isinstance(g, dict) else str(g))
+        models = sorted(set(names))
+        parts.append(f"{len(gpus)}x-" + "-".join(_slug(m) for m in models))
+    slug = "-".join(p for p in parts if p)[:120].strip("-")
+    return slug or "unknown"
+
+
+def results_machine_class(results: dict[str, Any]) -> str:
+    return machine_class(results.get("run", {}).get("machine"))
+
+
+def case_suite(row: dict[str, Any]) -> str:
+    suite = row.get("suite")
+    if isinstance(suite, str) and suite:
+        return suite
+    return row["id"].split("/", 1)[0]
+
+
+def split_by_suite(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One results document per suite, each with the original schema and run block."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in results.get("cases", []):
+        suite = case_suite(row)
+        doc = out.setdefault(
+            suite, {"schema": results.get("schema"), "run": results.get("run", {}), "cases": []}
+        )
+        doc["cases"].append(row)
+    return out
+
+
+def atomic_write_json(path: pathlib.Path, data: Any) -> None:
+    """Writes JSON so that readers see the old file or the new one, never half of one."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _timestamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def update_baseline(
+    results_path: pathlib.Path,
+    baselines_root: pathlib.Path = DEFAULT_BASELINES,
+    machine_class_override: Optional[str] = None,
+    force: bool = False,
+    suites: Optional[list[str]] = None,
+) -> list[pathlib.Path]:
+    """Accepts a results file as the baseline of its suites; returns the files written.
+
+    Refuses (InputError) when an existing baseline has another schema or was recorded on
+    another machine class, unless forced; the replaced file goes to history/.
+    """
+    results = load_results(results_path)
+    derived = results_machine_class(results)
+    mclass = machine_class_override or derived
+    if machine_class_override and machine_class_override != derived and not force:
+        raise InputError(
+            f"{results_path}: results were recorded on machine class {derived!r}, not "
+            f"{machine_class_override!r}: pass --force to file them under {machine_class_override!r} anyway"
+        )
+    target_dir = pathlib.Path(baselines_root) / mclass
+    per_suite = split_by_suite(results)
+    if suites:
+        unknown = sorted(set(suites) - set(per_suite))
+        if unknown:
+            raise InputError(
+                f"{results_path}: no cases of suite(s) {', '.join(unknown)}; "
+                f"the file has {', '.join(sorted(per_suite)) or 'no cases'}"
+            )
+        per_suite = {s: d for s, d in per_suite.items() if s in suites}
+    if not per_suite:
+        raise InputError(f"{results_path}: no cases to accept")
+    # Check every suite before writing any, so a refusal leaves the baselines untouched.
+    for suite in per_suite:
+        existing = target_dir / f"{suite}.json"
+        if not existing.exists() or force:
+            continue
+        try:
+            old = json.loads(existing.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise InputError(
+                f"{existing}: existing baseline is unreadable ({e}): pass --force to replace it"
+            ) from e
+        if old.get("schema") != results.get("schema"):
+            raise InputError(
+                f"{existing}: baseline schema {old.get('schema')!r} differs from the results' "
+                f"{results.get('schema')!r}: pass --force to replace it"
+            )
+        old_class = results_machine_class(old)
+        if old_class != derived:
+            raise InputError(
+                f"{existing}: baseline was recorded on machine class {old_class!r}, the results "
+                f"on {derived!r}: pass --force to replace it"
+            )
+    written = []
+    stamp = _timestamp()
+    for suite, doc in sorted(per_suite.items()):
+        path = target_dir / f"{suite}.json"
+        if path.exists():
+            history = target_dir / "history"
+            history.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, history / f"{suite}.{stamp}.json")
+        atomic_write_json(path, doc)
+        written.append(path)
+    return written
+
+
+def load_baseline_dir(baseline_dir: pathlib.Path, suites: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """Merges the baseline files of `suites` found in baseline_dir; returns it and the suites lacking one."""
+    baseline_dir = pathlib.Path(baseline_dir)
+    merged: dict[str, Any] = {"schema": RESULTS_SCHEMA, "run": {}, "cases": []}
+    lacking = []
+    for suite in suites:
+        path = baseline_dir / f"{suite}.json"
+        if not path.exists():
+            lacking.append(suite)
+            continue
+        doc = load_results(path)
+        if not merged["run"]:
+            merged["run"] = doc.get("run", {})
+        merged["cases"].extend(doc["cases"])
+    return merged, lacking
+
+
+def load_calibration(path: pathlib.Path) -> dict[str, float]:
+    """Noise floor per case id from a calibration.json (empty when the file does not exist)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: unreadable calibration ({e}): run `meshgate calibrate` again") from e
+    if data.get("schema") != CALIBRATION_SCHEMA or not isinstance(data.get("cases"), dict):
+        raise InputError(f"{path}: not a {CALIBRATION_SCHEMA} file: run `meshgate calibrate` again")
+    floors = {}
+    for case_id, entry in data["cases"].items():
+        value = entry.get("noise_floor") if isinstance(entry, dict) else None
+        if isinstance(value, (int, float)):
+            floors[case_id] = float(value)
+    return floors
+
+
+def _cmd_update(args: argparse.Namespace) -> int:
+    try:
+        written = update_baseline(
+            pathlib.Path(args.results),
+            pathlib.Path(args.baselines),
+            machine_class_override=args.machine_class,
+            force=args.force,
+            suites=args.suite or None,
+        )
+    except InputError as e:
+        print(f"meshgate baseline: {e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"baseline written: {path}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("baseline", help="manage accepted baselines")
+    sub = parser.add_subparsers(dest="baseline_command", required=True)
+    update = sub.add_parser("update", help="accept RESULTS.json as the new baseline of its suites")
+    update.add_argument("results", metavar="RESULTS.json")
+    update.add_argument("--baselines", default=str(DEFAULT_BASELINES), help="baselines root (default: %(default)s)")
+    update.add_argument("--machine-class", help="file under this machine class instead of the derived one")
+    update.add_argument("--suite", action="append", help="accept only this suite (repeatable)")
+    update.add_argument("--force", action="store_true", help="replace despite a schema or machine-class mismatch")
+    update.set_defaults(func=_cmd_update)

@@ -1,0 +1,414 @@
+"""Compare two results files case by case and decide a verdict per case (spec/gating.md).
+
+Verdicts: pass | regression | improvement | inconclusive | new | missing | correctness.
+Timing decisions use per-run medians only: one-sided Mann-Whitney U at alpha = 0.01 in the
+direction of the observed change, Benjamini-Hochberg across the timed cases (q = 0.05), and
+the median ratio past the minimum effect max(2 %, 3 x noise floor). Correctness (a failing or
+erroring case) and plan changes are decided without statistics and are never hidden by them.
+
+Exit codes of `meshgate compare`: 1 when any case is a regression or a correctness failure,
+0 otherwise, 2 on unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import math
+import pathlib
+import sys
+from typing import Any, Optional
+
+from . import baseline as _baseline
+from . import stats
+
+VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness")
+FAILING_STATUSES = ("fail", "error")
+
+
+@dataclasses.dataclass
+class CaseVerdict:
+    id: str
+    verdict: str
+    ratio: Optional[float] = None  # median(new per-run medians) / median(base ...); > 1 is slower
+    ci: Optional[tuple[float, float]] = None  # bootstrap 95 % CI of the ratio
+    p: Optional[float] = None  # one-sided MWU p in the direction of the observed change
+    q: Optional[float] = None  # Benjamini-Hochberg adjusted p
+    min_effect: Optional[float] = None
+    noise_floor: Optional[float] = None
+    runs_base: int = 0
+    runs_new: int = 0
+    runs_needed: Optional[int] = None  # runs per side that would resolve an inconclusive case
+    base_status: Optional[str] = None
+    new_status: Optional[str] = None
+    message: str = ""  # the new run's status message (why it failed, was skipped, ...)
+    note: str = ""  # why this verdict, in words
+    plan_base: Optional[list] = None
+    plan_new: Optional[list] = None
+    plan_changed: bool = False
+    base_medians: list[float] = dataclasses.field(default_factory=list)
+    new_medians: list[float] = dataclasses.field(default_factory=list)
+    confirmed: Optional[bool] = None  # set by `meshgate ab` after a confirmation batch
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["ci"] = list(self.ci) if self.ci else None
+        return out
+
+
+@dataclasses.dataclass
+class Comparison:
+    cases: list[CaseVerdict]
+    base_label: str = ""
+    new_label: str = ""
+    base_run: dict = dataclasses.field(default_factory=dict)
+    new_run: dict = dataclasses.field(default_factory=dict)
+    alpha: float = stats.ALPHA
+    fdr_q: float = stats.FDR_Q
+    calibrated: bool = False
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for c in self.cases if c.verdict == verdict)
+
+    def by_verdict(self, verdict: str) -> list[CaseVerdict]:
+        return [c for c in self.cases if c.verdict == verdict]
+
+    def plan_changes(self) -> list[CaseVerdict]:
+        return [c for c in self.cases if c.plan_changed]
+
+    def exit_code(self) -> int:
+        return 1 if self.count("regression") or self.count("correctness") else 0
+
+    def headline(self) -> str:
+        reg, cor = self.count("regression"), self.count("correctness")
+        if reg or cor:
+            parts = []
+            if reg:
+                parts.append(f"{reg} regression{'s' if reg != 1 else ''}")
+            if cor:
+                parts.append(f"{cor} correctness failure{'s' if cor != 1 else ''}")
+            return "FAIL: " + ", ".join(parts)
+        return "PASS"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "meshgate.comparison/1",
+            "base": self.base_label,
+            "new": self.new_label,
+            "alpha": self.alpha,
+            "fdr_q": self.fdr_q,
+            "calibrated": self.calibrated,
+            "exit_code": self.exit_code(),
+            "counts": {v: self.count(v) for v in VERDICTS},
+            "cases": [c.to_json() for c in self.cases],
+        }
+
+
+def run_medians(row: Optional[dict[str, Any]]) -> list[float]:
+    """Per-run medians of a row's time samples; one value from metrics when only that exists."""
+    if not row:
+        return []
+    samples = (row.get("samples") or {}).get("time_s")
+    if isinstance(samples, list) and samples:
+        if all(isinstance(r, list) for r in samples):
+            runs = [[float(v) for v in r if isinstance(v, (int, float))] for r in samples]
+            return stats.per_run_medians(runs)
+        if all(isinstance(v, (int, float)) for v in samples):
+            return [stats.median([float(v) for v in samples])]
+    metric = (row.get("metrics") or {}).get("time_s")
+    if isinstance(metric, dict) and isinstance(metric.get("median"), (int, float)):
+        return [float(metric["median"])]
+    return []
+
+
+def _seed_for(case_id: str, seed: int) -> int:
+    # Stable across processes (str hash is salted), so a case's CI is reproducible.
+    h = seed
+    for ch in case_id.encode():
+        h = (h * 1000003 + ch) & 0xFFFFFFFF
+    return h
+
+
+def _timing_verdict(
+    v: CaseVerdict, base: list[float], new: list[float], seed: int, alpha: float
+) -> tuple[Optional[float], str]:
+    """Fills ratio, CI and p; returns the p-value that enters BH and the change direction."""
+    v.ratio = stats.median(new) / stats.median(base)
+    v.ci = stats.bootstrap_ratio_ci(base, new, seed=_seed_for(v.id, seed))
+    direction = "slower" if v.ratio >= 1.0 else "faster"
+    if direction == "slower":
+        v.p = stats.mann_whitney_greater(new, base)
+    else:
+        v.p = stats.mann_whitney_greater(base, new)
+    return v.p, direction
+
+
+def compare_results(
+    base: dict[str, Any],
+    new: dict[str, Any],
+    noise_floors: Optional[dict[str, float]] = None,
+    seed: int = 0,
+    alpha: float = stats.ALPHA,
+    fdr_q: float = stats.FDR_Q,
+    base_label: str = "base",
+    new_label: str = "new",
+) -> Comparison:
+    """Pure comparison of two results documents; the order of cases follows `new`, then missing."""
+    noise_floors = noise_floors or {}
+    base_rows = {r["id"]: r for r in base.get("cases", [])}
+    new_rows = {r["id"]: r for r in new.get("cases", [])}
+    ids = [r["id"] for r in new.get("cases", [])] + [i for i in base_rows if i not in new_rows]
+    verdicts: list[CaseVerdict] = []
+    timed: list[tuple[CaseVerdict, str]] = []
+    for case_id in ids:
+        b, n = base_rows.get(case_id), new_rows.get(case_id)
+        v = CaseVerdict(id=case_id, verdict="pass")
+        verdicts.append(v)
+        v.base_status = b.get("status") if b else None
+        v.new_status = n.get("status") if n else None
+        v.message = (n or {}).get("message", "") or ""
+        v.plan_base = b.get("plan") if b else None
+        v.plan_new = n.get("plan") if n else None
+        if b and n and isinstance(v.plan_base, list) and isinstance(v.plan_new, list):
+            v.plan_changed = v.plan_base != v.plan_new
+        v.base_medians, v.new_medians = run_medians(b), run_medians(n)
+        v.runs_base, v.runs_new = len(v.base_medians), len(v.new_medians)
+        v.noise_floor = noise_floors.get(case_id)
+        v.min_effect = stats.minimum_effect(v.noise_floor)
+        if n is None:
+            v.verdict, v.note = "missing", "in the base results, absent from the new ones"
+            continue
+        if v.new_status in FAILING_STATUSES:
+            v.verdict = "correctness"
+            if b is None or v.base_status in FAILING_STATUSES:
+                v.note = f"{v.new_status} (already {v.base_status} in base)" if b else f"{v.new_status} (new case)"
+            else:
+                v.note = f"{v.base_status} -> {v.new_status}"
+            continue
+        if b is None:
+            v.verdict, v.note = "new", "no baseline row for this case"
+            continue
+        if v.new_status == "skip":
+            if v.base_status == "skip":
+                v.note = "skipped on both sides"
+            else:
+                v.verdict, v.note = "missing", f"skipped in the new run: {v.message}"
+            continue
+        if v.base_status in FAILING_STATUSES:
+            v.note = f"fixed: {v.base_status} -> {v.new_status}"
+        if not v.base_medians and not v.new_medians:
+            v.note = v.note or "correctness only (no timing)"
+            continue
+        if not v.base_medians:
+            v.verdict, v.note = "new", "timed for the first time (no base timing)"
+            continue
+        if not v.new_medians:
+            v.verdict, v.note = "missing", "timed in base, no timing in the new run"
+            continue
+        p, direction = _timing_verdict(v, v.base_medians, v.new_medians, seed, alpha)
+        timed.append((v, direction))
+
+    qvalues = stats.benjamini_hochberg([v.p for v, _ in timed])
+    k_floor = stats.smallest_k_reaching(alpha)
+    for (v, direction), q in zip(timed, qvalues):
+        v.q = q
+        gate = v.min_effect
+        past_gate = v.ratio >= 1.0 + gate if direction == "slower" else v.ratio <= 1.0 / (1.0 + gate)
+        significant = v.p <= alpha and q is not None and q <= fdr_q
+        if past_gate and significant:
+            v.verdict = "regression" if direction == "slower" else "improvement"
+            v.note = (
+                f"{direction} by {abs(v.ratio - 1) * 100:.1f} % (gate {gate * 100:.1f} %), "
+                f"p = {v.p:.2g}, q = {q:.2g}"
+            )
+        elif past_gate:
+            v.verdict = "inconclusive"
+            effect = max(gate, abs(math.log(v.ratio)))
+            v.runs_needed = stats.runs_needed(stats.relative_sigma(v.base_medians, v.new_medians), effect, alpha)
+            if min(v.runs_base, v.runs_new) < k_floor:
+                v.runs_needed = max(v.runs_needed, k_floor)
+                why = f"{min(v.runs_base, v.runs_new)} runs on one side can never reach alpha = {alpha}"
+            else:
+                why = f"not significant (p = {v.p:.2g}, q = {q:.2g})"
+            v.note = f"{direction} by {abs(v.ratio - 1) * 100:.1f} % but {why}; need ~{v.runs_needed} runs per side"
+        else:
+            v.verdict = "pass"
+            change = f"{direction} by {abs(v.ratio - 1) * 100:.1f} %"
+            v.note = (v.note + "; " if v.note else "") + f"{change}, within the {gate * 100:.1f} % gate"
+    return Comparison(
+        cases=verdicts,
+        base_label=base_label,
+        new_label=new_label,
+        base_run=base.get("run", {}),
+        new_run=new.get("run", {}),
+        alpha=alpha,
+        fdr_q=fdr_q,
+        calibrated=bool(noise_floors),
+    )
+
+
+def verdicts_json(comparison: Comparison) -> dict[str, Any]:
+    """The `--json` document: {"cases": [{"id", "verdict", "ratio", "ci", "p", ...}]}."""
+    rows = []
+    for c in comparison.cases:
+        rows.append(
+            {
+                "id": c.id,
+                "verdict": c.verdict,
+                "ratio": c.ratio,
+                "ci": list(c.ci) if c.ci else None,
+                "p": c.p,
+                "q": c.q,
+                "min_effect": c.min_effect,
+                "runs_base": c.runs_base,
+                "runs_new": c.runs_new,
+                "runs_needed": c.runs_needed,
+                "plan_changed": c.plan_changed,
+                "note": c.note,
+            }
+        )
+    return {"exit_code": comparison.exit_code(), "headline": comparison.headline(), "cases": rows}
+
+
+def calibration_for(
+    new: dict[str, Any],
+    base_path: Optional[pathlib.Path] = None,
+    explicit: Optional[pathlib.Path] = None,
+    baselines_root: pathlib.Path = _baseline.DEFAULT_BASELINES,
+    machine_class: Optional[str] = None,
+) -> dict[str, float]:
+    """Noise floors for this machine class: --calibration, else next to the base, else baselines/<class>/."""
+    if explicit is not None:
+        if not pathlib.Path(explicit).exists():
+            raise _baseline.InputError(f"{explicit}: calibration file does not exist")
+        return _baseline.load_calibration(explicit)
+    if base_path is not None:
+        beside = pathlib.Path(base_path).parent / _baseline.CALIBRATION_FILE
+        if beside.exists():
+            return _baseline.load_calibration(beside)
+    mclass = machine_class or _baseline.results_machine_class(new)
+    return _baseline.load_calibration(pathlib.Path(baselines_root) / mclass / _baseline.CALIBRATION_FILE)
+
+
+def write_comparison(out_dir: pathlib.Path, comparison: Comparison, new_results: Optional[dict], prefix: str = "") -> list[pathlib.Path]:
+    """Writes <prefix>report.md, junit.xml, report.html and comparison.json into out_dir.
+
+    With a prefix (used when comparing inside a run directory that already has the run's own
+    report) the files are named e.g. `baseline-report.md`.
+    """
+    from . import report  # report imports this module for its data types
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    data = comparison.to_json()
+    path = out_dir / f"{prefix}comparison.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    written.append(path)
+    if new_results is not None and not prefix:
+        path = out_dir / "results.json"
+        path.write_text(json.dumps(new_results, indent=1) + "\n")
+        written.append(path)
+    written += report.write_comparison_report(out_dir, comparison, prefix=prefix)
+    return written
+
+
+def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path, out_dir: pathlib.Path) -> int:
+    """`meshgate run --baseline DIR`: compares a finished run with the baseline files of its
+    suites in DIR, writes baseline-report.md/.html, baseline-junit.xml and
+    baseline-comparison.json into out_dir, and returns the exit code of `meshgate compare`.
+    Suites without a baseline file make their cases `new`."""
+    try:
+        new = _baseline.load_results(results_path)
+        baseline_dir = pathlib.Path(baseline_dir)
+        if not baseline_dir.is_dir():
+            raise _baseline.InputError(
+                f"{baseline_dir}: baseline directory does not exist: create it with "
+                f"`meshgate baseline update {results_path}`"
+            )
+        suites = sorted({_baseline.case_suite(r) for r in new["cases"]})
+        base, lacking = _baseline.load_baseline_dir(baseline_dir, suites)
+        floors = _baseline.load_calibration(baseline_dir / _baseline.CALIBRATION_FILE)
+    except _baseline.InputError as e:
+        print(f"meshgate compare: {e}", file=sys.stderr)
+        return 2
+    comparison = compare_results(base, new, floors, base_label=str(baseline_dir), new_label=str(results_path))
+    write_comparison(out_dir, comparison, None, prefix="baseline-")
+    if lacking:
+        print(f"no baseline in {baseline_dir} for suite(s): {', '.join(lacking)} (their cases are 'new')")
+    print(_summary_line(comparison))
+    return comparison.exit_code()
+
+
+def _summary_line(comparison: Comparison) -> str:
+    counts = ", ".join(f"{comparison.count(v)} {v}" for v in VERDICTS if comparison.count(v))
+    plans = len(comparison.plan_changes())
+    extra = f", {plans} plan change{'s' if plans != 1 else ''}" if plans else ""
+    return f"compare: {comparison.headline()} ({counts or 'no cases'}{extra})"
+
+
+def format_table(comparison: Comparison) -> str:
+    """Plain-text verdict table for the terminal."""
+    lines = [f"{'case':<48} {'verdict':<13} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
+    order = {v: i for i, v in enumerate(("regression", "correctness", "inconclusive", "improvement", "missing", "new", "pass"))}
+    for c in sorted(comparison.cases, key=lambda c: order.get(c.verdict, 99)):
+        ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
+        ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
+        p = f"{c.p:.2g}" if c.p is not None else "-"
+        k = f"{c.runs_base}/{c.runs_new}" if (c.runs_base or c.runs_new) else "-"
+        lines.append(f"{c.id:<48} {c.verdict:<13} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
+        if c.verdict not in ("pass",) and c.note:
+            lines.append(f"    {c.note}")
+        if c.plan_changed:
+            lines.append(f"    plan changed: {c.plan_base} -> {c.plan_new}")
+    lines.append(_summary_line(comparison))
+    return "\n".join(lines)
+
+
+def default_report_dir(prefix: str) -> pathlib.Path:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return _baseline.REPO_ROOT / "reports" / f"{prefix}-{stamp}"
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    base_path, new_path = pathlib.Path(args.base), pathlib.Path(args.new)
+    try:
+        base = _baseline.load_results(base_path)
+        new = _baseline.load_results(new_path)
+        floors = calibration_for(
+            new,
+            base_path=base_path,
+            explicit=pathlib.Path(args.calibration) if args.calibration else None,
+            machine_class=args.machine_class,
+        )
+    except _baseline.InputError as e:
+        print(f"meshgate compare: {e}", file=sys.stderr)
+        return 2
+    comparison = compare_results(
+        base, new, floors, seed=args.seed, base_label=str(base_path), new_label=str(new_path)
+    )
+    print(format_table(comparison))
+    if args.json:
+        json_path = pathlib.Path(args.json)
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(verdicts_json(comparison), indent=1) + "\n")
+    out_dir = pathlib.Path(args.out) if args.out else default_report_dir("compare")
+    write_comparison(out_dir, comparison, new)
+    print(f"report: {out_dir / 'report.md'}")
+    return comparison.exit_code()
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="verdict per case between two results files (exit 1 on regression)"
+    )
+    parser.add_argument("base", metavar="BASE.json")
+    parser.add_argument("new", metavar="NEW.json")
+    parser.add_argument("--json", metavar="VERDICTS.json", help="also write the verdicts as JSON")
+    parser.add_argument("--out", metavar="DIR", help="report directory (default: reports/compare-<time>)")
+    parser.add_argument("--calibration", metavar="FILE", help="calibration.json with noise floors")
+    parser.add_argument("--machine-class", help="machine class whose calibration applies")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    parser.set_defaults(func=_cmd_compare)

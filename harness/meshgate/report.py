@@ -1,0 +1,545 @@
+"""Human reports for runs and comparisons: report.md, junit.xml and a self-contained report.html.
+
+report.md is written to fit a CI job summary: the headline verdict first, then what needs a
+person (failures, regressions with their evidence, correctness, plan changes), details last.
+
+Metrics the plots understand (whichever a kind records):
+- busbw per message size: `metrics.sizes = [{"bytes": B, "busbw_GBps": x, ...}, ...]`, or
+  `metrics.busbw_GBps` as a list aligned with `metrics.bytes`, or a mapping {bytes: value};
+- GEMM throughput per implementation: `metrics.impls = {impl: {"tflops": x, ...}}` or
+  `metrics.tflops = {impl: x}` (a key spelled `TFLOPs`, `tflops_per_s` ... also counts).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import pathlib
+import xml.etree.ElementTree as ET
+from typing import Any, Iterable, Optional
+
+from . import compare as _compare
+from . import stats, svg
+
+STATUSES = ("pass", "fail", "error", "skip")
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _md(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _counts(results: dict[str, Any]) -> dict[str, int]:
+    counts = {s: 0 for s in STATUSES}
+    for row in results.get("cases", []):
+        counts[row.get("status", "error")] = counts.get(row.get("status", "error"), 0) + 1
+    return counts
+
+
+def run_exit_code(results: dict[str, Any]) -> int:
+    """The results CONTRACT's exit code: 0 all pass/skip, 1 any fail, 2 any error."""
+    counts = _counts(results)
+    if counts.get("error"):
+        return 2
+    if counts.get("fail"):
+        return 1
+    return 0
+
+
+def run_headline(results: dict[str, Any]) -> str:
+    counts = _counts(results)
+    verdict = {0: "PASS", 1: "FAIL", 2: "ERROR"}[run_exit_code(results)]
+    summary = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts.get(s))
+    return f"{verdict} ({summary or 'no cases'})"
+
+
+def model_disagreement_cases(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows whose metrics carry a non-empty `model_disagreements` list, in results order."""
+    out = []
+    for row in results.get("cases", []):
+        items = (row.get("metrics") or {}).get("model_disagreements")
+        if isinstance(items, list) and items:
+            out.append(row)
+    return out
+
+
+def _models_compared(results: dict[str, Any]) -> int:
+    return sum(1 for r in results.get("cases", []) if "model_disagreements" in (r.get("metrics") or {}))
+
+
+def format_disagreement(item: Any) -> str:
+    if isinstance(item, dict):
+        return "; ".join(f"{k}: {json.dumps(v) if not isinstance(v, str) else v}" for k, v in item.items())
+    return item if isinstance(item, str) else json.dumps(item)
+
+
+def _params_summary(row: dict[str, Any]) -> str:
+    params = row.get("params")
+    if not params:
+        return ""
+    text = json.dumps(params, separators=(", ", ": "))
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _time_summary(row: dict[str, Any]) -> Optional[tuple[int, float, float]]:
+    """(runs, median of per-run medians, relative MAD of per-run medians) for a timed row."""
+    medians = _compare.run_medians(row)
+    if not medians:
+        return None
+    return len(medians), stats.median(medians), stats.relative_mad(medians) if len(medians) > 1 else 0.0
+
+
+def _run_facts(run: dict[str, Any]) -> list[str]:
+    from .baseline import machine_class
+
+    machine = run.get("machine") or {}
+    facts = []
+    if run.get("commit"):
+        facts.append(f"commit `{run['commit']}`" + (" (dirty)" if run.get("dirty") else ""))
+    if run.get("backend"):
+        facts.append(f"backend `{run['backend']}`" + (f", world {run['world_size']}" if run.get("world_size") else ""))
+    if machine:
+        facts.append(f"machine `{machine.get('host', '?')}` (class `{machine_class(machine)}`)")
+    if run.get("started"):
+        facts.append(f"started {run['started']}")
+    return facts
+
+
+def run_markdown(results: dict[str, Any]) -> str:
+    run = results.get("run", {})
+    rows = results.get("cases", [])
+    lines = [f"# meshgate run {run.get('id', '')}: {run_headline(results)}", ""]
+    facts = _run_facts(run)
+    if facts:
+        lines += [" · ".join(facts), ""]
+
+    failing = [r for r in rows if r.get("status") in ("fail", "error")]
+    if failing:
+        lines += ["## Failures", "", "| case | status | message |", "|---|---|---|"]
+        for r in failing:
+            lines.append(f"| `{r['id']}` | **{r.get('status')}** | {_md(r.get('message', ''))} |")
+        lines.append("")
+
+    disagree = model_disagreement_cases(results)
+    compared = _models_compared(results)
+    if disagree or compared:
+        lines += [f"## Layout-model disagreements ({len(disagree)} of {compared} configurations)", ""]
+        if not disagree:
+            lines += ["The one-level and two-level models agree on every compared configuration.", ""]
+        for r in disagree:
+            items = r["metrics"]["model_disagreements"]
+            lines.append(f"### `{r['id']}` ({r.get('status')}, {len(items)} disagreement{'s' if len(items) != 1 else ''})")
+            if _params_summary(r):
+                lines.append(f"configuration: `{_params_summary(r)}`")
+            lines.append("")
+            lines += [f"- {_md(format_disagreement(item))}" for item in items]
+            lines.append("")
+
+    timed = [(r, _time_summary(r)) for r in rows]
+    timed = [(r, t) for r, t in timed if t]
+    if timed:
+        lines += ["## Performance", "", "| case | runs | median time | run-to-run spread (MAD) |", "|---|---:|---:|---:|"]
+        for r, (k, med, spread) in timed:
+            lines.append(f"| `{r['id']}` | {k} | {svg.format_seconds(med)} | {spread * 100:.2f} % |")
+        lines.append("")
+
+    skipped = [r for r in rows if r.get("status") == "skip"]
+    if skipped:
+        lines += ["<details><summary>Skipped cases (%d)</summary>" % len(skipped), ""]
+        lines += [f"- `{r['id']}`: {_md(r.get('message', ''))}" for r in skipped]
+        lines += ["", "</details>", ""]
+
+    lines += ["<details><summary>All cases (%d)</summary>" % len(rows), "", "| case | kind | status | seconds |", "|---|---|---|---:|"]
+    for r in rows:
+        secs = r.get("seconds")
+        secs_text = f"{secs:.3f}" if isinstance(secs, (int, float)) else ""
+        lines.append(f"| `{r['id']}` | {r.get('kind', '')} | {r.get('status', '')} | {secs_text} |")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def _junit_time(row: dict[str, Any]) -> str:
+    secs = row.get("seconds")
+    return f"{secs:.6f}" if isinstance(secs, (int, float)) else "0"
+
+
+def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None, name: str = "meshgate") -> str:
+    """JUnit XML: one testsuite per suite, one testcase per case; fail -> failure, error -> error,
+    skip -> skipped. With `verdicts` (case id -> CaseVerdict) a regression or correctness verdict
+    is a failure too and an inconclusive one is reported in system-out."""
+    from .baseline import case_suite
+
+    root = ET.Element("testsuites", name=name)
+    suites: dict[str, ET.Element] = {}
+    totals: dict[str, dict[str, float]] = {}
+    for row in results.get("cases", []):
+        suite = case_suite(row)
+        if suite not in suites:
+            suites[suite] = ET.SubElement(root, "testsuite", name=suite)
+            totals[suite] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+        t = totals[suite]
+        case_name = row.get("name") or row["id"].split("/", 1)[-1]
+        tc = ET.SubElement(suites[suite], "testcase", name=case_name, classname=suite, time=_junit_time(row))
+        t["tests"] += 1
+        t["time"] += float(row.get("seconds") or 0)
+        status, message = row.get("status"), row.get("message", "") or ""
+        v = verdicts.get(row["id"]) if verdicts else None
+        if status == "fail":
+            ET.SubElement(tc, "failure", message=message[:500] or "wrong result", type="fail").text = message
+            t["failures"] += 1
+        elif status == "error":
+            ET.SubElement(tc, "error", message=message[:500] or "error", type="error").text = message
+            t["errors"] += 1
+        elif status == "skip":
+            ET.SubElement(tc, "skipped", message=message[:500])
+            t["skipped"] += 1
+        elif status != "pass":
+            ET.SubElement(tc, "error", message=f"unknown status {status!r}", type="error")
+            t["errors"] += 1
+        elif v is not None and v.verdict == "regression":
+            ET.SubElement(tc, "failure", message=f"performance regression: {v.note}", type="regression").text = _evidence_text(v)
+            t["failures"] += 1
+        if v is not None and v.verdict in ("inconclusive", "improvement") or (v is not None and v.plan_changed):
+            out = ET.SubElement(tc, "system-out")
+            out.text = f"{v.verdict}: {v.note}" + (f"\nplan changed: {v.plan_base} -> {v.plan_new}" if v.plan_changed else "")
+    if verdicts:
+        # Cases only in the base have no row in the new results; they still appear, as skipped.
+        present = {r["id"] for r in results.get("cases", [])}
+        for case_id, v in verdicts.items():
+            if case_id in present:
+                continue
+            suite = case_id.split("/", 1)[0]
+            if suite not in suites:
+                suites[suite] = ET.SubElement(root, "testsuite", name=suite)
+                totals[suite] = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+            tc = ET.SubElement(suites[suite], "testcase", name=case_id.split("/", 1)[-1], classname=suite, time="0")
+            ET.SubElement(tc, "skipped", message=f"{v.verdict}: {v.note}")
+            totals[suite]["tests"] += 1
+            totals[suite]["skipped"] += 1
+    grand = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
+    for suite, el in suites.items():
+        for key, value in totals[suite].items():
+            el.set(key, f"{value:.6f}" if key == "time" else str(int(value)))
+            grand[key] += value
+    for key, value in grand.items():
+        root.set(key, f"{value:.6f}" if key == "time" else str(int(value)))
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _size_series(metrics: dict[str, Any], key_hint: str = "busbw") -> list[tuple[float, float]]:
+    sizes = metrics.get("sizes")
+    points = []
+    if isinstance(sizes, list):
+        for entry in sizes:
+            if not isinstance(entry, dict):
+                continue
+            size = entry.get("bytes", entry.get("size"))
+            value = next((v for k, v in entry.items() if k.lower().startswith(key_hint)), None)
+            if isinstance(size, (int, float)) and isinstance(value, (int, float)):
+                points.append((float(size), float(value)))
+        return points
+    for key, value in metrics.items():
+        if not key.lower().startswith(key_hint):
+            continue
+        if isinstance(value, dict):
+            for size, v in value.items():
+                try:
+                    points.append((float(size), float(v)))
+                except (TypeError, ValueError):
+                    continue
+        elif isinstance(value, list) and isinstance(metrics.get("bytes"), list) and len(value) == len(metrics["bytes"]):
+            points += [(float(s), float(v)) for s, v in zip(metrics["bytes"], value) if isinstance(v, (int, float))]
+        if points:
+            break
+    return points
+
+
+def _tflops_by_impl(metrics: dict[str, Any]) -> list[tuple[str, float]]:
+    def tflops_of(d: dict[str, Any]) -> Optional[float]:
+        for k, v in d.items():
+            if "tflop" in k.lower() and isinstance(v, (int, float)):
+                return float(v)
+        return None
+
+    impls = metrics.get("impls")
+    if isinstance(impls, dict):
+        bars = [(name, tflops_of(m)) for name, m in impls.items() if isinstance(m, dict)]
+        return [(n, v) for n, v in bars if v is not None]
+    for k, v in metrics.items():
+        if "tflop" in k.lower() and isinstance(v, dict):
+            return [(n, float(x)) for n, x in v.items() if isinstance(x, (int, float))]
+    return []
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#1d1d1f;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
+h3{font-size:14px;margin:16px 0 4px} code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f4f4f6;padding:1px 4px;border-radius:3px}
+table{border-collapse:collapse;margin:6px 0;font-size:13px} th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f6} td.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:600}
+.PASS,.pass{background:#2e7d32} .FAIL,.fail,.regression,.correctness{background:#c62828} .ERROR,.error{background:#6a1b9a}
+.skip,.missing,.new{background:#757575} .inconclusive{background:#ef6c00} .improvement{background:#1565c0}
+.facts{color:#555;margin-bottom:10px} .plots{display:flex;flex-wrap:wrap;gap:12px}
+svg.chart{background:#fff;border:1px solid #e3e3e6;border-radius:4px}
+svg .title{font-size:12px;font-weight:600} svg .tick{font-size:10px;fill:#555} svg .label{font-size:11px;fill:#333}
+svg .axis{stroke:#888} svg .grid{stroke:#eee}
+pre{background:#f7f7f9;padding:8px;overflow-x:auto;font-size:12px}
+"""
+
+
+def _html_page(title: str, body: Iterable[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )
+
+
+def _badge(text: str, cls: Optional[str] = None) -> str:
+    return f'<span class="badge {_esc(cls or text)}">{_esc(text)}</span>'
+
+
+def _metric_plots(row: dict[str, Any], label: str = "") -> list[str]:
+    metrics = row.get("metrics") or {}
+    plots = []
+    busbw = _size_series(metrics, "busbw")
+    if busbw:
+        plots.append(svg.line_plot([(label or "busbw", busbw)], f"{row['id']}: busbw vs size", "message size", "busbw (GB/s)"))
+    bars = _tflops_by_impl(metrics)
+    if bars:
+        plots.append(svg.bar_chart(bars, f"{row['id']}: TFLOP/s per implementation", "TFLOP/s"))
+    return [p for p in plots if p]
+
+
+def run_html(results: dict[str, Any]) -> str:
+    run = results.get("run", {})
+    rows = results.get("cases", [])
+    verdict = {0: "PASS", 1: "FAIL", 2: "ERROR"}[run_exit_code(results)]
+    body = [
+        f"<h1>meshgate run {_esc(run.get('id', ''))} {_badge(verdict)}</h1>",
+        f"<div class=\"facts\">{_esc(run_headline(results))}<br>{' · '.join(_esc(f) for f in _run_facts(run))}</div>",
+    ]
+    failing = [r for r in rows if r.get("status") in ("fail", "error")]
+    if failing:
+        body.append("<h2>Failures</h2><table><tr><th>case</th><th>status</th><th>message</th></tr>")
+        for r in failing:
+            body.append(f"<tr><td><code>{_esc(r['id'])}</code></td><td>{_badge(r.get('status', ''))}</td><td>{_esc(r.get('message', ''))}</td></tr>")
+        body.append("</table>")
+    disagree = model_disagreement_cases(results)
+    if disagree or _models_compared(results):
+        body.append(f"<h2>Layout-model disagreements ({len(disagree)} of {_models_compared(results)} configurations)</h2>")
+        for r in disagree:
+            body.append(f"<h3><code>{_esc(r['id'])}</code></h3><div class=\"facts\">{_esc(_params_summary(r))}</div><ul>")
+            body += [f"<li>{_esc(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
+            body.append("</ul>")
+    timed = [(r, _time_summary(r)) for r in rows]
+    timed = [(r, t) for r, t in timed if t]
+    plots = []
+    if timed:
+        body.append("<h2>Performance</h2><table><tr><th>case</th><th>runs</th><th>median time</th><th>spread (MAD)</th></tr>")
+        for r, (k, med, spread) in timed:
+            body.append(
+                f"<tr><td><code>{_esc(r['id'])}</code></td><td class=num>{k}</td>"
+                f"<td class=num>{_esc(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
+            )
+            plots.append(svg.strip_plot([("runs", _compare.run_medians(r))], f"{r['id']}: per-run medians"))
+        body.append("</table>")
+    for r in rows:
+        plots += _metric_plots(r)
+    if plots:
+        body.append("<h2>Plots</h2><div class=\"plots\">" + "".join(plots) + "</div>")
+    body.append("<h2>All cases</h2><table><tr><th>case</th><th>kind</th><th>status</th><th>message</th></tr>")
+    for r in rows:
+        body.append(
+            f"<tr><td><code>{_esc(r['id'])}</code></td><td>{_esc(r.get('kind', ''))}</td>"
+            f"<td>{_badge(r.get('status', ''))}</td><td>{_esc(r.get('message', ''))}</td></tr>"
+        )
+    body.append("</table>")
+    return _html_page(f"meshgate run {run.get('id', '')}", body)
+
+
+def write_run_report(run_dir: pathlib.Path, results: dict[str, Any]) -> list[pathlib.Path]:
+    """Writes report.md, junit.xml and report.html for a finished run; returns their paths."""
+    run_dir = pathlib.Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    outputs = {
+        "report.md": run_markdown(results),
+        "junit.xml": junit_xml(results, name=f"meshgate run {results.get('run', {}).get('id', '')}".strip()),
+        "report.html": run_html(results),
+    }
+    written = []
+    for name, text in outputs.items():
+        path = run_dir / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+def _fmt_ratio(v: "_compare.CaseVerdict") -> str:
+    return f"{v.ratio:.3f}" if v.ratio is not None else "-"
+
+
+def _fmt_ci(v: "_compare.CaseVerdict") -> str:
+    return f"[{v.ci[0]:.3f}, {v.ci[1]:.3f}]" if v.ci else "-"
+
+
+def _fmt_p(x: Optional[float]) -> str:
+    return f"{x:.2g}" if x is not None else "-"
+
+
+def _evidence_text(v: "_compare.CaseVerdict") -> str:
+    parts = [
+        f"ratio {_fmt_ratio(v)} (95 % CI {_fmt_ci(v)})",
+        f"p = {_fmt_p(v.p)}, q = {_fmt_p(v.q)}",
+        f"runs {v.runs_base} base / {v.runs_new} new",
+        f"minimum effect {v.min_effect * 100:.1f} %" if v.min_effect is not None else "",
+        f"noise floor {v.noise_floor * 100:.2f} %" if v.noise_floor is not None else "no calibration",
+    ]
+    if v.base_medians:
+        parts.append(f"base median {svg.format_seconds(stats.median(v.base_medians))}")
+    if v.new_medians:
+        parts.append(f"new median {svg.format_seconds(stats.median(v.new_medians))}")
+    if v.confirmed is not None:
+        parts.append("confirmed by a fresh batch" if v.confirmed else "not confirmed by a fresh batch")
+    return "; ".join(p for p in parts if p)
+
+
+def comparison_markdown(comparison: "_compare.Comparison") -> str:
+    c = comparison
+    lines = [f"# meshgate compare: {c.headline()}", ""]
+    counts = ", ".join(f"{c.count(v)} {v}" for v in _compare.VERDICTS if c.count(v))
+    lines += [f"{counts or 'no cases'} · base `{c.base_label}` · new `{c.new_label}`", ""]
+    lines += [
+        f"Decision: one-sided Mann-Whitney U on per-run medians at alpha = {c.alpha}, Benjamini-Hochberg "
+        f"q = {c.fdr_q}, and the median ratio past the minimum effect "
+        + ("max(2 %, 3 x calibrated noise floor)." if c.calibrated else "2 % (no calibration for this machine class)."),
+        "",
+    ]
+    regressions = c.by_verdict("regression")
+    if regressions:
+        lines += ["## Regressions", "", "| case | ratio | 95 % CI | p | q | runs | min effect | evidence |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for v in sorted(regressions, key=lambda v: -(v.ratio or 0)):
+            lines.append(
+                f"| `{v.id}` | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
+                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_md(_evidence_text(v))} |"
+            )
+        lines.append("")
+    correctness = c.by_verdict("correctness")
+    if correctness:
+        lines += ["## Correctness", "", "| case | change | message |", "|---|---|---|"]
+        for v in correctness:
+            lines.append(f"| `{v.id}` | {_md(v.note)} | {_md(v.message)} |")
+        lines.append("")
+    plans = c.plan_changes()
+    if plans:
+        lines += ["## Plan changes", ""]
+        for v in plans:
+            lines += [f"### `{v.id}` (timing verdict: {v.verdict})", "", "| base plan | new plan |", "|---|---|"]
+            old, new = v.plan_base or [], v.plan_new or []
+            for i in range(max(len(old), len(new))):
+                a = f"`{_md(old[i])}`" if i < len(old) else ""
+                b = f"`{_md(new[i])}`" if i < len(new) else ""
+                if i < len(old) and i < len(new) and old[i] != new[i]:
+                    a, b = f"**{a}**", f"**{b}**"
+                lines.append(f"| {a} | {b} |")
+            lines.append("")
+    inconclusive = c.by_verdict("inconclusive")
+    if inconclusive:
+        lines += ["## Inconclusive (does not block)", "", "| case | ratio | 95 % CI | p | runs | runs needed | why |", "|---|---:|---:|---:|---:|---:|---|"]
+        for v in inconclusive:
+            lines.append(
+                f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
+                f"{v.runs_needed if v.runs_needed is not None else '-'} | {_md(v.note)} |"
+            )
+        lines.append("")
+    improvements = c.by_verdict("improvement")
+    if improvements:
+        lines += ["## Improvements", "", "| case | ratio | 95 % CI | p | runs |", "|---|---:|---:|---:|---:|"]
+        for v in improvements:
+            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+        lines.append("")
+    other = c.by_verdict("new") + c.by_verdict("missing")
+    if other:
+        lines += ["## New and missing cases", ""]
+        lines += [f"- `{v.id}`: {v.verdict} ({_md(v.note)})" for v in other]
+        lines.append("")
+    lines += [
+        "<details><summary>All cases (%d)</summary>" % len(c.cases),
+        "",
+        "| case | verdict | ratio | 95 % CI | p | runs |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for v in c.cases:
+        lines.append(f"| `{v.id}` | {v.verdict} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def comparison_html(comparison: "_compare.Comparison") -> str:
+    c = comparison
+    counts = ", ".join(f"{c.count(v)} {v}" for v in _compare.VERDICTS if c.count(v))
+    head = "FAIL" if c.exit_code() else "PASS"
+    body = [
+        f"<h1>meshgate compare {_badge(c.headline(), head)}</h1>",
+        f"<div class=\"facts\">{_esc(counts)}<br>base <code>{_esc(c.base_label)}</code> · new <code>{_esc(c.new_label)}</code></div>",
+    ]
+    order = ("regression", "correctness", "inconclusive", "improvement", "missing", "new", "pass")
+    body.append(
+        "<h2>Verdicts</h2><table><tr><th>case</th><th>verdict</th><th>ratio</th><th>95 % CI</th>"
+        "<th>p</th><th>q</th><th>runs</th><th>note</th></tr>"
+    )
+    for verdict in order:
+        for v in c.by_verdict(verdict):
+            body.append(
+                f"<tr><td><code>{_esc(v.id)}</code></td><td>{_badge(v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
+                f"<td class=num>{_fmt_ci(v)}</td><td class=num>{_fmt_p(v.p)}</td><td class=num>{_fmt_p(v.q)}</td>"
+                f"<td class=num>{v.runs_base}/{v.runs_new}</td><td>{_esc(v.note)}</td></tr>"
+            )
+    body.append("</table>")
+    plans = c.plan_changes()
+    if plans:
+        body.append("<h2>Plan changes</h2>")
+        for v in plans:
+            body.append(
+                f"<h3><code>{_esc(v.id)}</code></h3><table><tr><th>base plan</th><th>new plan</th></tr>"
+                f"<tr><td><pre>{_esc(chr(10).join(map(str, v.plan_base or [])))}</pre></td>"
+                f"<td><pre>{_esc(chr(10).join(map(str, v.plan_new or [])))}</pre></td></tr></table>"
+            )
+    plots = []
+    for verdict in order:
+        for v in c.by_verdict(verdict):
+            if v.base_medians or v.new_medians:
+                title = f"{v.id} ({v.verdict}, ratio {_fmt_ratio(v)})"
+                plots.append(svg.strip_plot([("base", v.base_medians), ("new", v.new_medians)], title))
+    if plots:
+        body.append("<h2>Per-run medians, base vs new</h2><div class=\"plots\">" + "".join(plots) + "</div>")
+    return _html_page("meshgate compare", body)
+
+
+def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Comparison", prefix: str = "") -> list[pathlib.Path]:
+    """Writes <prefix>report.md, <prefix>junit.xml and <prefix>report.html for a comparison."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    verdicts = {v.id: v for v in comparison.cases}
+    # The JUnit view of a comparison: the new side's rows, judged by their verdicts.
+    rows = []
+    for v in comparison.cases:
+        if v.new_status is None:
+            continue
+        rows.append({"id": v.id, "status": v.new_status, "message": v.message})
+    outputs = {
+        f"{prefix}report.md": comparison_markdown(comparison),
+        f"{prefix}junit.xml": junit_xml({"cases": rows}, verdicts, name="meshgate compare"),
+        f"{prefix}report.html": comparison_html(comparison),
+    }
+    written = []
+    for name, text in outputs.items():
+        path = out_dir / name
+        path.write_text(text)
+        written.append(path)
+    return written
