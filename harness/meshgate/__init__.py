@@ -1,0 +1,1 @@
+"""meshgate: the Python driver of meshgate-runner (standard library only)."""

@@ -1,0 +1,340 @@
+"""Launching meshgate-runner: its command line (with mpirun/srun for process backends), one
+launch with its progress events, and the relaunch loop that survives runner crashes as
+harness/README.md prescribes (error row for the case that was running, then --resume)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import results
+from .progress import ProgressView, Tally, parse_event
+
+# The runner enforces --case-timeout itself; the driver only steps in when the runner goes
+# silent for longer than that plus this margin (a hang the runner cannot see from inside).
+RUNNER_DEFAULT_CASE_TIMEOUT_S = 300.0
+KILL_GRACE_S = 3.0
+
+
+class LaunchError(Exception):
+    """The runner cannot be launched as asked (missing launcher, bad option combination)."""
+
+
+class RunnerInputError(Exception):
+    """The runner rejected its input (exit code 2 before running anything); `stderr` holds its
+    own messages, to be shown as they are."""
+
+    def __init__(self, stderr: str, returncode: int):
+        super().__init__(stderr)
+        self.stderr = stderr
+        self.returncode = returncode
+
+
+@dataclass
+class Selection:
+    """Which cases: case files/folders plus the runner's filters."""
+
+    paths: list[str]
+    suites: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
+
+    def args(self) -> list[str]:
+        out = [str(p) for p in self.paths]
+        for flag, values in (("--suite", self.suites), ("--tag", self.tags),
+                             ("--case", self.cases)):
+            for value in values:
+                out += [flag, value]
+        return out
+
+
+@dataclass
+class RunnerSetup:
+    """How to start the runner: its command, backend, world size and case timeout."""
+
+    runner: list[str]
+    backend: str = "threads"
+    ranks: int | None = None
+    case_timeout: float | None = None
+    env: dict | None = None
+
+    def launcher(self) -> list[str]:
+        """mpirun/srun in front of the runner for the process backends, nothing for threads."""
+        if self.backend == "threads":
+            return []
+        if self.ranks is None:
+            raise LaunchError(f"--backend {self.backend} runs one process per rank: "
+                              f"give the number of processes with --ranks N")
+        env = self.env if self.env is not None else os.environ
+        if env.get("SLURM_JOB_ID") and shutil.which("srun"):
+            return ["srun", "-n", str(self.ranks)]
+        if shutil.which("mpirun") is None:
+            raise LaunchError(f"--backend {self.backend} needs mpirun on PATH: run ci/bootstrap "
+                              f"(installs openmpi-bin)")
+        return ["mpirun", "-np", str(self.ranks)]
+
+    def run_command(self, selection: Selection, out_dir: Path, run_id: str,
+                    resume: bool) -> list[str]:
+        command = self.launcher() + self.runner + ["run"] + selection.args()
+        command += ["--backend", self.backend, "--out", str(out_dir), "--run-id", run_id,
+                    "--progress"]
+        if self.backend == "threads" and self.ranks is not None:
+            command += ["--ranks", str(self.ranks)]
+        if self.case_timeout is not None:
+            command += ["--case-timeout", f"{self.case_timeout:g}"]
+        if resume:
+            command.append("--resume")
+        return command
+
+    def list_command(self, selection: Selection) -> list[str]:
+        return self.runner + ["list"] + selection.args() + ["--json"]
+
+    def silence_limit(self) -> float:
+        """Seconds without any runner output after which the runner counts as hung."""
+        timeout = self.case_timeout if self.case_timeout is not None else \
+            RUNNER_DEFAULT_CASE_TIMEOUT_S
+        return timeout + min(30.0, max(0.5, timeout))
+
+
+def normalize_listing(data) -> list[dict]:
+    """Case entries of `meshgate-runner list --json` (a list, or an object with "cases")."""
+    entries = data.get("cases") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise ValueError("meshgate-runner list --json did not print a list of cases")
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise ValueError(f"meshgate-runner list --json: entry without an id: {entry!r}")
+        perf = entry.get("perf")
+        out.append({
+            "id": entry["id"],
+            "suite": entry.get("suite", entry["id"].partition("/")[0]),
+            "kind": entry.get("kind", ""),
+            "tags": list(entry.get("tags") or []),
+            "perf": perf if isinstance(perf, dict) else None,
+        })
+    return out
+
+
+def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
+    """The selected cases as the runner expands them. RunnerInputError when it rejects them."""
+    proc = subprocess.run(setup.list_command(selection), capture_output=True, text=True,
+                          env=setup.env)
+    if proc.returncode != 0:
+        raise RunnerInputError(proc.stderr or proc.stdout, proc.returncode)
+    try:
+        return normalize_listing(json.loads(proc.stdout))
+    except (json.JSONDecodeError, ValueError) as e:
+        raise RunnerInputError(f"meshgate: cannot read the case list: {e}\n", 2) from None
+
+
+@dataclass
+class LaunchOutcome:
+    """What one runner process did."""
+
+    returncode: int = 0
+    plan_ids: list[str] | None = None
+    running: dict | None = None          # start event of a case that started and never ended
+    running_since: float | None = None
+    done: dict | None = None
+    hung_after: float | None = None      # silence (s) after which the driver killed the runner
+    ended: int = 0
+    stderr: list[str] = field(default_factory=list)
+
+    def death(self) -> str:
+        """How the runner ended, for an error row: 'crashed with SIGSEGV', ..."""
+        if self.hung_after is not None:
+            return (f"stopped responding (no progress for {self.hung_after:.1f} s) and was "
+                    f"killed by meshgate")
+        if self.returncode < 0:
+            return f"crashed with {signal_name(-self.returncode) or f'signal {-self.returncode}'}"
+        if self.returncode > 128 and signal_name(self.returncode - 128):
+            # mpirun/srun and shells report a child's death by signal N as 128 + N.
+            return (f"exited with code {self.returncode} "
+                    f"({signal_name(self.returncode - 128)})")
+        return f"exited with code {self.returncode}"
+
+
+def signal_name(number: int) -> str | None:
+    """'SIGSEGV' for 11; None when `number` is no signal of this platform."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def _pump(stream, name: str, sink: queue.Queue) -> None:
+    for line in stream:
+        sink.put((name, line.rstrip("\n")))
+    sink.put((name, None))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminates the runner's process group (mpirun and its ranks included)."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_limit: float,
+                env: dict | None = None) -> LaunchOutcome:
+    """Runs the runner once with --progress, feeding its events to `tally` and `view` and
+    passing its human lines through. Kills it after `silence_limit` seconds without output."""
+    outcome = LaunchOutcome()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1, env=env, start_new_session=True, errors="replace")
+    lines: queue.Queue = queue.Queue()
+    readers = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", lines), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, "stderr", lines), daemon=True)]
+    for reader in readers:
+        reader.start()
+    open_streams = 2
+    last_activity = time.monotonic()
+    try:
+        while open_streams:
+            try:
+                stream, line = lines.get(timeout=0.05)
+            except queue.Empty:
+                silent = time.monotonic() - last_activity
+                if outcome.hung_after is None and silent > silence_limit:
+                    outcome.hung_after = silent
+                    _stop(proc)
+                continue
+            if line is None:
+                open_streams -= 1
+                continue
+            last_activity = time.monotonic()
+            event = parse_event(line) if stream == "stdout" else None
+            if event is None:
+                if stream == "stderr":
+                    outcome.stderr.append(line)
+                view.text(line, stream)
+            else:
+                _handle(event, outcome, view, tally)
+        proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+    outcome.returncode = proc.returncode
+    return outcome
+
+
+def _handle(event: dict, outcome: LaunchOutcome, view: ProgressView, tally: Tally) -> None:
+    kind = event["event"]
+    if kind == "plan":
+        outcome.plan_ids = [str(i) for i in event.get("ids") or []]
+        if tally.total == 0:
+            tally.total = int(event.get("total", len(outcome.plan_ids)))
+        view.plan(tally)
+    elif kind == "start":
+        outcome.running = event
+        outcome.running_since = time.monotonic()
+        tally.current = str(event.get("id", ""))
+        view.started(tally, tally.current)
+    elif kind == "end":
+        case_id = str(event.get("id", ""))
+        seconds = event.get("seconds")
+        if seconds is None and outcome.running_since is not None:
+            seconds = time.monotonic() - outcome.running_since
+        if outcome.running is not None and outcome.running.get("id") == case_id:
+            outcome.running = None
+            outcome.running_since = None
+        outcome.ended += 1
+        status = str(event.get("status", "error"))
+        tally.record(status, seconds)
+        view.finished(tally, case_id, status, seconds, str(event.get("message", "")))
+    elif kind == "done":
+        outcome.done = event
+
+
+@dataclass
+class RecoveryResult:
+    """All launches of one run (the first plus the --resume relaunches)."""
+
+    launches: list[LaunchOutcome]
+    plan_ids: list[str]
+    started: bool               # the runner got as far as a plan at least once
+    gave_up: str = ""           # why relaunching stopped with cases left, if it did
+
+    @property
+    def last(self) -> LaunchOutcome:
+        return self.launches[-1]
+
+
+def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, run_id: str,
+                      view: ProgressView, tally: Tally, catalogue: dict[str, dict] | None = None,
+                      max_launches: int | None = None) -> RecoveryResult:
+    """Runs the selection until every planned case has a row in out_dir/results.jsonl.
+
+    When a launch dies with a case started and not ended (signal, abort, hang, exit), that case
+    gets an error row naming the cause and the runner is relaunched with --resume. Relaunching
+    stops when the plan is exhausted, when two launches in a row add no row, or after
+    `max_launches` (default: one per planned case plus two)."""
+    catalogue = catalogue or {}
+    jsonl = out_dir / "results.jsonl"
+    launches: list[LaunchOutcome] = []
+    plan_ids: list[str] = []
+    rows_before = 0
+    idle_launches = 0
+    while True:
+        command = setup.run_command(selection, out_dir, run_id, resume=bool(launches))
+        outcome = launch_once(command, view, tally, setup.silence_limit(), setup.env)
+        launches.append(outcome)
+        if not plan_ids and outcome.plan_ids:
+            plan_ids = outcome.plan_ids
+        if outcome.plan_ids is None and not plan_ids:
+            return RecoveryResult(launches, plan_ids, started=False)
+        if outcome.running is not None:
+            _append_crash_row(outcome, jsonl, view, tally, catalogue)
+        rows = results.read_rows(jsonl)
+        finished = {row["id"] for row in rows}
+        remaining = [case_id for case_id in plan_ids if case_id not in finished]
+        if not remaining:
+            return RecoveryResult(launches, plan_ids, started=True)
+        idle_launches = idle_launches + 1 if len(rows) == rows_before else 0
+        rows_before = len(rows)
+        limit = max_launches if max_launches is not None else len(plan_ids) + 2
+        if idle_launches >= 2 or len(launches) >= limit:
+            reason = (f"not run: meshgate-runner {outcome.death()} {len(launches)} time(s) "
+                      f"before reaching this case; gave up relaunching")
+            for case_id in remaining:
+                entry = catalogue.get(case_id, {})
+                results.append_row(jsonl, results.error_row(
+                    case_id, reason, kind=entry.get("kind", ""), tags=entry.get("tags")))
+                tally.record("error", None)
+                view.finished(tally, case_id, "error", None, reason)
+            return RecoveryResult(launches, plan_ids, started=True, gave_up=reason)
+        view.text(f"meshgate: runner {outcome.death()}; resuming with "
+                  f"{len(remaining)} case(s) left", "stderr")
+
+
+def _append_crash_row(outcome: LaunchOutcome, jsonl: Path, view: ProgressView, tally: Tally,
+                      catalogue: dict[str, dict]) -> None:
+    start = outcome.running
+    case_id = str(start.get("id", ""))
+    seconds = time.monotonic() - outcome.running_since if outcome.running_since else 0.0
+    message = f"runner {outcome.death()} while running this case"
+    tail = [line for line in outcome.stderr[-3:] if line.strip()]
+    if tail:
+        message += "\nlast runner stderr:\n" + "\n".join(tail)
+    entry = catalogue.get(case_id, {})
+    results.append_row(jsonl, results.error_row(
+        case_id, message, kind=str(start.get("kind", entry.get("kind", ""))),
+        params=start.get("params"), tags=entry.get("tags"), seconds=seconds))
+    tally.record("error", seconds)
+    view.finished(tally, case_id, "error", seconds, message)

@@ -1,0 +1,56 @@
+"""`meshgate list`: the expanded case ids, kinds and tags the runner would run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import build, launch
+from .launch import RunnerSetup
+from .selection import SelectionError, add_selection_arguments, build_selection
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "list", help="list the expanded cases (id, kind, tags)",
+        description="Lists the cases the runner expands from the case files (default: all of "
+                    "cases/), after the filters.")
+    add_selection_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    parser.add_argument("--preset", metavar="P",
+                        help="CMake preset to build the runner with (default: ci/preset)")
+    parser.set_defaults(func=list_command)
+
+
+def render_table(entries: list[dict]) -> str:
+    """One row per case: id, kind, tags, and the number of runs for performance cases."""
+    rows = [["id", "kind", "tags", "perf runs"]]
+    for entry in entries:
+        perf = entry.get("perf")
+        runs = str(perf.get("runs", 1)) if isinstance(perf, dict) else "-"
+        rows.append([entry["id"], entry.get("kind", ""), ",".join(entry.get("tags", [])), runs])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+             for row in rows]
+    lines.append(f"{len(entries)} case(s)")
+    return "\n".join(lines)
+
+
+def list_command(args: argparse.Namespace) -> int:
+    root = build.source_root()
+    try:
+        selection = build_selection(args, root, default_tags=[])
+        setup = RunnerSetup(runner=build.runner_command(root, args.preset))
+        entries = launch.list_cases(setup, selection)
+    except (SelectionError, build.BuildError) as e:
+        print(f"meshgate: {e}", file=sys.stderr)
+        return 2
+    except launch.RunnerInputError as e:
+        sys.stderr.write(e.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(entries, indent=1))
+    else:
+        print(render_table(entries))
+    return 0

@@ -1,0 +1,198 @@
+"""The runner's --progress event stream and how a run's progress is shown: a live one-line
+status on a terminal, one plain line per finished case otherwise (CI logs)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from .results import STATUSES
+
+EVENTS = ("plan", "start", "end", "done")
+
+
+def parse_event(line: str) -> dict | None:
+    """The progress event on `line`, or None when the line is human text to pass through."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        event = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if isinstance(event, dict) and event.get("event") in EVENTS:
+        return event
+    return None
+
+
+def format_case_time(seconds: float | None) -> str:
+    """A case's duration as the plain lines show it: '0.1 ms', '2.35 s'."""
+    if seconds is None:
+        return "-"
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def format_clock(seconds: float) -> str:
+    """A wall-clock span as m:ss, or h:mm:ss past an hour."""
+    whole = max(0, int(round(seconds)))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message and message.strip() else ""
+
+
+@dataclass
+class Tally:
+    """What has happened so far in one run (across relaunches of the runner)."""
+
+    total: int = 0
+    done: int = 0
+    counts: dict = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    case_seconds: float = 0.0
+    current: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+
+    def record(self, status: str, seconds: float | None) -> None:
+        self.done += 1
+        self.counts[status if status in self.counts else "error"] += 1
+        self.case_seconds += seconds or 0.0
+        self.current = None
+
+    def elapsed(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self.started_at
+
+    def eta(self) -> float | None:
+        """Seconds left, from the mean case time so far; None before the first case ends."""
+        if self.done == 0 or self.total <= self.done:
+            return None if self.done == 0 else 0.0
+        return self.case_seconds / self.done * (self.total - self.done)
+
+
+class ProgressView(Protocol):
+    def plan(self, tally: Tally) -> None: ...
+    def started(self, tally: Tally, case_id: str) -> None: ...
+    def finished(self, tally: Tally, case_id: str, status: str, seconds: float | None,
+                 message: str) -> None: ...
+    def text(self, line: str, stream: str) -> None: ...
+    def heading(self, line: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
+              message: str) -> str:
+    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail/error."""
+    width = len(str(max(tally.total, tally.done)))
+    line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {status:<6} {case_id}"
+            f"  {format_case_time(seconds)}")
+    if status in ("fail", "error") and first_line(message):
+        line += f"  {first_line(message)}"
+    return line
+
+
+class PlainView:
+    """One line per finished case; runner text passed through as it comes."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    def plan(self, tally: Tally) -> None:
+        pass
+
+    def started(self, tally: Tally, case_id: str) -> None:
+        pass
+
+    def finished(self, tally, case_id, status, seconds, message) -> None:
+        print(case_line(tally, case_id, status, seconds, message), file=self.out, flush=True)
+
+    def text(self, line: str, stream: str) -> None:
+        target = self.err if stream == "stderr" else self.out
+        print(line, file=target, flush=True)
+
+    def heading(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class TtyView:
+    """A live status line, rewritten in place: case n/N, current id, elapsed, ETA, fail/error
+    counts. Failing and erroring cases and runner text are printed above it and stay."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
+                 width: int | None = None):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.width = width
+        self.tally: Tally | None = None
+        self.shown = False
+
+    def status_line(self, tally: Tally) -> str:
+        position = min(tally.done + (1 if tally.current else 0), max(tally.total, 1))
+        eta = tally.eta()
+        parts = [f"[{position}/{tally.total}]", tally.current or "",
+                 f"elapsed {format_clock(tally.elapsed())}",
+                 f"ETA {format_clock(eta) if eta is not None else '?'}",
+                 f"fail {tally.counts['fail']}", f"error {tally.counts['error']}"]
+        line = "  ".join(part for part in parts if part)
+        width = self.width or shutil.get_terminal_size((100, 24)).columns
+        return line if len(line) < width else line[: max(width - 2, 10)] + "…"
+
+    def draw(self) -> None:
+        if self.tally is None:
+            return
+        self.out.write("\r\x1b[K" + self.status_line(self.tally))
+        self.out.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+    def plan(self, tally: Tally) -> None:
+        self.tally = tally
+        self.draw()
+
+    def started(self, tally: Tally, case_id: str) -> None:
+        self.tally = tally
+        self.draw()
+
+    def finished(self, tally, case_id, status, seconds, message) -> None:
+        self.tally = tally
+        if status in ("fail", "error"):
+            self.clear()
+            print(case_line(tally, case_id, status, seconds, message), file=self.out)
+        self.draw()
+
+    def text(self, line: str, stream: str) -> None:
+        self.clear()
+        target = self.err if stream == "stderr" else self.out
+        print(line, file=target, flush=True)
+        self.draw()
+
+    def heading(self, line: str) -> None:
+        self.clear()
+        print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        self.clear()
+
+
+def make_view(out: TextIO | None = None) -> ProgressView:
+    """TtyView when stdout is a terminal, PlainView otherwise."""
+    out = out or sys.stdout
+    return TtyView(out) if out.isatty() else PlainView(out)

@@ -1,0 +1,130 @@
+"""Run results on disk: the runner's results.jsonl stream (one row per finished case) and
+results.json (the results CONTRACT of DESIGN.md), plus the contract's exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+STATUSES = ("pass", "fail", "error", "skip")
+SCHEMA = "meshgate.results/1"
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Rows of a results.jsonl file, in file order; [] when it does not exist.
+
+    A runner killed while writing leaves at most a truncated last line: it is dropped, since the
+    row it started was never complete."""
+    if not path.exists():
+        return []
+    rows = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ValueError(f"{path}:{number}: not a JSON result row: {line[:80]!r}") from None
+        if isinstance(row, dict) and "id" in row:
+            rows.append(row)
+    return rows
+
+
+def append_row(path: Path, row: dict) -> None:
+    """Appends one row to results.jsonl, first ending a line a crashed writer left open."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+        f.write(json.dumps(row, sort_keys=False).encode("utf-8") + b"\n")
+
+
+def load_json(path: Path) -> dict | None:
+    """The JSON object in `path`, or None when the file is missing or not complete JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Writes `data` to `path` through a temporary file in the same folder and a rename, so a
+    reader never sees a half-written results.json."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def error_row(case_id: str, message: str, *, kind: str = "", params: dict | None = None,
+              tags: list | None = None, seconds: float = 0.0) -> dict:
+    """A result row with status `error` for a case the runner could not finish itself."""
+    suite, _, name = case_id.partition("/")
+    return {
+        "id": case_id,
+        "suite": suite,
+        "name": name,
+        "kind": kind,
+        "tags": list(tags or []),
+        "status": "error",
+        "message": message,
+        "params": params if params is not None else {},
+        "plan": [],
+        "metrics": {},
+        "samples": {},
+        "seconds": seconds,
+    }
+
+
+def assemble(results: dict | None, rows: list[dict], plan_ids: list[str],
+             run_header: dict) -> dict:
+    """The complete results document of a run that may have been relaunched.
+
+    The runner's results.json (from its last launch) is the authority for the rows it holds;
+    rows only in results.jsonl (cases of crashed launches, error rows the driver appended) are
+    added from there. Cases come in plan order, then any the plan did not name."""
+    by_id = {row["id"]: row for row in rows}
+    if results is not None:
+        for row in results.get("cases", []):
+            if isinstance(row, dict) and "id" in row:
+                by_id[row["id"]] = row
+    ordered = [by_id.pop(case_id) for case_id in plan_ids if case_id in by_id]
+    ordered.extend(by_id.values())
+    document = {"schema": SCHEMA, "run": dict(run_header)}
+    if results is not None:
+        document.update({k: v for k, v in results.items() if k != "cases"})
+    document["cases"] = ordered
+    return document
+
+
+def status_counts(cases: list[dict]) -> dict[str, int]:
+    counts = dict.fromkeys(STATUSES, 0)
+    for row in cases:
+        status = row.get("status", "error")
+        counts[status if status in counts else "error"] += 1
+    return counts
+
+
+def exit_code(cases: list[dict]) -> int:
+    """The results CONTRACT exit code: 0 all pass/skip, 1 any fail, 2 any error."""
+    counts = status_counts(cases)
+    if counts["error"]:
+        return 2
+    if counts["fail"]:
+        return 1
+    return 0

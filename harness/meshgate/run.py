@@ -1,0 +1,190 @@
+"""`meshgate run`: build the runner, run the selected cases with live progress, survive
+runner crashes, repeat performance cases in fresh processes, merge, report, compare with a
+baseline, print the summary and exit with the results CONTRACT code."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import build, launch, perfruns, results, summary
+from .launch import RunnerSetup, Selection
+from .progress import ProgressView, Tally, make_view
+from .selection import SelectionError, add_selection_arguments, build_selection
+
+DEFAULT_TAGS = ["smoke"]
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run", help="run cases and write reports/<run-id>/",
+        description="Builds meshgate-runner, runs the selected cases (default: the smoke suite "
+                    "of cases/ on the threads backend), recovers from runner crashes, repeats "
+                    "performance cases in separate processes, writes the report and exits 0 "
+                    "(all pass/skip), 1 (a failure or confirmed regression) or 2 (an error).")
+    add_selection_arguments(parser)
+    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads",
+                        help="ranks as threads of one runner (default), or MPI/NCCL processes "
+                             "started with mpirun (srun inside a Slurm allocation)")
+    parser.add_argument("--ranks", type=int, metavar="N",
+                        help="threads: cap on the world size; mpi/nccl: number of processes")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="compare the results with this baseline folder "
+                             "(baselines/<machine>)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where the run lands (default: reports/<run-id>)")
+    parser.add_argument("--preset", metavar="P",
+                        help="CMake preset to build the runner with (default: ci/preset)")
+    parser.add_argument("--case-timeout", type=float, metavar="S",
+                        help="seconds a case may run before it is an error (runner default 300)")
+    parser.set_defaults(func=run_command)
+
+
+def short_commit(root: Path, env: dict | None = None) -> str:
+    """The commit the run is of: MESHGATE_COMMIT (builds of other revisions) or git HEAD."""
+    env = os.environ if env is None else env
+    if env.get("MESHGATE_COMMIT"):
+        return env["MESHGATE_COMMIT"][:7]
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=7", "HEAD"],
+                              capture_output=True, text=True, check=True)
+        return proc.stdout.strip() or "nocommit"
+    except (OSError, subprocess.CalledProcessError):
+        return "nocommit"
+
+
+def default_run_id(root: Path, now: datetime.datetime | None = None,
+                   env: dict | None = None) -> str:
+    """'20261121-071500-59fa4d3': UTC start time and short commit."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{short_commit(root, env)}"
+
+
+def _finished_document(out_dir: Path, run_id: str, plan_ids: list[str], header: dict) -> dict:
+    """Results of one (possibly relaunched) run of the runner in `out_dir`."""
+    written = results.load_json(out_dir / "results.json")
+    if written is not None and (written.get("run") or {}).get("id") not in (None, run_id):
+        written = None  # left over from an earlier run into the same folder
+    return results.assemble(written, results.read_rows(out_dir / "results.jsonl"), plan_ids,
+                            header)
+
+
+def _repeat_perf_cases(document: dict, catalogue: dict[str, dict], setup: RunnerSetup,
+                       selection: Selection, out_dir: Path, run_id: str,
+                       view: ProgressView) -> tuple[dict, int]:
+    """Runs 2..k of the performance cases, each in its own runner process under
+    out_dir/runs/<n>, and merges them into `document`. Returns it and the launches made."""
+    schedule = perfruns.repeat_schedule(document["cases"], catalogue)
+    runs: dict[int, dict[str, dict]] = {}
+    launches = 0
+    for n, ids in schedule.items():
+        run_dir = out_dir / "runs" / str(n)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        view.heading(f"meshgate: performance run {n} of {max(schedule)}: {len(ids)} case(s)")
+        repeat = Selection(paths=selection.paths, cases=ids)
+        outcome = launch.run_with_recovery(setup, repeat, run_dir, run_id, view, Tally(),
+                                           catalogue)
+        launches += len(outcome.launches)
+        rows = _finished_document(run_dir, run_id, outcome.plan_ids, {"id": run_id})["cases"]
+        runs[n] = {row["id"]: row for row in rows}
+    if not schedule:
+        return document, launches
+    return perfruns.merge_runs(document, runs, catalogue), launches
+
+
+def _write_report(out_dir: Path, document: dict) -> tuple[list[Path], str]:
+    try:
+        from . import report
+        return list(report.write_run_report(out_dir, document) or []), ""
+    except Exception as e:  # a broken report must not hide the run's own outcome
+        return [], f"meshgate: the report could not be written: {type(e).__name__}: {e}"
+
+
+def _compare(out_dir: Path, baseline: Path) -> tuple[int, str]:
+    try:
+        from . import compare
+        code = compare.compare_with_baseline(out_dir / "results.json", baseline, out_dir)
+    except Exception as e:
+        return 2, f"meshgate: comparison with {baseline} failed: {type(e).__name__}: {e}"
+    verdict = {0: "no regression", 1: "regression"}.get(code, "comparison unusable")
+    return code, f"baseline {baseline}: {verdict} (exit {code})"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    root = build.source_root()
+    started = time.monotonic()
+    try:
+        selection = build_selection(args, root, DEFAULT_TAGS)
+        runner = build.runner_command(root, args.preset)
+    except (SelectionError, build.BuildError) as e:
+        print(f"meshgate: {e}", file=sys.stderr)
+        return 2
+    run_id = default_run_id(root)
+    out_dir = Path(args.out).resolve() if args.out else root / "reports" / run_id
+    setup = RunnerSetup(runner=runner, backend=args.backend, ranks=args.ranks,
+                        case_timeout=args.case_timeout)
+    try:
+        setup.launcher()
+        listing = launch.list_cases(setup, selection)
+    except launch.LaunchError as e:
+        print(f"meshgate: {e}", file=sys.stderr)
+        return 2
+    except launch.RunnerInputError as e:
+        sys.stderr.write(e.stderr)
+        return 2
+    if not listing:
+        print(f"meshgate: no case matches {' '.join(selection.args())}", file=sys.stderr)
+        return 2
+    catalogue = {entry["id"]: entry for entry in listing}
+    view = make_view()
+    view.heading(f"meshgate: {len(listing)} case(s) on {args.backend} -> {out_dir}")
+    try:
+        first = launch.run_with_recovery(setup, selection, out_dir, run_id, view, Tally(),
+                                         catalogue)
+        if not first.started:
+            view.close()
+            if first.last.returncode != 2:
+                print(f"meshgate: meshgate-runner {first.last.death()} before running any case",
+                      file=sys.stderr)
+            return 2
+        header = {"id": run_id, "backend": args.backend}
+        document = _finished_document(out_dir, run_id, first.plan_ids, header)
+        document, repeat_launches = _repeat_perf_cases(document, catalogue, setup, selection,
+                                                       out_dir, run_id, view)
+    except KeyboardInterrupt:
+        view.close()
+        print(f"\nmeshgate: interrupted; finished cases are in {out_dir / 'results.jsonl'}",
+              file=sys.stderr)
+        return 130
+    view.close()
+    results.write_json_atomic(out_dir / "results.json", document)
+
+    cases = document["cases"]
+    code = results.exit_code(cases)
+    last_code = first.last.returncode
+    if 0 <= last_code <= 2:
+        code = max(code, last_code)
+    notes = []
+    if len(first.launches) > 1:
+        notes.append(f"runner relaunched {len(first.launches) - 1} time(s) after it died")
+    if first.gave_up:
+        notes.append(f"gave up: {first.gave_up}")
+    if repeat_launches:
+        notes.append(f"performance cases repeated in {repeat_launches} more runner launch(es)")
+    report_paths, report_problem = _write_report(out_dir, document)
+    if report_problem:
+        notes.append(report_problem)
+        code = max(code, 2)
+    if args.baseline:
+        compare_code, line = _compare(out_dir, Path(args.baseline))
+        notes.append(line)
+        code = max(code, compare_code)
+    print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))
+    return code

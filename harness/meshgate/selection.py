@@ -1,0 +1,47 @@
+"""Turning the CASES arguments and filters of `meshgate run`/`list` into the runner's
+selection: existing paths are case files or folders, anything else shaped like a case id
+(`suite/name`, fnmatch patterns allowed) selects cases by id."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .launch import Selection
+
+CASE_SUFFIXES = (".yaml", ".yml")
+
+
+class SelectionError(Exception):
+    """A CASES argument that is neither an existing path nor a case id."""
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cases", nargs="*", metavar="CASES",
+                        help="case files or folders (default: cases/), or case ids / fnmatch "
+                             "patterns such as layout-algebra/coalesce-*")
+    parser.add_argument("--suite", action="append", default=[], metavar="S",
+                        help="only cases of this suite (repeatable)")
+    parser.add_argument("--tag", action="append", default=[], metavar="T",
+                        help="only cases with this tag (repeatable)")
+    parser.add_argument("--case", action="append", default=[], metavar="ID",
+                        help="only this case id or fnmatch pattern (repeatable)")
+
+
+def build_selection(args: argparse.Namespace, root: Path, default_tags: list[str]) -> Selection:
+    """The selection `args` asks for; with no CASES and no filter at all, cases/ restricted to
+    `default_tags`."""
+    paths: list[str] = []
+    patterns: list[str] = list(args.case)
+    for item in args.cases:
+        if Path(item).exists():
+            paths.append(item)
+        elif item.endswith(CASE_SUFFIXES) or item.startswith((".", "/")) or "/" not in item:
+            raise SelectionError(f"{item}: no such case file or folder, and not a case id "
+                                 f"(ids look like <suite>/<name>)")
+        else:
+            patterns.append(item)
+    nothing_asked = not (args.cases or args.suite or args.tag or args.case)
+    return Selection(paths=paths or [str(root / "cases")], suites=list(args.suite),
+                     tags=list(args.tag) or (list(default_tags) if nothing_asked else []),
+                     cases=patterns)
