@@ -232,7 +232,17 @@ DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<s
 DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string> names,
                                    std::vector<std::int64_t> rank_map, LayoutModel model) {
   check_names(names, layout.rank());
-  if (rank_map.empty()) rank_map = arange(leaf_cosize(layout));
+  if (rank_map.empty()) {
+    // The smallest world the layout tiles with its complement: remap_to_tensor enumerates
+    // complement(L, world) x L, so a world of only cosize(L) ranks would leave (2,2):(4,1) with
+    // an out-of-bounds view; 0..7 gives it the two sub-meshes {0,1,4,5} and {2,3,6,7}.
+    const std::int64_t cosize_ranks = leaf_cosize(layout);
+    std::int64_t world = cosize_ranks;
+    if (check_non_overlap(layout)) {
+      world = meshgate::size(layout) * meshgate::size(complement(layout, cosize_ranks));
+    }
+    rank_map = arange(world);
+  }
   return make_root(model, layout, std::move(names), std::move(rank_map));
 }
 

@@ -31,7 +31,8 @@ class DeviceMesh {
   static DeviceMesh create(std::span<const std::int64_t> shape, std::vector<std::string> names = {},
                            std::vector<std::int64_t> rank_map = {},
                            LayoutModel model = LayoutModel::one_level);
-  // DeviceMesh from an explicit layout over rank_map (default 0..cosize-1).
+  // DeviceMesh from an explicit layout over rank_map (default 0..N-1, N the smallest world the
+  // layout tiles with its complement: size(L) * size(complement(L, cosize(L)))).
   static DeviceMesh from_layout(const Layout& layout, std::vector<std::string> names = {},
                                 std::vector<std::int64_t> rank_map = {},
                                 LayoutModel model = LayoutModel::one_level);
