@@ -68,6 +68,9 @@ class Comparison:
     alpha: float = stats.ALPHA
     fdr_q: float = stats.FDR_Q
     calibrated: bool = False
+    # The compared rows by case id, for reports that plot their metrics (not part of the JSON).
+    base_rows: dict = dataclasses.field(default_factory=dict)
+    new_rows: dict = dataclasses.field(default_factory=dict)
 
     def count(self, verdict: str) -> int:
         return sum(1 for c in self.cases if c.verdict == verdict)
@@ -132,11 +135,12 @@ def _seed_for(case_id: str, seed: int) -> int:
 
 
 def _timing_verdict(
-    v: CaseVerdict, base: list[float], new: list[float], seed: int, alpha: float
+    v: CaseVerdict, base: list[float], new: list[float], seed: int, resamples: int
 ) -> tuple[Optional[float], str]:
     """Fills ratio, CI and p; returns the p-value that enters BH and the change direction."""
     v.ratio = stats.median(new) / stats.median(base)
-    v.ci = stats.bootstrap_ratio_ci(base, new, seed=_seed_for(v.id, seed))
+    if resamples > 0:
+        v.ci = stats.bootstrap_ratio_ci(base, new, seed=_seed_for(v.id, seed), resamples=resamples)
     direction = "slower" if v.ratio >= 1.0 else "faster"
     if direction == "slower":
         v.p = stats.mann_whitney_greater(new, base)
@@ -154,8 +158,12 @@ def compare_results(
     fdr_q: float = stats.FDR_Q,
     base_label: str = "base",
     new_label: str = "new",
+    resamples: int = stats.BOOTSTRAP_RESAMPLES,
 ) -> Comparison:
-    """Pure comparison of two results documents; the order of cases follows `new`, then missing."""
+    """Pure comparison of two results documents; the order of cases follows `new`, then missing.
+
+    `noise_floors` maps case ids to calibrated noise floors; `resamples` = 0 skips the bootstrap
+    CI (it reports, it does not decide), which simulations use to stay fast."""
     noise_floors = noise_floors or {}
     base_rows = {r["id"]: r for r in base.get("cases", [])}
     new_rows = {r["id"]: r for r in new.get("cases", [])}
@@ -207,7 +215,7 @@ def compare_results(
         if not v.new_medians:
             v.verdict, v.note = "missing", "timed in base, no timing in the new run"
             continue
-        p, direction = _timing_verdict(v, v.base_medians, v.new_medians, seed, alpha)
+        p, direction = _timing_verdict(v, v.base_medians, v.new_medians, seed, resamples)
         timed.append((v, direction))
 
     qvalues = stats.benjamini_hochberg([v.p for v, _ in timed])
@@ -246,6 +254,8 @@ def compare_results(
         alpha=alpha,
         fdr_q=fdr_q,
         calibrated=bool(noise_floors),
+        base_rows=base_rows,
+        new_rows=new_rows,
     )
 
 

@@ -93,17 +93,18 @@ def _time_summary(row: dict[str, Any]) -> Optional[tuple[int, float, float]]:
     return len(medians), stats.median(medians), stats.relative_mad(medians) if len(medians) > 1 else 0.0
 
 
-def _run_facts(run: dict[str, Any]) -> list[str]:
+def _run_facts(run: dict[str, Any], code=lambda text: f"`{text}`") -> list[str]:
+    """Provenance of a run in words; `code` marks literal values (Markdown backticks by default)."""
     from .baseline import machine_class
 
     machine = run.get("machine") or {}
     facts = []
     if run.get("commit"):
-        facts.append(f"commit `{run['commit']}`" + (" (dirty)" if run.get("dirty") else ""))
+        facts.append(f"commit {code(run['commit'])}" + (" (dirty)" if run.get("dirty") else ""))
     if run.get("backend"):
-        facts.append(f"backend `{run['backend']}`" + (f", world {run['world_size']}" if run.get("world_size") else ""))
+        facts.append(f"backend {code(run['backend'])}" + (f", world {run['world_size']}" if run.get("world_size") else ""))
     if machine:
-        facts.append(f"machine `{machine.get('host', '?')}` (class `{machine_class(machine)}`)")
+        facts.append(f"machine {code(machine.get('host', '?'))} (class {code(machine_class(machine))})")
     if run.get("started"):
         facts.append(f"started {run['started']}")
     return facts
@@ -281,7 +282,7 @@ body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 h3{font-size:14px;margin:16px 0 4px} code{font:12px ui-monospace,Menlo,Consolas,monospace;background:#f4f4f6;padding:1px 4px;border-radius:3px}
 table{border-collapse:collapse;margin:6px 0;font-size:13px} th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
-th{background:#f4f4f6} td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f4f4f6} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .badge{display:inline-block;padding:2px 10px;border-radius:10px;color:#fff;font-weight:600}
 .PASS,.pass{background:#2e7d32} .FAIL,.fail,.regression,.correctness{background:#c62828} .ERROR,.error{background:#6a1b9a}
 .skip,.missing,.new{background:#757575} .inconclusive{background:#ef6c00} .improvement{background:#1565c0}
@@ -322,7 +323,8 @@ def run_html(results: dict[str, Any]) -> str:
     verdict = {0: "PASS", 1: "FAIL", 2: "ERROR"}[run_exit_code(results)]
     body = [
         f"<h1>meshgate run {_esc(run.get('id', ''))} {_badge(verdict)}</h1>",
-        f"<div class=\"facts\">{_esc(run_headline(results))}<br>{' · '.join(_esc(f) for f in _run_facts(run))}</div>",
+        f"<div class=\"facts\">{_esc(run_headline(results))}<br>"
+        f"{' · '.join(_run_facts(run, code=lambda t: f'<code>{_esc(t)}</code>'))}</div>",
     ]
     failing = [r for r in rows if r.get("status") in ("fail", "error")]
     if failing:
@@ -518,7 +520,25 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
                 plots.append(svg.strip_plot([("base", v.base_medians), ("new", v.new_medians)], title))
     if plots:
         body.append("<h2>Per-run medians, base vs new</h2><div class=\"plots\">" + "".join(plots) + "</div>")
+    metric_plots = []
+    for v in c.cases:
+        metric_plots += _metric_comparison_plots(v.id, c.base_rows.get(v.id), c.new_rows.get(v.id))
+    if metric_plots:
+        body.append("<h2>Bandwidth and throughput, base vs new</h2><div class=\"plots\">" + "".join(metric_plots) + "</div>")
     return _html_page("meshgate compare", body)
+
+
+def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: Optional[dict[str, Any]]) -> list[str]:
+    sides = [(label, (row or {}).get("metrics") or {}) for label, row in (("base", base), ("new", new)) if row]
+    plots = []
+    series = [(label, _size_series(m, "busbw")) for label, m in sides]
+    series = [(label, pts) for label, pts in series if pts]
+    if series:
+        plots.append(svg.line_plot(series, f"{case_id}: busbw vs size", "message size", "busbw (GB/s)"))
+    bars = [(f"{impl} ({label})", value) for label, m in sides for impl, value in _tflops_by_impl(m)]
+    if bars:
+        plots.append(svg.bar_chart(bars, f"{case_id}: TFLOP/s per implementation", "TFLOP/s", width=520))
+    return [p for p in plots if p]
 
 
 def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Comparison", prefix: str = "") -> list[pathlib.Path]:

@@ -1,0 +1,248 @@
+"""compare: verdicts over the recorded fixtures base.json / new.json (tests/fixtures/gate/).
+
+Recorded truth of the fixtures: all-reduce-8MiB 12 % slower, gemm/bias-1024 12 % faster with a
+changed algorithm, prp-to-rrr unchanged in time but with a different plan, s0-to-r 2.5 % slower
+with only 3 new runs, coalesce-a pass -> fail, removed-case only in base, new-case only in new.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import pathlib
+import tempfile
+import unittest
+
+from meshgate import baseline, compare
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
+
+
+def load(name):
+    return json.loads((FIXTURES / name).read_text())
+
+
+def run_cli(argv):
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    compare.register(sub)
+    baseline.register(sub)
+    args = parser.parse_args(argv)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = args.func(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+class CompareFixturesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.comparison = compare.compare_results(load("base.json"), load("new.json"))
+        cls.by_id = {c.id: c for c in cls.comparison.cases}
+
+    def test_verdict_per_case(self):
+        want = {
+            "collectives/all-reduce-8MiB": "regression",
+            "collectives/all-gather-sweep": "pass",
+            "gemm/bias-1024": "improvement",
+            "redistribute/prp-to-rrr": "pass",
+            "redistribute/s0-to-r": "inconclusive",
+            "layout/coalesce-a": "correctness",
+            "layout/removed-case": "missing",
+            "mesh/flatten-dp-tp": "pass",
+            "mesh/new-case": "new",
+        }
+        self.assertEqual({i: c.verdict for i, c in self.by_id.items()}, want)
+
+    def test_regression_evidence(self):
+        v = self.by_id["collectives/all-reduce-8MiB"]
+        self.assertGreater(v.ratio, 1.08)
+        self.assertLess(v.ratio, 1.16)
+        self.assertLess(v.ci[0], v.ratio)
+        self.assertGreater(v.ci[1], v.ratio)
+        self.assertGreater(v.ci[0], 1.02)  # the whole CI is past the gate
+        self.assertLess(v.p, 0.001)
+        self.assertEqual((v.runs_base, v.runs_new), (9, 9))
+        self.assertEqual(v.min_effect, 0.02)
+
+    def test_inconclusive_says_how_many_runs(self):
+        v = self.by_id["redistribute/s0-to-r"]
+        self.assertEqual((v.runs_base, v.runs_new), (9, 3))
+        self.assertGreaterEqual(v.runs_needed, 5)
+        self.assertIn(f"need ~{v.runs_needed} runs per side", v.note)
+
+    def test_plan_changes_are_reported_beside_timing(self):
+        changed = {c.id for c in self.comparison.plan_changes()}
+        self.assertEqual(changed, {"gemm/bias-1024", "redistribute/prp-to-rrr"})
+        v = self.by_id["redistribute/prp-to-rrr"]
+        self.assertEqual(v.plan_base, ["all_reduce(A+C, sum)"])
+        self.assertEqual(v.plan_new, ["all_reduce(A, sum)", "all_reduce(C, sum)"])
+
+    def test_correctness_is_never_hidden(self):
+        v = self.by_id["layout/coalesce-a"]
+        self.assertEqual(v.note, "pass -> fail")
+        self.assertIn("expected (2,6):(1,2)", v.message)
+        self.assertEqual(self.comparison.exit_code(), 1)
+
+    def test_bootstrap_is_seeded(self):
+        again = compare.compare_results(load("base.json"), load("new.json"))
+        self.assertEqual([c.ci for c in again.cases], [c.ci for c in self.comparison.cases])
+
+    def test_verdicts_json_shape(self):
+        doc = compare.verdicts_json(self.comparison)
+        row = next(r for r in doc["cases"] if r["id"] == "collectives/all-reduce-8MiB")
+        self.assertEqual(row["verdict"], "regression")
+        self.assertEqual(len(row["ci"]), 2)
+        self.assertIsInstance(row["p"], float)
+        self.assertIsInstance(row["ratio"], float)
+        json.dumps(doc)
+
+
+class CompareRulesTest(unittest.TestCase):
+    def doc(self, rows):
+        return {"schema": "meshgate.results/1", "run": {}, "cases": rows}
+
+    def timed(self, case_id, medians, status="pass", plan=None):
+        return {
+            "id": case_id,
+            "status": status,
+            "message": "",
+            "plan": plan or [],
+            "samples": {"time_s": [[m, m, m] for m in medians]},
+        }
+
+    def test_identical_results_pass_and_exit_zero(self):
+        base = self.doc([self.timed("s/a", [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99])])
+        c = compare.compare_results(base, base)
+        self.assertEqual(c.cases[0].verdict, "pass")
+        self.assertEqual(c.exit_code(), 0)
+
+    def test_calibrated_noise_floor_raises_the_gate(self):
+        base = [1.0 + 0.001 * i for i in range(9)]
+        new = [1.04 + 0.001 * i for i in range(9)]  # 4 % slower, completely separated
+        b, n = self.doc([self.timed("s/a", base)]), self.doc([self.timed("s/a", new)])
+        self.assertEqual(compare.compare_results(b, n).cases[0].verdict, "regression")
+        calibrated = compare.compare_results(b, n, noise_floors={"s/a": 0.02})
+        v = calibrated.cases[0]
+        self.assertAlmostEqual(v.min_effect, 0.06)
+        self.assertEqual(v.verdict, "pass")  # a real but smaller change than the runner's gate
+        self.assertIn("within the 6.0 % gate", v.note)
+        self.assertEqual(calibrated.exit_code(), 0)
+
+    def test_benjamini_hochberg_across_cases(self):
+        # One case with p = 1/252 among many unchanged ones: BH pushes q above 0.05.
+        rows_b, rows_n = [], []
+        for i in range(80):
+            rows_b.append(self.timed(f"s/c{i}", [1.0 + 0.01 * ((j * 7 + i) % 9) for j in range(5)]))
+            rows_n.append(self.timed(f"s/c{i}", [1.0 + 0.01 * ((j * 5 + i) % 9) for j in range(5)]))
+        rows_b.append(self.timed("s/x", [1.00, 1.01, 1.02, 1.03, 1.04]))
+        rows_n.append(self.timed("s/x", [1.10, 1.11, 1.12, 1.13, 1.14]))
+        c = compare.compare_results(self.doc(rows_b), self.doc(rows_n))
+        x = next(v for v in c.cases if v.id == "s/x")
+        self.assertAlmostEqual(x.p, 1 / 252)
+        self.assertGreater(x.q, 0.05)
+        self.assertEqual(x.verdict, "inconclusive")
+        alone = compare.compare_results(self.doc(rows_b[-1:]), self.doc(rows_n[-1:]))
+        self.assertEqual(alone.cases[0].verdict, "regression")
+
+    def test_error_in_new_run_is_correctness(self):
+        b = self.doc([self.timed("s/a", [1.0] * 5)])
+        n = self.doc([dict(self.timed("s/a", []), status="error", message="rank 1: timeout")])
+        v = compare.compare_results(b, n).cases[0]
+        self.assertEqual((v.verdict, v.note), ("correctness", "pass -> error"))
+
+    def test_skip_in_new_run_is_missing(self):
+        b = self.doc([self.timed("s/a", [1.0] * 5)])
+        n = self.doc([dict(self.timed("s/a", []), status="skip", message="needs 16 ranks")])
+        v = compare.compare_results(b, n).cases[0]
+        self.assertEqual(v.verdict, "missing")
+        self.assertIn("needs 16 ranks", v.note)
+
+    def test_single_run_rows_use_metrics_median(self):
+        row = {"id": "s/a", "status": "pass", "metrics": {"time_s": {"median": 2.5}}}
+        self.assertEqual(compare.run_medians(row), [2.5])
+        self.assertEqual(compare.run_medians({"samples": {"time_s": [[1, 3, 2], [4, 5, 6]]}}), [2, 5])
+
+
+class CompareCliTest(unittest.TestCase):
+    def test_exit_codes_and_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            verdicts = pathlib.Path(tmp) / "v.json"
+            out = pathlib.Path(tmp) / "report"
+            code, stdout, _ = run_cli(
+                ["compare", str(FIXTURES / "base.json"), str(FIXTURES / "new.json"), "--json", str(verdicts), "--out", str(out)]
+            )
+            self.assertEqual(code, 1)
+            self.assertIn("FAIL: 1 regression, 1 correctness failure", stdout)
+            doc = json.loads(verdicts.read_text())
+            self.assertEqual({r["id"]: r["verdict"] for r in doc["cases"]}["gemm/bias-1024"], "improvement")
+            for name in ("report.md", "junit.xml", "report.html", "results.json", "comparison.json"):
+                self.assertTrue((out / name).is_file(), name)
+
+            code, _, _ = run_cli(["compare", str(FIXTURES / "base.json"), str(FIXTURES / "base.json"), "--out", str(out)])
+            self.assertEqual(code, 0)
+
+    def test_unusable_input_exits_2_naming_the_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bad = pathlib.Path(tmp) / "bad.json"
+            bad.write_text("{not json")
+            code, _, err = run_cli(["compare", str(FIXTURES / "base.json"), str(bad), "--out", tmp])
+            self.assertEqual(code, 2)
+            self.assertIn(str(bad), err)
+            wrong = pathlib.Path(tmp) / "wrong.json"
+            wrong.write_text(json.dumps({"schema": "other/1", "cases": []}))
+            code, _, err = run_cli(["compare", str(wrong), str(FIXTURES / "new.json"), "--out", tmp])
+            self.assertEqual(code, 2)
+            self.assertIn("wrong.json: schema is 'other/1'", err)
+            code, _, err = run_cli(["compare", str(pathlib.Path(tmp) / "absent.json"), str(FIXTURES / "new.json"), "--out", tmp])
+            self.assertEqual(code, 2)
+            self.assertIn("absent.json", err)
+
+
+class CompareWithBaselineTest(unittest.TestCase):
+    def test_run_against_baseline_dir(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp) / "baselines"
+            written = baseline.update_baseline(FIXTURES / "base.json", root)
+            mclass_dir = written[0].parent
+            out = pathlib.Path(tmp) / "run"
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = compare.compare_with_baseline(FIXTURES / "new.json", mclass_dir, out)
+            self.assertEqual(code, 1)
+            doc = json.loads((out / "baseline-comparison.json").read_text())
+            verdicts = {c["id"]: c["verdict"] for c in doc["cases"]}
+            self.assertEqual(verdicts["collectives/all-reduce-8MiB"], "regression")
+            self.assertEqual(verdicts["mesh/new-case"], "new")
+            self.assertTrue((out / "baseline-report.md").read_text().startswith("# meshgate compare: FAIL"))
+            self.assertTrue((out / "baseline-junit.xml").is_file())
+
+    def test_suites_without_baseline_are_new_and_calibration_applies(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bdir = pathlib.Path(tmp) / "b"
+            bdir.mkdir()
+            base = load("base.json")
+            only_collectives = dict(base, cases=[r for r in base["cases"] if r["suite"] == "collectives"])
+            (bdir / "collectives.json").write_text(json.dumps(only_collectives))
+            (bdir / "calibration.json").write_text(
+                json.dumps({"schema": "meshgate.calibration/1", "cases": {"collectives/all-reduce-8MiB": {"noise_floor": 0.05}}})
+            )
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = compare.compare_with_baseline(FIXTURES / "new.json", bdir, pathlib.Path(tmp) / "out")
+            doc = json.loads((pathlib.Path(tmp) / "out" / "baseline-comparison.json").read_text())
+            verdicts = {c["id"]: c for c in doc["cases"]}
+            # 12 % slower but the calibrated gate is 15 %: not a regression.
+            self.assertEqual(verdicts["collectives/all-reduce-8MiB"]["verdict"], "pass")
+            self.assertAlmostEqual(verdicts["collectives/all-reduce-8MiB"]["min_effect"], 0.15)
+            self.assertEqual(verdicts["gemm/bias-1024"]["verdict"], "new")
+            self.assertEqual(verdicts["layout/coalesce-a"]["verdict"], "correctness")
+            self.assertEqual(code, 1)
+
+    def test_missing_baseline_dir_is_unusable_input(self):
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()) as err:
+            code = compare.compare_with_baseline(FIXTURES / "new.json", pathlib.Path(tmp) / "nope", pathlib.Path(tmp))
+        self.assertEqual(code, 2)
+        self.assertIn("nope", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,150 @@
+import html.parser
+import json
+import pathlib
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+from meshgate import compare, report
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
+
+
+def load(name):
+    return json.loads((FIXTURES / name).read_text())
+
+
+class TagChecker(html.parser.HTMLParser):
+    """Collects tags and checks that every opened non-void element is closed in order."""
+
+    VOID = {"meta", "br", "img", "input", "link", "hr", "circle", "line", "rect", "polyline"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.tags, self.errors, self.urls = [], [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.urls.append(value)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unexpected </{tag}>, open: {self.stack[-3:]}")
+            return
+        self.stack.pop()
+
+
+def check_html(testcase, text):
+    checker = TagChecker()
+    checker.feed(text)
+    testcase.assertEqual(checker.errors, [])
+    testcase.assertEqual(checker.stack, [])
+    testcase.assertEqual(checker.urls, [])  # self-contained: nothing to fetch
+    testcase.assertNotIn("<script", text)
+    return checker
+
+
+class RunReportTest(unittest.TestCase):
+    def test_writes_three_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = report.write_run_report(pathlib.Path(tmp), load("new.json"))
+            self.assertEqual([p.name for p in paths], ["report.md", "junit.xml", "report.html"])
+            self.assertTrue(all(p.is_file() for p in paths))
+
+    def test_markdown_headline_and_failures_first(self):
+        md = report.run_markdown(load("new.json"))
+        first = md.splitlines()[0]
+        self.assertEqual(first, "# meshgate run new-1: FAIL (6 pass, 1 fail, 1 skip)")
+        self.assertLess(md.index("## Failures"), md.index("## Performance"))
+        self.assertIn("| `layout/coalesce-a` | **fail** | expected (2,6):(1,2), got (2,(1,6)):(1,(6,2)) |", md)
+        self.assertIn("| `collectives/all-reduce-8MiB` | 9 |", md)
+        self.assertIn("mesh has 16 ranks but the world has 8", md)
+
+    def test_lists_every_model_disagreement(self):
+        results = load("mesh_compat_run.json")
+        md = report.run_markdown(results)
+        self.assertIn("## Layout-model disagreements (2 of 3 configurations)", md)
+        self.assertIn("### `mesh-compat/hsdp-flatten` (pass, 2 disagreements)", md)
+        self.assertIn("- groups of dim dp_tp: one_level [[0,1,4,5],[2,3,6,7]] vs two_level [[0,1,2,3],[4,5,6,7]]", md)
+        self.assertIn("- what: coordinates; rank: 3; one_level: [3]; two_level: [1]", md)
+        self.assertIn("### `mesh-compat/unflatten-noncontig` (error, 1 disagreement)", md)
+        self.assertNotIn("### `mesh-compat/plain-2x4`", md)  # compared, models agree
+        self.assertIn('"flatten": [["dp", "tp"]]', md)  # the configuration is shown
+        self.assertEqual([r["id"] for r in report.model_disagreement_cases(results)],
+                         ["mesh-compat/hsdp-flatten", "mesh-compat/unflatten-noncontig"])
+        page = report.run_html(results)
+        self.assertIn("one_level rejects (KeyError), two_level accepts", page)
+
+    def test_no_disagreement_section_without_compared_models(self):
+        self.assertNotIn("disagreements", report.run_markdown(load("new.json")))
+
+    def test_junit_maps_statuses(self):
+        root = ET.fromstring(report.junit_xml(load("new.json")))
+        self.assertEqual(root.tag, "testsuites")
+        self.assertEqual((root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")), ("8", "1", "0", "1"))
+        layout = root.find("testsuite[@name='layout']")
+        case = layout.find("testcase[@name='coalesce-a']")
+        self.assertIn("expected (2,6):(1,2)", case.find("failure").get("message"))
+        mesh = root.find("testsuite[@name='mesh']")
+        self.assertIsNotNone(mesh.find("testcase[@name='new-case']/skipped"))
+        self.assertIsNone(mesh.find("testcase[@name='flatten-dp-tp']/*"))
+        error_root = ET.fromstring(report.junit_xml(load("mesh_compat_run.json")))
+        self.assertEqual(error_root.get("errors"), "1")
+
+    def test_html_is_self_contained_with_plots(self):
+        page = report.run_html(load("new.json"))
+        checker = check_html(self, page)
+        self.assertGreaterEqual(checker.tags.count("svg"), 7)  # 5 run distributions, busbw, TFLOP/s
+        self.assertIn("busbw vs size", page)
+        self.assertIn("TFLOP/s per implementation", page)
+        self.assertIn("lt_epilogue", page)
+
+
+class ComparisonReportTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.comparison = compare.compare_results(load("base.json"), load("new.json"), base_label="base.json", new_label="new.json")
+
+    def test_markdown_order_regressions_then_correctness_then_plans(self):
+        md = report.comparison_markdown(self.comparison)
+        self.assertTrue(md.startswith("# meshgate compare: FAIL: 1 regression, 1 correctness failure"))
+        order = [md.index(h) for h in ("## Regressions", "## Correctness", "## Plan changes", "## Inconclusive", "## Improvements")]
+        self.assertEqual(order, sorted(order))
+        reg = md[md.index("## Regressions"): md.index("## Correctness")]
+        self.assertIn("`collectives/all-reduce-8MiB`", reg)
+        self.assertIn("p = ", reg)
+        self.assertIn("95 % CI", reg)
+        plans = md[md.index("## Plan changes"): md.index("## Inconclusive")]
+        self.assertIn("| **`all_reduce(A+C, sum)`** | **`all_reduce(A, sum)`** |", plans)
+        self.assertIn("|  | `all_reduce(C, sum)` |", plans)
+
+    def test_junit_marks_regressions_as_failures(self):
+        verdicts = {v.id: v for v in self.comparison.cases}
+        rows = [{"id": v.id, "status": v.new_status, "message": v.message} for v in self.comparison.cases if v.new_status]
+        root = ET.fromstring(report.junit_xml({"cases": rows}, verdicts))
+        failure = root.find("testsuite[@name='collectives']/testcase[@name='all-reduce-8MiB']/failure")
+        self.assertEqual(failure.get("type"), "regression")
+        self.assertEqual(root.get("failures"), "2")  # the regression and the correctness failure
+        removed = root.find("testsuite[@name='layout']/testcase[@name='removed-case']/skipped")
+        self.assertIn("missing", removed.get("message"))
+
+    def test_html_plots_base_vs_new(self):
+        page = report.comparison_html(self.comparison)
+        checker = check_html(self, page)
+        self.assertGreaterEqual(checker.tags.count("svg"), 7)
+        self.assertIn("Per-run medians, base vs new", page)
+        self.assertIn("lt_epilogue (base)", page)
+        self.assertIn("lt_epilogue (new)", page)
+
+
+if __name__ == "__main__":
+    unittest.main()
