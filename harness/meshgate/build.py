@@ -41,30 +41,32 @@ def preset_for(root: Path, explicit: str | None = None, env: dict | None = None)
     return proc.stdout.strip() or "cpu"
 
 
-def _run_quietly(command: list[str], root: Path, out: TextIO, always_fail_hint: str) -> None:
+def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
+                 env: dict) -> None:
     """Runs `command`, holding its output back unless it does real work or fails."""
     try:
-        proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE,
+        proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, env=env,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
     except FileNotFoundError:
         raise BuildError(f"{command[0]} not found: {BOOTSTRAP_HINT}") from None
     held: list[str] = []
     streaming = False
-    for line in proc.stdout:
-        if streaming:
-            out.write(line)
-            out.flush()
-        elif any(marker in line for marker in WORK_MARKERS):
-            streaming = True
-            out.write("".join(held) + line)
-            out.flush()
-        else:
-            held.append(line)
-    if proc.wait() != 0:
+    with proc:
+        for line in proc.stdout:
+            if streaming:
+                out.write(line)
+                out.flush()
+            elif any(marker in line for marker in WORK_MARKERS):
+                streaming = True
+                out.write("".join(held) + line)
+                out.flush()
+            else:
+                held.append(line)
+    if proc.returncode != 0:
         if not streaming:
             out.write("".join(held))
         raise BuildError(f"`{' '.join(command)}` failed with exit code {proc.returncode}; "
-                         f"{always_fail_hint}")
+                         f"{failure_hint}")
 
 
 def find_runner(build_dir: Path) -> Path:
@@ -100,7 +102,7 @@ def runner_command(root: Path | None = None, preset: str | None = None,
     if not (build_dir / "CMakeCache.txt").exists():
         out.write(f"meshgate: configuring build/{preset} (cmake --preset {preset})\n")
         _run_quietly(["cmake", "--preset", preset], root, out,
-                     f"if a compiler or package is missing, {BOOTSTRAP_HINT}")
+                     f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
     _run_quietly(["cmake", "--build", "--preset", preset, "--target", RUNNER_TARGET], root, out,
-                 "fix the compile error above (or run ci/bootstrap when a tool is missing)")
+                 "fix the compile error above (or run ci/bootstrap when a tool is missing)", env)
     return [str(find_runner(build_dir))]

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import listing, run
+from . import baseline, compare, listing, run
 
-COMMAND_MODULES = [run, listing]
+COMMAND_MODULES = [run, listing, compare, baseline]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -230,6 +230,11 @@ def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_li
     except BaseException:
         _stop(proc)
         raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=1.0)
+        proc.stdout.close()
+        proc.stderr.close()
     outcome.returncode = proc.returncode
     return outcome
 
@@ -299,9 +304,10 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
             plan_ids = outcome.plan_ids
         if outcome.plan_ids is None and not plan_ids:
             return RecoveryResult(launches, plan_ids, started=False)
-        if outcome.running is not None:
-            _append_crash_row(outcome, jsonl, view, tally, catalogue)
         rows = results.read_rows(jsonl)
+        if outcome.running is not None:
+            _record_unfinished(outcome, rows, jsonl, view, tally, catalogue)
+            rows = results.read_rows(jsonl)
         finished = {row["id"] for row in rows}
         remaining = [case_id for case_id in plan_ids if case_id not in finished]
         if not remaining:
@@ -323,10 +329,19 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
                   f"{len(remaining)} case(s) left", "stderr")
 
 
-def _append_crash_row(outcome: LaunchOutcome, jsonl: Path, view: ProgressView, tally: Tally,
-                      catalogue: dict[str, dict]) -> None:
+def _record_unfinished(outcome: LaunchOutcome, rows: list[dict], jsonl: Path,
+                       view: ProgressView, tally: Tally, catalogue: dict[str, dict]) -> None:
+    """Accounts for the case that started and never ended: the runner's own row when it wrote
+    one before exiting (its case-timeout watchdog does), else an error row naming the cause."""
     start = outcome.running
     case_id = str(start.get("id", ""))
+    written = [row for row in rows if row.get("id") == case_id]
+    if written:
+        row = written[-1]
+        tally.record(str(row.get("status", "error")), row.get("seconds"))
+        view.finished(tally, case_id, str(row.get("status", "error")), row.get("seconds"),
+                      str(row.get("message", "")))
+        return
     seconds = time.monotonic() - outcome.running_since if outcome.running_since else 0.0
     message = f"runner {outcome.death()} while running this case"
     tail = [line for line in outcome.stderr[-3:] if line.strip()]

@@ -36,15 +36,16 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def append_row(path: Path, row: dict) -> None:
-    """Appends one row to results.jsonl, first ending a line a crashed writer left open."""
+    """Appends one row to results.jsonl. A torn last line left by a crashed writer is cut off
+    first (its row never completed), so the file stays valid for the runner's --resume."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as f:
+        f.seek(0)
+        content = f.read()
+        if content and not content.endswith(b"\n"):
+            f.truncate(content.rfind(b"\n") + 1)
         f.seek(0, os.SEEK_END)
-        if f.tell() > 0:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-        f.write(json.dumps(row, sort_keys=False).encode("utf-8") + b"\n")
+        f.write(json.dumps(row).encode("utf-8") + b"\n")
 
 
 def load_json(path: Path) -> dict | None:

@@ -1,0 +1,57 @@
+"""Shared pieces of the driver tests: the fake runner and its scenario files."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "driver"
+FAKE_RUNNER = FIXTURES / "fake_runner.py"
+
+
+class FakeRunner:
+    """A temporary folder, a scenario for the fake runner and the environment that points the
+    driver at it. Use as a context manager; `environ()` patches os.environ."""
+
+    def __init__(self, scenario: str | dict):
+        self._tmp = tempfile.TemporaryDirectory(prefix="meshgate-test-")
+        self.dir = Path(self._tmp.name)
+        if isinstance(scenario, dict):
+            self.scenario = self.dir / "scenario.json"
+            self.scenario.write_text(json.dumps(scenario))
+        else:
+            self.scenario = FIXTURES / f"{scenario}.json"
+        self.log = self.dir / "launches.jsonl"
+        self.env = dict(os.environ, FAKE_RUNNER_SCENARIO=str(self.scenario),
+                        FAKE_RUNNER_LOG=str(self.log), MESHGATE_RUNNER=str(FAKE_RUNNER))
+        self.command = [sys.executable, str(FAKE_RUNNER)]
+
+    def __enter__(self) -> "FakeRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._tmp.cleanup()
+
+    def environ(self):
+        return mock.patch.dict(os.environ, self.env, clear=True)
+
+    def launches(self) -> list[list[str]]:
+        """The argument lists the fake runner was started with, in order."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def run_launches(self) -> list[list[str]]:
+        return [argv for argv in self.launches() if argv[0] == "run"]
+
+
+def option_values(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == flag]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

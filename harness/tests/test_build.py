@@ -1,0 +1,103 @@
+import io
+import json
+import os
+import shutil
+import tempfile
+import unittest
+from pathlib import Path
+
+from meshgate import build
+from meshgate.build import BuildError
+
+from .support import FAKE_RUNNER, FIXTURES
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class BuildTest(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="meshgate-build-")
+        self.addCleanup(tmp.cleanup)
+        self.root = Path(tmp.name) / "repo"
+        (self.root / "ci").mkdir(parents=True)
+        shutil.copy(REPO / "ci" / "preset", self.root / "ci" / "preset")
+        bin_dir = Path(tmp.name) / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "cmake").symlink_to(FIXTURES / "fake_cmake.py")
+        self.log = Path(tmp.name) / "cmake.jsonl"
+        self.env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_CMAKE_LOG": str(self.log),
+                    "MESHGATE_PRESET": "cpu"}
+        self.out = io.StringIO()
+
+    def calls(self):
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def build(self, mode="noop", preset=None):
+        return build.runner_command(self.root, preset, dict(self.env, FAKE_CMAKE_MODE=mode),
+                                    self.out)
+
+    def test_first_build_configures_then_builds_the_runner_target(self):
+        command = self.build()
+        self.assertEqual(command,
+                         [str(self.root / "build/cpu/harness/runner/meshgate-runner")])
+        self.assertEqual(self.calls(), [["--preset", "cpu"],
+                                        ["--build", "--preset", "cpu", "--target",
+                                         "meshgate-runner"]])
+
+    def test_configured_tree_is_only_built_and_a_noop_build_is_quiet(self):
+        self.build()
+        self.out = io.StringIO()
+        self.log.unlink()
+        self.build()
+        self.assertEqual(self.calls(), [["--build", "--preset", "cpu", "--target",
+                                         "meshgate-runner"]])
+        self.assertEqual(self.out.getvalue(), "")
+
+    def test_compiling_shows_cmake_output(self):
+        self.build()
+        self.out = io.StringIO()
+        self.build("compile")
+        self.assertIn("Building CXX object", self.out.getvalue())
+        self.assertIn("[100%] Built target meshgate-runner", self.out.getvalue())
+
+    def test_compile_failure_shows_output_and_raises(self):
+        with self.assertRaisesRegex(BuildError, "failed with exit code 2"):
+            self.build("fail")
+        self.assertIn("main.cpp:3:1: error: expected ';'", self.out.getvalue())
+
+    def test_missing_compiler_points_to_bootstrap(self):
+        with self.assertRaisesRegex(BuildError, "ci/bootstrap"):
+            self.build("configure_fail")
+        self.assertIn("No CMAKE_CXX_COMPILER could be found", self.out.getvalue())
+
+    def test_missing_cmake_points_to_bootstrap(self):
+        env = dict(self.env, PATH=str(self.root))
+        with self.assertRaisesRegex(BuildError, "cmake not found on PATH: run ci/bootstrap"):
+            build.runner_command(self.root, None, env, self.out)
+
+    def test_preset_comes_from_ci_preset_or_the_option(self):
+        self.assertEqual(build.preset_for(self.root, None, dict(self.env, MESHGATE_PRESET="tsan")),
+                         "tsan")
+        self.assertEqual(build.preset_for(self.root, "asan", self.env), "asan")
+        self.build(preset="asan")
+        self.assertEqual(self.calls()[0], ["--preset", "asan"])
+
+    def test_meshgate_runner_skips_the_build(self):
+        command = build.runner_command(self.root, None, {"MESHGATE_RUNNER": str(FAKE_RUNNER)},
+                                       self.out)
+        self.assertEqual(command, [str(FAKE_RUNNER)])
+        self.assertEqual(self.calls(), [])
+
+    def test_meshgate_runner_must_be_executable(self):
+        with self.assertRaisesRegex(BuildError, "MESHGATE_RUNNER=/nonexistent/runner"):
+            build.runner_command(self.root, None, {"MESHGATE_RUNNER": "/nonexistent/runner"})
+
+    def test_source_root_is_the_repository(self):
+        self.assertEqual(build.source_root(), REPO)
+        self.assertTrue(os.access(REPO / "meshgate", os.X_OK))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,334 @@
+import contextlib
+import datetime
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+from meshgate import cli, launch, listing, results, run
+from meshgate.launch import RunnerSetup, Selection
+
+from .support import FAKE_RUNNER, FakeRunner, option_values
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class CliTestCase(unittest.TestCase):
+    """Runs `meshgate ...` in-process against the fake runner, with the report and the
+    comparison (other modules' work) replaced by recorders."""
+
+    scenario = "passing"
+
+    def setUp(self):
+        self.fake = FakeRunner(self.scenario)
+        self.addCleanup(self.fake.__exit__)
+        self.root = self.fake.dir / "repo"
+        (self.root / "cases").mkdir(parents=True)
+        self.fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
+        for patcher in (self.fake.environ(),
+                        mock.patch("meshgate.build.source_root", return_value=self.root)):
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        self.report = mock.patch("meshgate.report.write_run_report",
+                                 side_effect=lambda out, doc: [out / "report.md"]).start()
+        self.addCleanup(mock.patch.stopall)
+        self.compare = mock.patch("meshgate.compare.compare_with_baseline",
+                                  return_value=0).start()
+
+    def meshgate(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(list(argv))
+        return code, out.getvalue(), err.getvalue()
+
+    def results(self, out_dir: Path) -> dict:
+        return json.loads((out_dir / "results.json").read_text())
+
+
+class RunDefaultsTest(CliTestCase):
+    def test_no_arguments_runs_the_smoke_cases_into_reports_run_id(self):
+        code, out, err = self.meshgate("run")
+        self.assertEqual(code, 0, out + err)
+        runs = self.fake.run_launches()
+        self.assertEqual(len(runs), 1)
+        argv = runs[0]
+        self.assertEqual(argv[1], str(self.root / "cases"))
+        self.assertEqual(option_values(argv, "--tag"), ["smoke"])
+        self.assertEqual(option_values(argv, "--backend"), ["threads"])
+        self.assertIn("--progress", argv)
+        out_dir = Path(option_values(argv, "--out")[0])
+        self.assertEqual(out_dir.parent, self.root / "reports")
+        self.assertRegex(out_dir.name, r"^\d{8}-\d{6}-59fa4d3$")
+        self.assertEqual(option_values(argv, "--run-id"), [out_dir.name])
+        document = self.results(out_dir)
+        self.assertEqual([c["id"] for c in document["cases"]],
+                         ["layout-algebra/coalesce-a", "layout-algebra/composition-b",
+                          "mesh/hsdp-flatten"])
+        self.report.assert_called_once()
+        self.assertEqual(self.report.call_args.args[0], out_dir)
+        self.assertEqual(self.report.call_args.args[1], document)
+        self.compare.assert_not_called()
+        self.assertIn(f"report:  {out_dir / 'report.md'}", out)
+        self.assertIn("meshgate: 3 cases  pass 3  fail 0  error 0  skip 0", out)
+
+    def test_run_id_is_utc_time_and_short_commit(self):
+        now = datetime.datetime(2026, 11, 21, 7, 15, 0, tzinfo=datetime.timezone.utc)
+        self.assertEqual(run.default_run_id(REPO, now, {"MESHGATE_COMMIT": "59fa4d3abcdef"}),
+                         "20261121-071500-59fa4d3")
+        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=7", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        if head:
+            self.assertEqual(run.short_commit(REPO, {}), head)
+        self.assertEqual(run.short_commit(self.root, {}), "nocommit")
+
+    def test_filters_replace_the_smoke_default(self):
+        code, out, err = self.meshgate("run", "--tag", "nightly", "--out",
+                                       str(self.fake.dir / "o"))
+        self.assertEqual(code, 1)
+        self.assertEqual(option_values(self.fake.run_launches()[0], "--tag"), ["nightly"])
+        self.assertIn("mesh/nightly-only  not selected by the smoke tag", out)
+
+    def test_case_ids_as_arguments_select_by_id(self):
+        code, out, err = self.meshgate("run", "mesh/hsdp-*", "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 0, err)
+        argv = self.fake.run_launches()[0]
+        self.assertEqual(option_values(argv, "--case"), ["mesh/hsdp-*"])
+        self.assertEqual(option_values(argv, "--tag"), [])
+        self.assertEqual([c["id"] for c in self.results(self.fake.dir / "o")["cases"]],
+                         ["mesh/hsdp-flatten"])
+
+    def test_a_missing_case_file_is_an_input_error(self):
+        code, out, err = self.meshgate("run", "cases/nope.yaml")
+        self.assertEqual(code, 2)
+        self.assertIn("cases/nope.yaml: no such case file or folder", err)
+        self.assertEqual(self.fake.run_launches(), [])
+
+    def test_nothing_selected_is_an_input_error(self):
+        code, out, err = self.meshgate("run", "--suite", "absent")
+        self.assertEqual(code, 2)
+        self.assertIn("no case matches", err)
+
+    def test_ranks_and_case_timeout_reach_the_runner(self):
+        self.meshgate("run", "--ranks", "4", "--case-timeout", "12.5", "--out",
+                      str(self.fake.dir / "o"))
+        argv = self.fake.run_launches()[0]
+        self.assertEqual(option_values(argv, "--ranks"), ["4"])
+        self.assertEqual(option_values(argv, "--case-timeout"), ["12.5"])
+
+
+class RunExitCodesTest(CliTestCase):
+    scenario = "mixed"
+
+    def test_a_failure_exits_1_and_is_listed_in_the_summary(self):
+        code, out, err = self.meshgate("run", "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 1)
+        self.assertIn("[2/4] fail   layout-algebra/complement-b  0.1 ms  expected (2,6):(1,2)\n",
+                      out)
+        self.assertIn("failed (1):\n  layout-algebra/complement-b  expected (2,6):(1,2)\n", out)
+        self.assertIn("meshgate: 4 cases  pass 2  fail 1  error 0  skip 1", out)
+        self.assertRegex(out, r"layout-algebra\s+1\s+1\s+0\s+0\n")
+        self.assertRegex(out, r"mesh\s+1\s+0\s+0\s+1\n")
+
+    def test_a_confirmed_regression_makes_a_passing_run_exit_1(self):
+        self.compare.return_value = 1
+        code, out, err = self.meshgate("run", "mesh/slice-d", "--baseline", "baselines/ci",
+                                       "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 1)
+        out_dir = self.fake.dir / "o"
+        self.compare.assert_called_once_with(out_dir / "results.json", Path("baselines/ci"),
+                                             out_dir)
+        self.assertIn("baseline baselines/ci: regression (exit 1)", out)
+
+    def test_a_clean_comparison_keeps_exit_0(self):
+        code, out, err = self.meshgate("run", "mesh/slice-d", "--baseline", "b",
+                                       "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 0)
+
+    def test_a_broken_comparison_or_report_exits_2(self):
+        self.compare.side_effect = FileNotFoundError("baselines/x/mesh.json")
+        code, out, err = self.meshgate("run", "mesh/slice-d", "--baseline", "baselines/x",
+                                       "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("comparison with baselines/x failed: FileNotFoundError", out)
+        self.compare.side_effect = None
+        self.report.side_effect = RuntimeError("disk full")
+        code, out, err = self.meshgate("run", "mesh/slice-d", "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("the report could not be written: RuntimeError: disk full", out)
+
+
+class RunCrashTest(CliTestCase):
+    scenario = "crash"
+
+    def test_crash_is_an_error_row_and_the_rest_still_runs(self):
+        out_dir = self.fake.dir / "o"
+        code, out, err = self.meshgate("run", "--out", str(out_dir))
+        self.assertEqual(code, 2)
+        document = self.results(out_dir)
+        self.assertEqual([(c["id"], c["status"]) for c in document["cases"]],
+                         [("layout-algebra/coalesce-a", "pass"),
+                          ("redistribute/prp-to-rrr", "error"), ("mesh/slice-c", "pass"),
+                          ("mesh/slice-d", "pass")])
+        self.assertIn("errors (1):\n  redistribute/prp-to-rrr  runner crashed with SIGSEGV "
+                      "while running this case\n", out)
+        self.assertIn("runner relaunched 1 time(s) after it died", out)
+        self.assertIn("meshgate: runner crashed with SIGSEGV; resuming with 2 case(s) left", err)
+
+
+class RunInputErrorTest(CliTestCase):
+    scenario = "input_error"
+
+    def test_runner_stderr_is_shown_as_is_and_exit_is_2(self):
+        code, out, err = self.meshgate("run")
+        self.assertEqual(code, 2)
+        self.assertEqual(err, "cases/layout/algebra.yaml:12:7: case 'layout-algebra/coalesce-a'"
+                              ": key 'op': unknown op 'coalesc' (did you mean 'coalesce'?)\n")
+        self.assertEqual(self.fake.run_launches(), [])
+
+    def test_list_shows_it_too(self):
+        code, out, err = self.meshgate("list")
+        self.assertEqual(code, 2)
+        self.assertIn("key 'op': unknown op 'coalesc'", err)
+
+
+class RunPerfTest(CliTestCase):
+    scenario = "perf"
+
+    def test_perf_cases_are_repeated_in_fresh_processes_and_merged(self):
+        out_dir = self.fake.dir / "o"
+        code, out, err = self.meshgate("run", "--out", str(out_dir))
+        self.assertEqual(code, 0, out + err)
+        runs = self.fake.run_launches()
+        self.assertEqual(len(runs), 3)
+        self.assertEqual(option_values(runs[0], "--case"), [])
+        self.assertEqual(option_values(runs[1], "--case"), ["gemm/bias-fp32", "gemm/bias-bf16"])
+        self.assertEqual(option_values(runs[1], "--out"), [str(out_dir / "runs" / "2")])
+        self.assertEqual(option_values(runs[2], "--case"), ["gemm/bias-fp32"])
+        self.assertEqual(option_values(runs[2], "--out"), [str(out_dir / "runs" / "3")])
+        cases = {c["id"]: c for c in self.results(out_dir)["cases"]}
+        fp32 = cases["gemm/bias-fp32"]
+        self.assertEqual(fp32["samples"]["time_s"],
+                         [[1.0, 2.0, 9.0], [4.0, 5.0, 6.0], [0.5, 3.0, 3.5]])
+        self.assertEqual(fp32["metrics"]["time_s"]["median"], 3.0)
+        self.assertEqual(fp32["metrics"]["time_s"]["min"], 0.5)
+        self.assertEqual(fp32["metrics"]["time_s"]["max"], 9.0)
+        bf16 = cases["gemm/bias-bf16"]
+        self.assertEqual(bf16["metrics"]["time_s"]["median"], 5.0)
+        self.assertEqual(bf16["metrics"]["time_s"]["run_medians"], [3.0, 7.0])
+        single = cases["gemm/single-run"]
+        self.assertEqual(single["samples"]["time_s"], [[7.0, 7.5]])
+        self.assertNotIn("runs", single["metrics"]["time_s"])
+        self.assertEqual(self.report.call_args.args[1]["cases"][0], fp32)
+        self.assertIn("performance cases repeated in 2 more runner launch(es)", out)
+        self.assertEqual([p.name for p in out_dir.iterdir() if p.name.endswith(".tmp")], [])
+
+    def test_a_crash_in_a_later_run_makes_the_case_an_error(self):
+        scenario = json.loads(self.fake.scenario.read_text())
+        scenario["cases"][0]["outcome_by_run"] = {"3": "segv"}
+        self.fake.scenario = self.fake.dir / "perf-crash.json"
+        self.fake.scenario.write_text(json.dumps(scenario))
+        os.environ["FAKE_RUNNER_SCENARIO"] = str(self.fake.scenario)
+        out_dir = self.fake.dir / "o"
+        code, out, err = self.meshgate("run", "--out", str(out_dir))
+        self.assertEqual(code, 2)
+        fp32 = {c["id"]: c for c in self.results(out_dir)["cases"]}["gemm/bias-fp32"]
+        self.assertEqual(fp32["status"], "error")
+        self.assertTrue(fp32["message"].startswith(
+            "run 3 of 3: runner crashed with SIGSEGV while running this case"), fp32["message"])
+        self.assertEqual(len(fp32["samples"]["time_s"]), 2)
+
+
+class ListTest(CliTestCase):
+    scenario = "perf"
+
+    def test_table_of_ids_kinds_tags(self):
+        code, out, err = self.meshgate("list")
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertEqual(re.split(r"\s{2,}", lines[0]), ["id", "kind", "tags", "perf runs"])
+        self.assertEqual(re.split(r"\s{2,}", lines[1]), ["gemm/bias-fp32", "gemm", "smoke", "3"])
+        self.assertEqual(re.split(r"\s{2,}", lines[4]),
+                         ["layout-algebra/coalesce-a", "layout", "smoke", "-"])
+        self.assertEqual(lines[-1], "4 case(s)")
+        argv = self.fake.launches()[0]
+        self.assertEqual(argv, ["list", str(self.root / "cases"), "--json"])
+
+    def test_json_and_filters(self):
+        code, out, err = self.meshgate("list", "--suite", "layout-algebra", "--json")
+        self.assertEqual(code, 0)
+        self.assertEqual(json.loads(out), [{"id": "layout-algebra/coalesce-a",
+                                            "suite": "layout-algebra", "kind": "layout",
+                                            "tags": ["smoke"], "perf": None}])
+
+
+class ParserTest(unittest.TestCase):
+    def test_every_command_module_registers_a_subcommand(self):
+        self.assertEqual(cli.COMMAND_MODULES[:2], [run, listing])
+        parser = cli.build_parser()
+        args = parser.parse_args(["run", "--backend", "mpi", "--ranks", "8"])
+        self.assertIs(args.func, run.run_command)
+        self.assertEqual((args.backend, args.ranks), ("mpi", 8))
+        self.assertIs(parser.parse_args(["list"]).func, listing.list_command)
+
+    def test_a_command_is_required(self):
+        with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit) as caught:
+            cli.build_parser().parse_args([])
+        self.assertEqual(caught.exception.code, 2)
+
+    def test_entry_point_script_runs(self):
+        proc = subprocess.run([sys.executable, str(REPO / "meshgate"), "--help"],
+                              capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("run", proc.stdout)
+        self.assertIn("list", proc.stdout)
+
+
+REAL_RUNNER = os.environ.get("MESHGATE_RUNNER", "")
+
+
+@unittest.skipUnless(REAL_RUNNER and Path(REAL_RUNNER).resolve() != FAKE_RUNNER,
+                     "MESHGATE_RUNNER is not set: build meshgate-runner and run through CTest "
+                     "(or export MESHGATE_RUNNER=build/<preset>/harness/runner/meshgate-runner)")
+class RealRunnerTest(unittest.TestCase):
+    """The driver on the real meshgate-runner, end to end (the report is replaced)."""
+
+    def test_run_and_list_agree_and_results_are_complete(self):
+        testdata = REPO / "harness" / "runner" / "testdata"
+        cases = REPO / "cases"
+        if testdata.is_dir() and any(testdata.rglob("*.yaml")):
+            selection = Selection(paths=[str(testdata)])
+        elif any(cases.rglob("*.yaml")):
+            selection = Selection(paths=[str(cases)], tags=["smoke"])
+        else:
+            self.skipTest("no case files yet under harness/runner/testdata or cases/")
+        setup = RunnerSetup(runner=[REAL_RUNNER])
+        try:
+            listed = [entry["id"] for entry in launch.list_cases(setup, selection)]
+        except launch.RunnerInputError as e:
+            self.fail(f"meshgate-runner rejected {selection.paths}:\n{e.stderr}")
+        with tempfile.TemporaryDirectory(prefix="meshgate-real-") as tmp:
+            out_dir = Path(tmp) / "run"
+            argv = ["run", *selection.paths, "--out", str(out_dir), "--case-timeout", "120"]
+            for tag in selection.tags:
+                argv += ["--tag", tag]
+            out = io.StringIO()
+            with mock.patch("meshgate.report.write_run_report", return_value=[]), \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = cli.main(argv)
+            document = json.loads((out_dir / "results.json").read_text())
+        self.assertEqual(document["schema"], "meshgate.results/1")
+        self.assertEqual(sorted(c["id"] for c in document["cases"]), sorted(listed),
+                         out.getvalue())
+        for row in document["cases"]:
+            self.assertIn(row["status"], results.STATUSES, row)
+        self.assertEqual(code, results.exit_code(document["cases"]), out.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()

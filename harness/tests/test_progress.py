@@ -1,0 +1,132 @@
+import io
+import unittest
+
+from meshgate import progress
+from meshgate.progress import PlainView, Tally, TtyView
+
+
+class ParseEventTest(unittest.TestCase):
+    def test_events_are_recognised(self):
+        event = progress.parse_event('{"event":"end","id":"a/b","status":"pass","seconds":0.5}')
+        self.assertEqual(event["id"], "a/b")
+        self.assertEqual(event["status"], "pass")
+
+    def test_human_text_and_foreign_json_pass_through(self):
+        self.assertIsNone(progress.parse_event("loaded 3 files"))
+        self.assertIsNone(progress.parse_event('{"not": "an event"}'))
+        self.assertIsNone(progress.parse_event('{"event": "unknown"}'))
+        self.assertIsNone(progress.parse_event('{"event": "end", '))
+        self.assertIsNone(progress.parse_event("[1, 2]"))
+
+
+class FormatTest(unittest.TestCase):
+    def test_case_time(self):
+        self.assertEqual(progress.format_case_time(0.0001), "0.1 ms")
+        self.assertEqual(progress.format_case_time(0.25), "250.0 ms")
+        self.assertEqual(progress.format_case_time(2.345), "2.35 s")
+        self.assertEqual(progress.format_case_time(None), "-")
+
+    def test_clock(self):
+        self.assertEqual(progress.format_clock(0), "0:00")
+        self.assertEqual(progress.format_clock(75.4), "1:15")
+        self.assertEqual(progress.format_clock(3725), "1:02:05")
+
+
+class TallyTest(unittest.TestCase):
+    def test_eta_is_mean_case_time_times_cases_left(self):
+        tally = Tally(total=10)
+        self.assertIsNone(tally.eta())
+        tally.record("pass", 2.0)
+        tally.record("fail", 4.0)
+        self.assertAlmostEqual(tally.eta(), 3.0 * 8)
+        self.assertEqual(tally.counts, {"pass": 1, "fail": 1, "error": 0, "skip": 0})
+
+    def test_unknown_status_counts_as_error(self):
+        tally = Tally(total=1)
+        tally.record("exploded", 1.0)
+        self.assertEqual(tally.counts["error"], 1)
+
+
+class PlainViewTest(unittest.TestCase):
+    def test_one_line_per_finished_case(self):
+        out = io.StringIO()
+        view = PlainView(out, out)
+        tally = Tally(total=120)
+        for _ in range(2):
+            tally.record("pass", 0.001)
+        tally.record("pass", 0.0001)
+        view.finished(tally, "layout-algebra/coalesce-a", "pass", 0.0001, "")
+        self.assertEqual(out.getvalue(), "[  3/120] pass   layout-algebra/coalesce-a  0.1 ms\n")
+
+    def test_failures_show_their_first_message_line(self):
+        out = io.StringIO()
+        tally = Tally(total=4)
+        tally.record("fail", 0.002)
+        PlainView(out, out).finished(tally, "mesh/x", "fail", 0.002, "expected [0]\ngot [1]")
+        self.assertEqual(out.getvalue(), "[1/4] fail   mesh/x  2.0 ms  expected [0]\n")
+
+    def test_text_goes_to_its_stream(self):
+        out, err = io.StringIO(), io.StringIO()
+        view = PlainView(out, err)
+        view.text("hello", "stdout")
+        view.text("warning: x", "stderr")
+        self.assertEqual(out.getvalue(), "hello\n")
+        self.assertEqual(err.getvalue(), "warning: x\n")
+
+
+class TtyViewTest(unittest.TestCase):
+    def test_status_line_shows_position_current_case_times_and_counts(self):
+        tally = Tally(total=5, started_at=0.0)
+        tally.record("pass", 1.0)
+        tally.record("error", 3.0)
+        tally.current = "mesh/slice-c"
+        view = TtyView(io.StringIO(), width=200)
+        line = view.status_line(tally)
+        self.assertTrue(line.startswith("[3/5]  mesh/slice-c  elapsed "), line)
+        self.assertIn("ETA 0:06", line)   # mean 2 s x 3 cases left
+        self.assertTrue(line.endswith("fail 0  error 1"), line)
+
+    def test_status_line_is_rewritten_in_place_and_failures_stay(self):
+        out = io.StringIO()
+        view = TtyView(out, out, width=200)
+        tally = Tally(total=2)
+        view.plan(tally)
+        tally.current = "a/one"
+        view.started(tally, "a/one")
+        tally.record("fail", 0.5)
+        view.finished(tally, "a/one", "fail", 0.5, "wrong plan")
+        view.text("runner says hi", "stdout")
+        view.close()
+        text = out.getvalue()
+        self.assertIn("\r\x1b[K[1/2]  a/one  elapsed", text)
+        self.assertIn("\r\x1b[K[1/2] fail   a/one  500.0 ms  wrong plan\n", text)
+        self.assertIn("\r\x1b[Krunner says hi\n", text)
+        self.assertTrue(text.endswith("\r\x1b[K"), repr(text[-40:]))
+
+    def test_passing_cases_leave_no_permanent_line(self):
+        out = io.StringIO()
+        view = TtyView(out, out, width=200)
+        tally = Tally(total=1)
+        tally.record("pass", 0.1)
+        view.finished(tally, "a/one", "pass", 0.1, "")
+        self.assertNotIn("\n", out.getvalue())
+
+    def test_long_lines_are_cut_to_the_terminal(self):
+        tally = Tally(total=1)
+        tally.current = "suite/" + "x" * 300
+        line = TtyView(io.StringIO(), width=60).status_line(tally)
+        self.assertLessEqual(len(line), 59)
+
+
+class MakeViewTest(unittest.TestCase):
+    def test_terminal_gets_the_live_line(self):
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        self.assertIsInstance(progress.make_view(Terminal()), TtyView)
+        self.assertIsInstance(progress.make_view(io.StringIO()), PlainView)
+
+
+if __name__ == "__main__":
+    unittest.main()
