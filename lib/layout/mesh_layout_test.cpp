@@ -1,0 +1,3 @@
+#include "layout/mesh_layout.hpp"
+
+#include <gtest/gtest.h>
