@@ -1,0 +1,14 @@
+#pragma once
+// CPU implementations for the harness to time against each other (spec/gemm.md sections 3-4):
+// the fp32 GEMM core is OpenBLAS's sgemm; fp16/bf16 inputs are upcast exactly to fp32 first, so
+// every dtype accumulates in fp32 like the GPU paths, and the output is rounded where each
+// implementation's GPU counterpart rounds.
+#include "gemm/gemm.hpp"
+
+namespace meshgate::gemm {
+
+// Runs `impl` (a CPU impl, cpu_reference included) into y, which must hold M*N elements of the
+// dtype. Every element of y is written. Error(value) for a CUDA impl or mismatched tensors.
+void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& y);
+
+}  // namespace meshgate::gemm

@@ -1,0 +1,149 @@
+#include "gemm/cpu_gemm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "gemm/numeric.hpp"
+#include "gemm/reference.hpp"
+
+namespace meshgate::gemm {
+namespace {
+
+// Runs `impl` into a NaN-filled Y and checks it against the reference and the tolerance.
+Comparison check_impl(Impl impl, const GemmProblem& p, HostTensor* out = nullptr) {
+  const GemmInputs in = make_inputs(p, 42);
+  HostTensor y(p.dtype, p.m * p.n);
+  y.fill_nan();
+  run_cpu(impl, p, in, y);
+  const std::vector<std::int64_t> rows = rows_to_check(p);
+  const Comparison c =
+      compare_to_reference(p, rows, reference_rows(p, in, rows), y, tolerance_for(p.dtype, p.k));
+  if (out != nullptr) *out = std::move(y);
+  return c;
+}
+
+std::string label(Impl i, const GemmProblem& p) {
+  return std::string(to_string(i)) + " " + std::string(to_string(p.dtype)) + " " +
+         std::string(to_string(p.epilogue)) + " " + std::string(to_string(p.layout)) + " " +
+         std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+}
+
+using Combo = std::tuple<DType, Epilogue, GemmLayout>;
+class CpuGemmEveryCombination : public ::testing::TestWithParam<Combo> {};
+
+TEST_P(CpuGemmEveryCombination, EveryImplMatchesTheReferenceAndEachOther) {
+  const auto [dtype, epilogue, layout] = GetParam();
+  const GemmProblem p{.m = 37,
+                      .n = 29,
+                      .k = 45,
+                      .dtype = dtype,
+                      .epilogue = epilogue,
+                      .layout = layout,
+                      .alpha = 0.75f,
+                      .bias_offset = 1};
+  HostTensor fused;
+  const Comparison fc = check_impl(Impl::cpu_epilogue, p, &fused);
+  EXPECT_TRUE(fc.ok) << label(Impl::cpu_epilogue, p) << ": " << fc.describe();
+  EXPECT_EQ(fc.rows_checked, 37);
+  for (Impl impl : {Impl::cpu_reference, Impl::cpu_unfused, Impl::cpu_beta_bias}) {
+    HostTensor y;
+    const Comparison c = check_impl(impl, p, &y);
+    EXPECT_TRUE(c.ok) << label(impl, p) << ": " << c.describe();
+    EXPECT_GT(c.min_row_cosine, 0.9999) << label(impl, p);
+    const Comparison pair = compare_outputs(p, fused, y, tolerance_for(dtype, p.k));
+    EXPECT_TRUE(pair.ok) << label(impl, p) << " vs cpu_epilogue: " << pair.describe();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypesEpiloguesLayouts, CpuGemmEveryCombination,
+                         ::testing::Combine(::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(Epilogue::none, Epilogue::bias,
+                                                              Epilogue::relu_bias,
+                                                              Epilogue::gelu_bias),
+                                            ::testing::Values(GemmLayout::nt, GemmLayout::nn,
+                                                              GemmLayout::tn, GemmLayout::tt)),
+                         [](const ::testing::TestParamInfo<Combo>& param) {
+                           return std::string(to_string(std::get<0>(param.param))) + "_" +
+                                  std::string(to_string(std::get<1>(param.param))) + "_" +
+                                  std::string(to_string(std::get<2>(param.param)));
+                         });
+
+TEST(CpuGemmEdges, PathologicalShapes) {
+  const GemmProblem shapes[] = {
+      {.m = 1, .n = 4, .k = 768, .dtype = DType::f32},  // M = 1 (dfyz bug shape)
+      {.m = 1, .n = 1, .k = 1, .dtype = DType::bf16, .epilogue = Epilogue::gelu_bias},
+      {.m = 17, .n = 1, .k = 9, .dtype = DType::f16, .layout = GemmLayout::tt},
+      {.m = 3, .n = 5, .k = 0, .dtype = DType::bf16, .epilogue = Epilogue::relu_bias},  // K = 0
+      {.m = 300,
+       .n = 1024,
+       .k = 16,
+       .dtype = DType::f16,
+       .epilogue = Epilogue::relu_bias},  // several blocks
+      {.m = 2, .n = 10, .k = 4099, .dtype = DType::f16, .layout = GemmLayout::tn},  // odd deep K
+      {.m = 4, .n = 3, .k = 20000, .dtype = DType::f32, .alpha = -0.5f},            // deep K
+      {.m = 50, .n = 7, .k = 13, .dtype = DType::bf16, .bias_offset = 3},  // misaligned bias
+  };
+  for (const GemmProblem& p : shapes)
+    for (Impl impl : impls_for(Device::cpu)) {
+      const Comparison c = check_impl(impl, p);
+      EXPECT_TRUE(c.ok) << label(impl, p) << ": " << c.describe();
+      EXPECT_EQ(c.rows_checked, p.m) << label(impl, p);
+    }
+}
+
+TEST(CpuGemmEdges, EmptyOutputsAndKZeroBroadcastTheBias) {
+  for (Impl impl : impls_for(Device::cpu)) {
+    for (const GemmProblem& p :
+         {GemmProblem{.m = 0, .n = 17, .k = 17}, GemmProblem{.m = 17, .n = 0, .k = 17},
+          GemmProblem{.m = 0, .n = 0, .k = 0}}) {
+      HostTensor y(p.dtype, 0);
+      EXPECT_NO_THROW(run_cpu(impl, p, make_inputs(p), y)) << label(impl, p);
+    }
+    const GemmProblem p{.m = 17, .n = 3, .k = 0, .epilogue = Epilogue::bias};
+    const GemmInputs in = make_inputs(p);
+    HostTensor y(DType::f32, 51);
+    y.fill_nan();
+    run_cpu(impl, p, in, y);
+    for (int i = 0; i < 17; ++i)
+      for (int j = 0; j < 3; ++j) ASSERT_EQ(y.get(i * 3 + j), in.bias.get(j)) << label(impl, p);
+  }
+}
+
+TEST(CpuGemmEdges, RoundingDiffersBetweenFusedAndUnfused) {
+  // The unfused path rounds the product to bf16 before adding the bias, the fused one does not:
+  // with these values the two differ in the last bit, which proves the passes are separate.
+  const GemmProblem p{.m = 1, .n = 1, .k = 1, .dtype = DType::bf16, .epilogue = Epilogue::bias};
+  GemmInputs in{HostTensor(DType::bf16, 1), HostTensor(DType::bf16, 1), HostTensor(DType::bf16, 1)};
+  in.x.set(0, 1.0f + 1.0f / 128);  // 1 + 2^-7
+  in.w.set(0, 1.0f + 1.0f / 128);  // product 1 + 2^-6 + 2^-14 rounds to 1 + 2^-6 in bf16
+  in.bias.set(0, 1.0f / 256);      // bf16(product) + bias is a tie, the exact sum is not
+  HostTensor fused(DType::bf16, 1), unfused(DType::bf16, 1);
+  run_cpu(Impl::cpu_epilogue, p, in, fused);
+  run_cpu(Impl::cpu_unfused, p, in, unfused);
+  const double exact = reference(p, in)[0];
+  EXPECT_EQ(fused.get(0), static_cast<float>(round_to(DType::bf16, exact)));
+  EXPECT_NE(fused.get(0), unfused.get(0));
+}
+
+TEST(CpuGemmEdges, RejectsCudaImplsAndWrongOutputs) {
+  const GemmProblem p{.m = 2, .n = 2, .k = 2};
+  const GemmInputs in = make_inputs(p);
+  HostTensor y(DType::f32, 4);
+  try {
+    run_cpu(Impl::lt_epilogue, p, in, y);
+    FAIL() << "lt_epilogue ran on the CPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("runs on CUDA"), std::string::npos) << e.what();
+  }
+  HostTensor small(DType::f32, 3);
+  EXPECT_THROW(run_cpu(Impl::cpu_epilogue, p, in, small), Error);
+  HostTensor half(DType::f16, 4);
+  EXPECT_THROW(run_cpu(Impl::cpu_unfused, p, in, half), Error);
+}
+
+}  // namespace
+}  // namespace meshgate::gemm

@@ -1,0 +1,105 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "gemm/cuda/kernels.hpp"
+#include "gemm/cuda/status.hpp"
+
+namespace meshgate::gemm::cuda {
+namespace {
+
+__device__ float to_float(float v) {
+  return v;
+}
+__device__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ T from_float(float v);
+template <>
+__device__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Same formulas as the host reference (gemm/numeric.hpp), in fp32 as cuBLASLt's epilogue.
+__device__ float activate(Epilogue e, float x) {
+  if (e == Epilogue::relu_bias) return x < 0.0f ? 0.0f : x;
+  if (e == Epilogue::gelu_bias)
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  return x;
+}
+
+template <class T>
+__global__ void bias_act_kernel(T* y, const T* bias, std::int64_t m, std::int64_t n, Epilogue e) {
+  const std::int64_t count = m * n;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float v = to_float(y[i]);
+    if (bias != nullptr) v += to_float(bias[i % n]);
+    y[i] = from_float<T>(activate(e, v));
+  }
+}
+
+template <class T>
+__global__ void broadcast_kernel(T* y, const T* bias, std::int64_t m, std::int64_t n) {
+  const std::int64_t count = m * n;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    y[i] = bias[i % n];
+}
+
+unsigned blocks_for(std::int64_t count) {
+  constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>((count + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+template <class F>
+void by_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      return f(float{});
+    case DType::f16:
+      return f(__half{});
+    case DType::bf16:
+      return f(__nv_bfloat16{});
+  }
+}
+
+}  // namespace
+
+void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
+                     Epilogue epilogue, cudaStream_t stream) {
+  if (m * n == 0) return;
+  by_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    bias_act_kernel<T><<<blocks_for(m * n), 256, 0, stream>>>(
+        static_cast<T*>(y), static_cast<const T*>(bias), m, n, epilogue);
+  });
+  MESHGATE_CHECK(cudaGetLastError());
+}
+
+void launch_broadcast_bias(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
+                           cudaStream_t stream) {
+  if (m * n == 0) return;
+  by_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    broadcast_kernel<T><<<blocks_for(m * n), 256, 0, stream>>>(static_cast<T*>(y),
+                                                               static_cast<const T*>(bias), m, n);
+  });
+  MESHGATE_CHECK(cudaGetLastError());
+}
+
+}  // namespace meshgate::gemm::cuda

@@ -1,0 +1,19 @@
+#pragma once
+// The elementwise kernels around the GEMM of the unfused and beta-bias paths.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "gemm/gemm.hpp"
+
+namespace meshgate::gemm::cuda {
+
+// y[i, j] = act(y[i, j] + bias[j]) over an m x n row-major Y, one rounding to the dtype.
+// A null bias adds nothing (activation only).
+void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
+                     Epilogue epilogue, cudaStream_t stream);
+// y[i, j] = bias[j]: the bias broadcast into Y so that the GEMM can add it through C, beta = 1.
+void launch_broadcast_bias(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
+                           cudaStream_t stream);
+
+}  // namespace meshgate::gemm::cuda
