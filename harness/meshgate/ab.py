@@ -1,0 +1,241 @@
+"""`meshgate ab --base REV --candidate REV [CASES]`: interleaved A/B of two builds.
+
+Each revision is checked out in its own git worktree under build/ab/<commit> (reused when
+present) and builds its own runner there with `cmake --preset`. The performance cases run k
+times per side (default 9) in randomised ABBA order, each run a fresh runner process with
+MESHGATE_COMMIT naming the revision. The comparison is `meshgate compare`'s; cases it flags as
+regressions are re-run in a fresh interleaved batch, and only those flagged again stay red
+(spec/gating.md, step 5). Exit codes as `meshgate compare`: 1 confirmed regression or
+correctness failure, 0 otherwise, 2 unusable input or a build that fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import random
+import subprocess
+import sys
+from typing import Any, Callable, Optional
+
+from . import baseline as _baseline
+from . import compare as _compare
+from . import replicate
+from .replicate import LaunchFn, Side
+
+DEFAULT_RUNS = 9
+
+
+class AbError(Exception):
+    """A revision that does not resolve, a worktree or build that fails; exit code 2."""
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise AbError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def resolve_commit(repo: pathlib.Path, rev: str) -> str:
+    """Full commit hash of `rev`; AbError naming the revision when it does not resolve."""
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except AbError:
+        raise AbError(f"revision {rev!r} is not a commit of {repo}: check `git log` for the name") from None
+
+
+def worktree_path(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    return pathlib.Path(repo) / "build" / "ab" / commit[:12]
+
+
+def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    """A detached worktree of `commit` under build/ab/<commit>, created or reused."""
+    path = worktree_path(repo, commit)
+    if (path / ".git").exists():
+        head = _git(path, "rev-parse", "HEAD")
+        if head != commit:
+            raise AbError(
+                f"{path} is a worktree of {head[:12]}, not {commit[:12]}: remove it with "
+                f"`git worktree remove --force {path}` and run again"
+            )
+        return path
+    if path.exists() and any(path.iterdir()):
+        raise AbError(f"{path} exists but is not a git worktree: remove it and run again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "prune")
+    _git(repo, "worktree", "add", "--detach", str(path), commit)
+    return path
+
+
+def _case_paths(side_root: pathlib.Path, given: list[str]) -> list[str]:
+    """The case files a side runs: the paths given on the command line (absolute, so both
+    builds run the same files), else that revision's own cases/ folder."""
+    if given:
+        return [str(pathlib.Path(p).resolve()) for p in given]
+    return [str(side_root / "cases")]
+
+
+def run_ab(
+    sides: list[Side],
+    case_ids: dict[str, list[str]],
+    launch: LaunchFn,
+    out_dir: pathlib.Path,
+    k: int = DEFAULT_RUNS,
+    seed: Optional[int] = None,
+    confirm: bool = True,
+    floors_for: Optional[Callable[[dict], dict]] = None,
+) -> tuple[_compare.Comparison, dict[str, Any]]:
+    """The A/B experiment once both runners exist: interleaved batch, comparison, confirmation.
+
+    `floors_for(candidate results)` returns the calibrated noise floors for the machine the
+    runs landed on. Returns the final comparison (regressions not confirmed become
+    inconclusive, with the evidence of both batches in the note) and a record of what ran.
+    """
+    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+    rng = random.Random(seed)
+    base, cand = sides
+    order = replicate.abba_order(k, rng)
+    docs = replicate.collect_runs(sides, order, case_ids, launch, pathlib.Path(out_dir) / "batch-1")
+    for side in sides:
+        _baseline.atomic_write_json(pathlib.Path(out_dir) / "batch-1" / side.label / "results.json", docs[side.label])
+    noise_floors = floors_for(docs[cand.label]) if floors_for else {}
+    comparison = _compare.compare_results(
+        docs[base.label], docs[cand.label], noise_floors, seed=seed,
+        base_label=f"{base.rev} ({base.commit[:10]})", new_label=f"{cand.rev} ({cand.commit[:10]})",
+    )
+    record: dict[str, Any] = {
+        "seed": seed,
+        "k": k,
+        "order": ["AB"[i] for i in order],
+        "base": {"rev": base.rev, "commit": base.commit},
+        "candidate": {"rev": cand.rev, "commit": cand.commit},
+        "batches": [str(pathlib.Path(out_dir) / "batch-1")],
+        "confirmation": {},
+    }
+    flagged = [v.id for v in comparison.cases if v.verdict == "regression"]
+    if not flagged or not confirm:
+        return comparison, record
+    confirm_ids = {s.label: [i for i in case_ids[s.label] if i in flagged] for s in sides}
+    confirm_order = replicate.abba_order(k, rng)
+    confirm_dir = pathlib.Path(out_dir) / "batch-2"
+    again_docs = replicate.collect_runs(sides, confirm_order, confirm_ids, launch, confirm_dir)
+    for side in sides:
+        _baseline.atomic_write_json(confirm_dir / side.label / "results.json", again_docs[side.label])
+    again = _compare.compare_results(again_docs[base.label], again_docs[cand.label], noise_floors, seed=seed + 1)
+    again_by_id = {v.id: v for v in again.cases}
+    record["batches"].append(str(confirm_dir))
+    for v in comparison.cases:
+        if v.id not in flagged:
+            continue
+        second = again_by_id.get(v.id)
+        confirmed = second is not None and second.verdict == "regression"
+        v.confirmed = confirmed
+        evidence = (
+            f"ratio {second.ratio:.3f}, p = {second.p:.2g}" if second is not None and second.ratio is not None
+            else (second.note if second is not None else "no result")
+        )
+        record["confirmation"][v.id] = {"confirmed": confirmed, "verdict": second.verdict if second else None,
+                                        "ratio": second.ratio if second else None, "p": second.p if second else None}
+        if second is not None and second.verdict == "correctness":
+            v.verdict, v.note = "correctness", f"confirmation batch: {second.note}"
+        elif confirmed:
+            v.note += f"; confirmed by a fresh batch ({evidence})"
+        else:
+            v.verdict = "inconclusive"
+            v.note += f"; not confirmed by a fresh batch ({second.verdict if second else 'missing'}: {evidence})"
+    return comparison, record
+
+
+def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str]) -> Side:
+    from . import build
+
+    commit = resolve_commit(repo, rev)
+    root = ensure_worktree(repo, commit)
+    env = replicate.env_for_commit(commit)
+    print(f"meshgate ab: {label} {rev} = {commit[:12]} in {root}", file=sys.stderr)
+    try:
+        runner = build.runner_command(root, preset, env=env)
+    except build.BuildError as e:
+        raise AbError(f"{label} {rev} ({commit[:12]}) does not build: {e}") from None
+    return Side(label=label, rev=rev, commit=commit, root=root, runner=runner, env=env,
+                case_paths=_case_paths(root, given_paths))
+
+
+def _selection_for(side: Side, args: argparse.Namespace) -> Any:
+    from .launch import Selection
+
+    patterns = [c for c in args.cases if not pathlib.Path(c).exists()] + list(args.case)
+    return Selection(paths=side.case_paths, suites=list(args.suite), tags=list(args.tag), cases=patterns)
+
+
+def _cmd_ab(args: argparse.Namespace) -> int:
+    from . import launch
+
+    repo = _baseline.REPO_ROOT
+    given_paths = [c for c in args.cases if pathlib.Path(c).exists()]
+    if args.runs < 2:
+        print("meshgate ab: --runs must be at least 2 (5 or more can reach alpha = 0.01)", file=sys.stderr)
+        return 2
+    try:
+        sides = [
+            _prepare_side(repo, "base", args.base, args.preset, given_paths),
+            _prepare_side(repo, "candidate", args.candidate, args.preset, given_paths),
+        ]
+        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
+        case_ids = {}
+        for side in sides:
+            listing = launcher.list_cases(side, _selection_for(side, args))
+            case_ids[side.label] = replicate.perf_case_ids(listing)
+    except AbError as e:
+        print(f"meshgate ab: {e}", file=sys.stderr)
+        return 2
+    except (launch.LaunchError, launch.RunnerInputError) as e:
+        print(f"meshgate ab: the runner rejected the selection: {getattr(e, 'stderr', e)}", file=sys.stderr)
+        return 2
+    if not any(case_ids.values()):
+        print("meshgate ab: no performance case (with a `perf:` block) is selected on either side", file=sys.stderr)
+        return 2
+    out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("ab")
+
+    def floors_for(doc: dict) -> dict:
+        return _compare.calibration_for(doc, machine_class=args.machine_class)
+
+    try:
+        comparison, record = run_ab(sides, case_ids, launcher, out_dir, k=args.runs, seed=args.seed,
+                                    confirm=not args.no_confirm, floors_for=floors_for)
+    except _baseline.InputError as e:
+        print(f"meshgate ab: {e}", file=sys.stderr)
+        return 2
+    candidate_results = {"schema": _baseline.RESULTS_SCHEMA, "run": comparison.new_run,
+                         "cases": list(comparison.new_rows.values())}
+    _compare.write_comparison(out_dir, comparison, candidate_results)
+    (out_dir / "ab.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(_compare.format_table(comparison))
+    print(f"report: {out_dir / 'report.md'}")
+    return comparison.exit_code()
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ab", help="interleaved A/B of two revisions' builds (exit 1 on a confirmed regression)",
+        description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
+                    "selected performance cases k times per side in randomised ABBA order, "
+                    "compares, and re-runs flagged cases in a fresh batch to confirm them.")
+    parser.add_argument("cases", nargs="*", metavar="CASES", help="case files/folders or case ids (patterns allowed)")
+    parser.add_argument("--base", required=True, metavar="REV")
+    parser.add_argument("--candidate", required=True, metavar="REV")
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
+                        help="runs per side (default %(default)s; 15 for revert-grade evidence)")
+    parser.add_argument("--suite", action="append", default=[], metavar="S")
+    parser.add_argument("--tag", action="append", default=[], metavar="T")
+    parser.add_argument("--case", action="append", default=[], metavar="ID")
+    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
+    parser.add_argument("--ranks", type=int, metavar="N")
+    parser.add_argument("--preset", metavar="P", help="CMake preset for both builds (default: ci/preset)")
+    parser.add_argument("--seed", type=int, help="seed of the run order and bootstrap (default: random, recorded)")
+    parser.add_argument("--no-confirm", action="store_true", help="skip the confirmation batch")
+    parser.add_argument("--machine-class", help="use this machine class's calibration")
+    parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/ab-<time>)")
+    parser.set_defaults(func=_cmd_ab)

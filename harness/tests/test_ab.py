@@ -1,0 +1,215 @@
+import contextlib
+import io
+import json
+import os
+import pathlib
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import unittest
+import zlib
+
+from meshgate import ab, replicate
+
+FAKE_RUNNER = pathlib.Path(__file__).parent / "fixtures" / "gate" / "fake_perf_runner.py"
+
+
+class AbbaOrderTest(unittest.TestCase):
+    def test_k_runs_per_side_in_balanced_blocks(self):
+        rng = random.Random(1)
+        for k in (2, 5, 9, 15):
+            order = replicate.abba_order(k, rng)
+            self.assertEqual(order.count(0), k)
+            self.assertEqual(order.count(1), k)
+            for start in range(0, 4 * (k // 2), 4):
+                self.assertIn(order[start : start + 4], ([0, 1, 1, 0], [1, 0, 0, 1]))
+            if k % 2:
+                self.assertIn(order[-2:], ([0, 1], [1, 0]))
+
+    def test_seeded_and_randomised(self):
+        self.assertEqual(replicate.abba_order(9, random.Random(3)), replicate.abba_order(9, random.Random(3)))
+        blocks = {tuple(replicate.abba_order(2, random.Random(s))) for s in range(20)}
+        self.assertEqual(blocks, {(0, 1, 1, 0), (1, 0, 0, 1)})
+
+    def test_drift_cancels_in_mean_position(self):
+        order = replicate.abba_order(8, random.Random(5))
+        pos_a = statistics.mean(i for i, s in enumerate(order) if s == 0)
+        pos_b = statistics.mean(i for i, s in enumerate(order) if s == 1)
+        self.assertEqual(pos_a, pos_b)
+
+
+class SyntheticLaunch:
+    """A launch function with known truth: factor per (side label, case id, batch folder)."""
+
+    def __init__(self, factors, noise=0.02):
+        self.factors = factors
+        self.noise = noise
+        self.calls = []
+
+    def __call__(self, side, n, case_ids, folder):
+        batch = pathlib.Path(folder).parent.parent.name
+        self.calls.append((batch, side.label, n, tuple(case_ids)))
+        rng = random.Random(zlib.crc32("/".join(pathlib.Path(folder).parts[-3:]).encode()))
+        rows = []
+        for case_id in case_ids:
+            factor = self.factors.get((side.label, case_id, batch), self.factors.get((side.label, case_id), 1.0))
+            center = 1e-3 * factor * (1 + rng.gauss(0, self.noise))
+            iters = [center * (1 + rng.gauss(0, self.noise)) for _ in range(20)]
+            rows.append({"id": case_id, "suite": "s", "name": case_id[2:], "kind": "collective", "status": "pass",
+                         "message": "", "plan": [], "metrics": {}, "samples": {"time_s": [iters]}})
+        return {"schema": "meshgate.results/1", "run": {"id": f"{side.label}-{n}", "machine": {"cpu": "x"}}, "cases": rows}
+
+
+class RunAbTest(unittest.TestCase):
+    def sides(self):
+        return [replicate.Side("base", "v1", "a" * 40), replicate.Side("candidate", "v2", "b" * 40)]
+
+    def test_interleaved_batch_then_confirmation_of_flagged_cases(self):
+        ids = ["s/same", "s/slow", "s/flaky", "s/fast"]
+        launch = SyntheticLaunch({
+            ("candidate", "s/slow"): 1.10,
+            ("candidate", "s/flaky", "batch-1"): 1.10,  # slower in the first batch only
+            ("candidate", "s/fast"): 0.90,
+        })
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ids, "candidate": ids}, launch, pathlib.Path(tmp), k=9, seed=11)
+            self.assertTrue((pathlib.Path(tmp) / "batch-1" / "candidate" / "results.json").is_file())
+            self.assertTrue((pathlib.Path(tmp) / "batch-2" / "base" / "results.json").is_file())
+        verdicts = {v.id: v for v in comparison.cases}
+        self.assertEqual(verdicts["s/same"].verdict, "pass")
+        self.assertEqual(verdicts["s/slow"].verdict, "regression")
+        self.assertTrue(verdicts["s/slow"].confirmed)
+        self.assertIn("confirmed by a fresh batch", verdicts["s/slow"].note)
+        self.assertEqual(verdicts["s/flaky"].verdict, "inconclusive")
+        self.assertFalse(verdicts["s/flaky"].confirmed)
+        self.assertIn("not confirmed by a fresh batch", verdicts["s/flaky"].note)
+        self.assertEqual(verdicts["s/fast"].verdict, "improvement")
+        self.assertEqual(comparison.exit_code(), 1)
+        self.assertEqual(verdicts["s/slow"].runs_base, 9)
+        # Batch 1: 18 launches in the recorded ABBA order; batch 2: only the flagged cases.
+        first = [c for c in launch.calls if c[0] == "batch-1"]
+        self.assertEqual(["AB"[0 if c[1] == "base" else 1] for c in first], record["order"])
+        second = [c for c in launch.calls if c[0] == "batch-2"]
+        self.assertEqual(len(second), 18)
+        self.assertTrue(all(c[3] == ("s/slow", "s/flaky") for c in second))
+        self.assertEqual(record["confirmation"]["s/flaky"]["confirmed"], False)
+
+    def test_no_confirmation_batch_without_flags(self):
+        launch = SyntheticLaunch({})
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch, pathlib.Path(tmp), k=5, seed=2)
+        self.assertEqual(len(launch.calls), 10)
+        self.assertEqual(len(record["batches"]), 1)
+        self.assertEqual(comparison.exit_code(), 0)
+
+    def test_calibrated_floors_apply(self):
+        launch = SyntheticLaunch({("candidate", "s/a"): 1.05}, noise=0.005)
+        with tempfile.TemporaryDirectory() as tmp:
+            strict, _ = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch, pathlib.Path(tmp), k=9, seed=3)
+            lenient, _ = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch, pathlib.Path(tmp), k=9, seed=3,
+                                   floors_for=lambda doc: {"s/a": 0.03})
+        self.assertEqual(strict.cases[0].verdict, "regression")
+        self.assertEqual(lenient.cases[0].verdict, "pass")
+        self.assertAlmostEqual(lenient.cases[0].min_effect, 0.09)
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+class WorktreeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.repo = pathlib.Path(self.tmp.name) / "repo"
+        self.repo.mkdir()
+        git(self.repo, "init", "-q", "-b", "main")
+        git(self.repo, "config", "user.email", "t@example.com")
+        git(self.repo, "config", "user.name", "t")
+        for text in ("one", "two"):
+            (self.repo / "file.txt").write_text(text)
+            git(self.repo, "add", "file.txt")
+            git(self.repo, "commit", "-q", "-m", text)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_resolve_and_create_then_reuse(self):
+        old = ab.resolve_commit(self.repo, "HEAD~1")
+        self.assertEqual(old, git(self.repo, "rev-parse", "HEAD~1"))
+        path = ab.ensure_worktree(self.repo, old)
+        self.assertEqual(path, self.repo / "build" / "ab" / old[:12])
+        self.assertEqual((path / "file.txt").read_text(), "one")
+        (path / "build-marker").write_text("kept")
+        again = ab.ensure_worktree(self.repo, old)
+        self.assertEqual(again, path)
+        self.assertEqual((path / "build-marker").read_text(), "kept")  # reused, not recreated
+        new = ab.ensure_worktree(self.repo, ab.resolve_commit(self.repo, "main"))
+        self.assertEqual((new / "file.txt").read_text(), "two")
+
+    def test_unknown_revision(self):
+        with self.assertRaises(ab.AbError) as e:
+            ab.resolve_commit(self.repo, "no-such-branch")
+        self.assertIn("'no-such-branch'", str(e.exception))
+
+    def test_worktree_of_another_commit_is_refused(self):
+        old = ab.resolve_commit(self.repo, "HEAD~1")
+        path = ab.ensure_worktree(self.repo, old)
+        git(path, "checkout", "-q", "--detach", "main")
+        with self.assertRaises(ab.AbError) as e:
+            ab.ensure_worktree(self.repo, old)
+        self.assertIn("git worktree remove", str(e.exception))
+
+
+class DriverLaunchEndToEndTest(unittest.TestCase):
+    """run_ab through the driver's launch module against a fake runner process."""
+
+    def test_fake_runner_processes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = pathlib.Path(tmp)
+            config = tmp / "config.json"
+            config.write_text(json.dumps({"noise": 0.01, "cases": [
+                {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {"c" * 40: 1.15}},
+                {"id": "coll/all-gather", "time_s": 2e-3},
+            ]}))
+            log = tmp / "launches.jsonl"
+            env = dict(os.environ, FAKE_PERF_CONFIG=str(config), FAKE_PERF_LOG=str(log))
+            runner = [sys.executable, str(FAKE_RUNNER)]
+            sides = [
+                replicate.Side("base", "v1", "b" * 40, runner=runner, env=replicate.env_for_commit("b" * 40, env), case_paths=[str(tmp)]),
+                replicate.Side("candidate", "v2", "c" * 40, runner=runner, env=replicate.env_for_commit("c" * 40, env), case_paths=[str(tmp)]),
+            ]
+            launcher = replicate.DriverLauncher(run_prefix="ab", quiet=True, stamp="test")
+            from meshgate.launch import Selection
+
+            ids = replicate.perf_case_ids(launcher.list_cases(sides[0], Selection(paths=[str(tmp)])))
+            self.assertEqual(ids, ["coll/all-reduce", "coll/all-gather"])
+            comparison, record = ab.run_ab(sides, {"base": ids, "candidate": ids}, launcher, tmp / "out", k=5, seed=4)
+            launches = [json.loads(line) for line in log.read_text().splitlines()]
+        verdicts = {v.id: v.verdict for v in comparison.cases}
+        self.assertEqual(verdicts, {"coll/all-reduce": "regression", "coll/all-gather": "pass"})
+        self.assertEqual(comparison.new_run["commit"], "c" * 40)
+        # 10 launches in batch 1 (ABBA order, commit passed through MESHGATE_COMMIT), then 10
+        # confirmation launches of the flagged case only.
+        self.assertEqual(len(launches), 20)
+        self.assertEqual(["AB"[l["commit"] == "c" * 40] for l in launches[:10]], record["order"])
+        self.assertTrue(all(l["cases"] == ["coll/all-reduce"] for l in launches[10:]))
+        self.assertTrue(record["confirmation"]["coll/all-reduce"]["confirmed"])
+
+
+class AbCliTest(unittest.TestCase):
+    def test_unknown_revision_exits_2(self):
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        ab.register(parser.add_subparsers())
+        args = parser.parse_args(["ab", "--base", "no-such-rev-xyz", "--candidate", "HEAD"])
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            code = args.func(args)
+        self.assertEqual(code, 2)
+        self.assertIn("no-such-rev-xyz", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
