@@ -1,0 +1,350 @@
+// kind: layout — one operation of the layout algebra (spec/layout.md 1-4) on literal arguments,
+// compared structurally with `expect`. The op table below is the whole kind: name, argument
+// types, result type, and the library call.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "case_kind.hpp"
+#include "core/error.hpp"
+#include "kinds/case_values.hpp"
+#include "layout/layout.hpp"
+#include "layout/mesh_layout.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+enum class ArgType { layout, int_tuple, integer, int_list };
+enum class ResultType { layout, int_tuple, integer, boolean, int_lists };
+
+using Arg = std::variant<Layout, IntTuple, std::int64_t, std::vector<std::int64_t>>;
+// Lists of ranks are kept as JSON: exact comparison and readable printing for free.
+using Value = std::variant<Layout, IntTuple, std::int64_t, bool, nlohmann::json>;
+
+const Layout& layout_arg(const std::vector<Arg>& a, std::size_t i) {
+  return std::get<Layout>(a[i]);
+}
+const IntTuple& tuple_arg(const std::vector<Arg>& a, std::size_t i) {
+  return std::get<IntTuple>(a[i]);
+}
+std::int64_t int_arg(const std::vector<Arg>& a, std::size_t i) {
+  return std::get<std::int64_t>(a[i]);
+}
+const std::vector<std::int64_t>& list_arg(const std::vector<Arg>& a, std::size_t i) {
+  return std::get<std::vector<std::int64_t>>(a[i]);
+}
+std::optional<IntTuple> optional_tuple_arg(const std::vector<Arg>& a, std::size_t i) {
+  if (i < a.size()) return tuple_arg(a, i);
+  return std::nullopt;
+}
+
+struct OpInfo {
+  std::string_view name;
+  std::vector<ArgType> args;
+  std::size_t required;  // the leading arguments that must be given; the rest are optional
+  ResultType result;
+  Value (*apply)(const std::vector<Arg>&);
+};
+
+const std::vector<OpInfo>& ops() {
+  using A = ArgType;
+  using R = ResultType;
+  using Args = std::vector<Arg>;
+  static const std::vector<OpInfo> table = {
+      {"coalesce",
+       {A::layout, A::int_tuple},
+       1,
+       R::layout,
+       [](const Args& a) -> Value {
+         return a.size() == 2 ? coalesce(layout_arg(a, 0), tuple_arg(a, 1))
+                              : coalesce(layout_arg(a, 0));
+       }},
+      {"filter",
+       {A::layout},
+       1,
+       R::layout,
+       [](const Args& a) -> Value { return filter(layout_arg(a, 0)); }},
+      {"composition",
+       {A::layout, A::layout},
+       2,
+       R::layout,
+       [](const Args& a) -> Value { return composition(layout_arg(a, 0), layout_arg(a, 1)); }},
+      {"complement",
+       {A::layout, A::integer},
+       1,
+       R::layout,
+       [](const Args& a) -> Value {
+         return complement(layout_arg(a, 0), a.size() == 2 ? int_arg(a, 1) : 1);
+       }},
+      {"right_inverse",
+       {A::layout},
+       1,
+       R::layout,
+       [](const Args& a) -> Value { return right_inverse(layout_arg(a, 0)); }},
+      {"left_inverse",
+       {A::layout},
+       1,
+       R::layout,
+       [](const Args& a) -> Value { return left_inverse(layout_arg(a, 0)); }},
+      {"logical_divide",
+       {A::layout, A::layout},
+       2,
+       R::layout,
+       [](const Args& a) -> Value { return logical_divide(layout_arg(a, 0), layout_arg(a, 1)); }},
+      {"logical_product",
+       {A::layout, A::layout},
+       2,
+       R::layout,
+       [](const Args& a) -> Value { return logical_product(layout_arg(a, 0), layout_arg(a, 1)); }},
+      {"size",
+       {A::layout},
+       1,
+       R::integer,
+       [](const Args& a) -> Value { return size(layout_arg(a, 0)); }},
+      {"cosize",
+       {A::layout},
+       1,
+       R::integer,
+       [](const Args& a) -> Value { return cosize(layout_arg(a, 0)); }},
+      {"crd2idx",
+       {A::int_tuple, A::int_tuple, A::int_tuple},
+       2,
+       R::integer,
+       [](const Args& a) -> Value {
+         return crd2idx(tuple_arg(a, 0), tuple_arg(a, 1), optional_tuple_arg(a, 2));
+       }},
+      {"idx2crd",
+       {A::int_tuple, A::int_tuple, A::int_tuple},
+       2,
+       R::int_tuple,
+       [](const Args& a) -> Value {
+         return idx2crd(tuple_arg(a, 0), tuple_arg(a, 1), optional_tuple_arg(a, 2));
+       }},
+      {"mesh_coalesce",
+       {A::layout},
+       1,
+       R::layout,
+       [](const Args& a) -> Value { return mesh_coalesce(layout_arg(a, 0)); }},
+      {"all_ranks",
+       {A::layout},
+       1,
+       R::int_lists,
+       [](const Args& a) -> Value {
+         return nlohmann::json(all_ranks_from_zero(layout_arg(a, 0)));
+       }},
+      {"global_ranks",
+       {A::layout, A::integer},
+       2,
+       R::int_lists,
+       [](const Args& a) -> Value {
+         return nlohmann::json(global_ranks(layout_arg(a, 0), int_arg(a, 1)));
+       }},
+      {"non_overlapping",
+       {A::layout},
+       1,
+       R::boolean,
+       [](const Args& a) -> Value { return check_non_overlap(layout_arg(a, 0)); }},
+      {"remap",
+       {A::layout, A::int_list},
+       2,
+       R::int_lists,
+       [](const Args& a) -> Value {
+         return rank_tensor_to_json(remap_to_tensor(layout_arg(a, 0), list_arg(a, 1)));
+       }},
+      {"unflatten",
+       {A::layout, A::integer, A::int_list},
+       3,
+       R::layout,
+       [](const Args& a) -> Value {
+         return unflatten(layout_arg(a, 0), int_arg(a, 1), list_arg(a, 2));
+       }},
+      {"flat_canonical",
+       {A::layout},
+       1,
+       R::layout,
+       [](const Args& a) -> Value { return flat_canonical(layout_arg(a, 0)); }},
+      {"orthogonal",
+       {A::layout},
+       1,
+       R::boolean,
+       [](const Args& a) -> Value { return check_orthogonal(layout_arg(a, 0)); }},
+      {"sorted",
+       {A::layout},
+       1,
+       R::boolean,
+       [](const Args& a) -> Value { return check_sorted(layout_arg(a, 0)); }},
+  };
+  return table;
+}
+
+std::string describe(const Value& v) {
+  struct Visitor {
+    std::string operator()(const Layout& l) const { return to_string(l); }
+    std::string operator()(const IntTuple& t) const { return to_string(t); }
+    std::string operator()(std::int64_t i) const { return std::to_string(i); }
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(const nlohmann::json& j) const { return j.dump(); }
+  };
+  return std::visit(Visitor{}, v);
+}
+
+Arg read_arg(ArgType type, const YAML::Node& value, const CaseNode& at) {
+  switch (type) {
+    case ArgType::layout:
+      return read_layout(value, at, "args");
+    case ArgType::int_tuple:
+      return read_int_tuple(value, at, "args");
+    case ArgType::integer:
+      return read_int(value, at, "args");
+    case ArgType::int_list:
+      return read_int_list(value, at, "args");
+  }
+  throw std::logic_error("unhandled argument type");
+}
+
+Value read_expect(ResultType type, const YAML::Node& value, const CaseNode& at) {
+  switch (type) {
+    case ResultType::layout:
+      return read_layout(value, at, "expect");
+    case ResultType::int_tuple:
+      return read_int_tuple(value, at, "expect");
+    case ResultType::integer:
+      return read_int(value, at, "expect");
+    case ResultType::boolean: {
+      bool b = false;
+      if (!value.IsScalar() || !detail::decode_strict(value, b))
+        at.fail_at(value, "expect", "expected true or false");
+      return b;
+    }
+    case ResultType::int_lists:
+      return read_nested_ints(value, at, "expect");
+  }
+  throw std::logic_error("unhandled result type");
+}
+
+std::string signature(const OpInfo& op) {
+  static constexpr std::string_view names[] = {"layout", "int_tuple", "int", "int_list"};
+  std::string out = "[";
+  for (std::size_t i = 0; i < op.args.size(); ++i) {
+    if (i) out += ", ";
+    if (i >= op.required) out += "optional ";
+    out += names[static_cast<int>(op.args[i])];
+  }
+  return out + "]";
+}
+
+class LayoutCase final : public PreparedCase {
+ public:
+  LayoutCase(const OpInfo& op, YAML::Node args_node, std::optional<std::vector<Arg>> args,
+             std::optional<Value> expected, const CaseNode& node)
+      : op_(op),
+        args_node_(std::move(args_node)),
+        args_(std::move(args)),
+        expected_(std::move(expected)),
+        node_(node) {}
+
+  nlohmann::json params() const override {
+    nlohmann::json p = {{"op", op_.name}, {"args", yaml_to_json(args_node_)}};
+    if (expected_) p["expect"] = describe(*expected_);
+    return p;
+  }
+
+  Outcome run(RunContext&) override {
+    const Value actual = apply();
+    Outcome outcome;
+    if (expected_ && actual != *expected_) {
+      outcome.status = Status::fail;
+      outcome.message = std::string(op_.name) + ": expected " + describe(*expected_) + ", got " +
+                        describe(actual);
+    }
+    outcome.metrics["result"] = describe(actual);
+    return outcome;
+  }
+
+  // Single ops take nanoseconds, below what one clock read can resolve, so an iteration runs
+  // the op in a batch sized once to about 20 us and reports the mean time of one op.
+  double time_iteration(RunContext&) override {
+    using clock = std::chrono::steady_clock;
+    if (batch_ == 0) {
+      batch_ = 1;
+      while (true) {
+        const auto t0 = clock::now();
+        for (int i = 0; i < batch_; ++i) apply();
+        if (clock::now() - t0 >= std::chrono::microseconds(20) || batch_ >= (1 << 20)) break;
+        batch_ *= 2;
+      }
+    }
+    const auto t0 = clock::now();
+    for (int i = 0; i < batch_; ++i) apply();
+    return std::chrono::duration<double>(clock::now() - t0).count() / batch_;
+  }
+
+ private:
+  // Arguments whose text the library rejected at load time are read again here, so that the
+  // rejection is what an expect_error case observes.
+  Value apply() const {
+    if (args_) return op_.apply(*args_);
+    std::vector<Arg> args;
+    for (std::size_t i = 0; i < args_node_.size(); ++i)
+      args.push_back(read_arg(op_.args[i], args_node_[i], node_));
+    return op_.apply(args);
+  }
+
+  const OpInfo& op_;
+  YAML::Node args_node_;
+  std::optional<std::vector<Arg>> args_;
+  std::optional<Value> expected_;
+  CaseNode node_;
+  int batch_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_error) {
+  const std::string name = node.required<std::string>("op");
+  const OpInfo* op = nullptr;
+  std::string known;
+  for (const OpInfo& candidate : ops()) {
+    if (candidate.name == name) op = &candidate;
+    known += (known.empty() ? "" : ", ") + std::string(candidate.name);
+  }
+  if (!op) node.fail("op", "unknown layout op '" + name + "'; known ops: " + known);
+
+  YAML::Node args_node = node.raw("args");
+  if (!args_node || !args_node.IsSequence()) {
+    node.fail("args", "is required: a list " + signature(*op) + " for " + name);
+  }
+  if (args_node.size() < op->required || args_node.size() > op->args.size()) {
+    node.fail_at(args_node, "args",
+                 name + " takes " + signature(*op) + ", got " + std::to_string(args_node.size()) +
+                     " argument(s)");
+  }
+
+  std::optional<std::vector<Arg>> args;
+  try {
+    std::vector<Arg> parsed;
+    for (std::size_t i = 0; i < args_node.size(); ++i)
+      parsed.push_back(read_arg(op->args[i], args_node[i], node));
+    args = std::move(parsed);
+  } catch (const meshgate::Error& e) {
+    if (!expect_error) node.fail_at(args_node, "args", e.what());
+  }
+
+  std::optional<Value> expected;
+  if (YAML::Node expect = node.raw("expect"); expect && !expect.IsNull()) {
+    if (expect_error)
+      node.fail_at(expect, "expect", "give either expect or expect_error, not both");
+    try {
+      expected = read_expect(op->result, expect, node);
+    } catch (const meshgate::Error& e) {
+      node.fail_at(expect, "expect", e.what());
+    }
+  } else if (!expect_error) {
+    node.fail("expect", "is required (or expect_error) for a layout case");
+  }
+  return std::make_unique<LayoutCase>(*op, args_node, std::move(args), std::move(expected), node);
+}
+
+}  // namespace meshgate::runner

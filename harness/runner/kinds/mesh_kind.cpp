@@ -1,0 +1,540 @@
+// kind: mesh — build a DeviceMesh (spec/layout.md 4-5), register flattened dims on the root,
+// apply slice/flatten/unflatten/concatenate/submeshes in order, and compare the current mesh
+// with `expect`. With compare_models the same configuration also runs under the other layout
+// model and every observable difference is recorded: the corpus that catches a model change
+// such as PR #172089 before it lands.
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "case_kind.hpp"
+#include "core/error.hpp"
+#include "kinds/case_values.hpp"
+#include "mesh/device_mesh.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+struct MeshSpec {
+  std::optional<std::vector<std::int64_t>> shape;
+  std::optional<Layout> layout;
+  std::vector<std::string> names;
+  std::vector<std::int64_t> ranks;  // empty: the reference's default
+};
+
+struct FlattenSpec {
+  std::optional<std::vector<std::string>> dims;  // none: all dims of the mesh
+  std::optional<std::string> name;
+};
+
+struct SliceOp {
+  std::vector<std::string> names;
+};
+struct UnflattenOp {
+  MeshDim dim;
+  std::vector<std::int64_t> sizes;
+  std::vector<std::string> names;
+};
+struct SubmeshesOp {
+  std::string dim;
+};
+struct ConcatenateOp {
+  std::vector<std::vector<std::string>> parts;
+};
+using Op = std::variant<SliceOp, FlattenSpec, UnflattenOp, SubmeshesOp, ConcatenateOp>;
+
+struct Expect {
+  std::optional<Layout> layout;
+  std::optional<std::vector<std::int64_t>> shape;
+  std::optional<std::vector<std::string>> names;
+  std::optional<nlohmann::json> groups;
+  std::vector<std::pair<std::int64_t, nlohmann::json>> coordinates;  // null = not in the mesh
+  std::vector<std::pair<std::int64_t, nlohmann::json>> mesh_for_rank;
+  std::optional<nlohmann::json> submeshes;
+  std::optional<std::int64_t> warnings;
+};
+
+// The state after the ops ran: the current mesh, and the submeshes when the last op made them.
+struct Executed {
+  DeviceMesh mesh;
+  std::optional<std::vector<DeviceMesh>> submeshes;
+};
+
+std::string other_model_name(LayoutModel m) {
+  return std::string(
+      to_string(m == LayoutModel::one_level ? LayoutModel::two_level : LayoutModel::one_level));
+}
+
+nlohmann::json mesh_ranks(const DeviceMesh& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::int64_t position : all_ranks_from_zero(m.layout()))
+    out.push_back(m.rank_map()[position]);
+  return out;
+}
+
+nlohmann::json all_groups(const DeviceMesh& m) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t d = 0; d < m.ndim(); ++d) out.push_back(m.groups(static_cast<std::int64_t>(d)));
+  return out;
+}
+
+std::string shorten(std::string text, std::size_t limit = 240) {
+  if (text.size() > limit) text = text.substr(0, limit) + "...";
+  return text;
+}
+
+// Everything a user can observe of the result that does not depend on how the model writes
+// its layout: what the two models are compared on.
+nlohmann::json observe(const Executed& e) {
+  const DeviceMesh& m = e.mesh;
+  nlohmann::json coordinates = nlohmann::json::object();
+  nlohmann::json views = nlohmann::json::object();
+  for (std::int64_t rank : m.rank_map()) {
+    const std::string key = std::to_string(rank);
+    const auto c = m.coordinate(rank);
+    coordinates[key] = c ? nlohmann::json(*c) : nlohmann::json();
+    try {
+      views[key] = rank_tensor_to_json(m.mesh_for_rank(rank));
+    } catch (const meshgate::Error& err) {
+      views[key] = std::string("rejected: ") + python_name(err.kind()).data();
+    }
+  }
+  nlohmann::json out = {{"shape", m.shape()},
+                        {"names", m.names()},
+                        {"groups", all_groups(m)},
+                        {"coordinates", coordinates},
+                        {"mesh_for_rank", views}};
+  if (e.submeshes) {
+    nlohmann::json subs = nlohmann::json::array();
+    for (const DeviceMesh& s : *e.submeshes) subs.push_back(mesh_ranks(s));
+    out["submeshes"] = subs;
+  }
+  return out;
+}
+
+class MeshCase final : public PreparedCase {
+ public:
+  MeshSpec mesh;
+  LayoutModel model = LayoutModel::one_level;
+  std::vector<FlattenSpec> root_flattens;
+  std::vector<Op> ops;
+  Expect expect;
+  bool compare_models = false;
+  bool models_agree = true;
+  nlohmann::json params_json;
+
+  int ranks() const override { return 1; }
+  nlohmann::json params() const override { return params_json; }
+
+  Outcome run(RunContext&) override {
+    std::optional<Executed> primary;
+    std::exception_ptr primary_error;
+    try {
+      primary = execute(model);
+    } catch (const meshgate::Error&) {
+      primary_error = std::current_exception();
+    }
+
+    Outcome outcome;
+    std::vector<std::string> mismatches;
+    if (compare_models) {
+      const std::vector<std::string> differences = compare_with_other_model(primary, primary_error);
+      outcome.metrics["model_disagreements"] = differences;
+      if (differences.empty() && !models_agree) {
+        mismatches.push_back(
+            "expected the layout models to disagree (models_agree: false), but they agree on "
+            "everything compared");
+      } else if (!differences.empty() && models_agree) {
+        mismatches.push_back("the layout models disagree: " + join(differences));
+      }
+    }
+    if (primary_error) {
+      // The primary model rejected the case: the runner judges that against expect_error.
+      if (mismatches.empty()) std::rethrow_exception(primary_error);
+      outcome.status = Status::fail;
+      outcome.message = join(mismatches) + "; and " + to_string_model() +
+                        " rejected the case: " + rejection_message(primary_error);
+      return outcome;
+    }
+    check_expectations(*primary, mismatches);
+    outcome.metrics["layout"] = to_string(primary->mesh.layout());
+    outcome.metrics["shape"] = primary->mesh.shape();
+    if (!mismatches.empty()) {
+      outcome.status = Status::fail;
+      outcome.message = join(mismatches);
+    }
+    return outcome;
+  }
+
+  double time_iteration(RunContext&) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    execute(model);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  std::string to_string_model() const { return std::string(to_string(model)); }
+
+  static std::string join(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+  }
+
+  static std::string rejection_message(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+
+  static DeviceMesh flatten_on(const DeviceMesh& m, const FlattenSpec& f) {
+    const DeviceMesh source = f.dims ? m.slice(*f.dims) : m;
+    return source.flatten(f.name);
+  }
+
+  Executed execute(LayoutModel which) const {
+    DeviceMesh root = mesh.layout
+                          ? DeviceMesh::from_layout(*mesh.layout, mesh.names, mesh.ranks, which)
+                          : DeviceMesh::create(*mesh.shape, mesh.names, mesh.ranks, which);
+    for (const FlattenSpec& f : root_flattens) flatten_on(root, f);
+    Executed e{root, std::nullopt};
+    for (const Op& op : ops) {
+      if (const auto* s = std::get_if<SliceOp>(&op)) {
+        e.mesh = e.mesh.slice(s->names);
+      } else if (const auto* f = std::get_if<FlattenSpec>(&op)) {
+        e.mesh = flatten_on(e.mesh, *f);
+      } else if (const auto* u = std::get_if<UnflattenOp>(&op)) {
+        e.mesh = e.mesh.unflatten(u->dim, u->sizes, u->names);
+      } else if (const auto* sub = std::get_if<SubmeshesOp>(&op)) {
+        e.submeshes = e.mesh.submeshes(sub->dim);
+      } else if (const auto* c = std::get_if<ConcatenateOp>(&op)) {
+        std::vector<DeviceMesh> parts;
+        for (const auto& names : c->parts) parts.push_back(e.mesh.slice(names));
+        e.mesh = DeviceMesh::concatenate(parts);
+      }
+    }
+    return e;
+  }
+
+  std::vector<std::string> compare_with_other_model(const std::optional<Executed>& primary,
+                                                    const std::exception_ptr& primary_error) const {
+    const LayoutModel other_model =
+        model == LayoutModel::one_level ? LayoutModel::two_level : LayoutModel::one_level;
+    const std::string a = to_string_model();
+    const std::string b = other_model_name(model);
+    std::optional<Executed> other;
+    std::string other_error;
+    try {
+      other = execute(other_model);
+    } catch (const meshgate::Error& err) {
+      other_error = err.what();
+    }
+    if (!primary && !other) return {};
+    if (!primary)
+      return {a + " rejects the configuration (" + shorten(rejection_message(primary_error)) +
+              ") but " + b + " accepts it"};
+    if (!other)
+      return {a + " accepts the configuration but " + b + " rejects it (" + shorten(other_error) +
+              ")"};
+
+    const nlohmann::json x = observe(*primary);
+    const nlohmann::json y = observe(*other);
+    std::vector<std::string> differences;
+    for (const auto& [key, value] : x.items()) {
+      if (!y.contains(key) || y[key] == value) continue;
+      if (value.is_object()) {  // per-rank maps: name the first differing rank
+        for (const auto& [rank, v] : value.items()) {
+          if (y[key][rank] != v) {
+            differences.push_back(key + " of rank " + rank + ": " + a + " " + shorten(v.dump()) +
+                                  " vs " + b + " " + shorten(y[key][rank].dump()));
+            break;
+          }
+        }
+      } else {
+        differences.push_back(key + ": " + a + " " + shorten(value.dump()) + " vs " + b + " " +
+                              shorten(y[key].dump()));
+      }
+    }
+    return differences;
+  }
+
+  void check_expectations(const Executed& e, std::vector<std::string>& mismatches) const {
+    const DeviceMesh& m = e.mesh;
+    auto check = [&](const std::string& what, const nlohmann::json& expected,
+                     const nlohmann::json& actual) {
+      if (expected != actual)
+        mismatches.push_back(what + ": expected " + shorten(expected.dump(), 400) + ", got " +
+                             shorten(actual.dump(), 400));
+    };
+    if (expect.layout && !(m.layout() == *expect.layout)) {
+      mismatches.push_back("layout: expected " + to_string(*expect.layout) + ", got " +
+                           to_string(m.layout()));
+    }
+    if (expect.shape) check("shape", *expect.shape, m.shape());
+    if (expect.names) check("names", *expect.names, m.names());
+    if (expect.groups) check("groups", *expect.groups, all_groups(m));
+    for (const auto& [rank, expected] : expect.coordinates) {
+      const auto c = m.coordinate(rank);
+      check("coordinates of rank " + std::to_string(rank), expected,
+            c ? nlohmann::json(*c) : nlohmann::json());
+    }
+    for (const auto& [rank, expected] : expect.mesh_for_rank) {
+      check("mesh_for_rank of rank " + std::to_string(rank), expected,
+            rank_tensor_to_json(m.mesh_for_rank(rank)));
+    }
+    if (expect.submeshes) {
+      if (!e.submeshes) {
+        mismatches.push_back("submeshes: expected " + shorten(expect.submeshes->dump()) +
+                             ", but no submeshes op ran");
+      } else {
+        nlohmann::json actual = nlohmann::json::array();
+        for (const DeviceMesh& s : *e.submeshes) actual.push_back(mesh_ranks(s));
+        check("submeshes", *expect.submeshes, actual);
+      }
+    }
+    if (expect.warnings) {
+      const auto warnings = m.warnings();
+      if (static_cast<std::int64_t>(warnings.size()) != *expect.warnings) {
+        mismatches.push_back("warnings: expected " + std::to_string(*expect.warnings) + ", got " +
+                             std::to_string(warnings.size()) +
+                             (warnings.empty() ? "" : " (" + join(warnings) + ")"));
+      }
+    }
+  }
+};
+
+std::vector<std::string> read_names(const YAML::Node& value, const CaseNode& at,
+                                    std::string_view key) {
+  std::vector<std::string> names;
+  if (value.IsScalar()) return {value.Scalar()};
+  if (!value.IsSequence()) at.fail_at(value, key, "expected a dim name or a list of dim names");
+  for (const auto& item : value) {
+    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
+    names.push_back(item.Scalar());
+  }
+  return names;
+}
+
+std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at) {
+  if (value.IsSequence()) return read_int_list(value, at, "mesh.ranks");
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  const auto dots = text.find("..");
+  try {
+    if (dots != std::string::npos) {
+      std::size_t used_first = 0;
+      std::size_t used_last = 0;
+      const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
+      const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
+      if (used_first == dots && used_last == text.size() - dots - 2 && first <= last) {
+        std::vector<std::int64_t> ranks;
+        for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
+        return ranks;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  at.fail_at(value, "mesh.ranks",
+             "expected a list of ranks or an inclusive range such as \"8..15\"");
+}
+
+FlattenSpec read_flatten(const YAML::Node& value, const CaseNode& at, std::string_view key) {
+  FlattenSpec f;
+  if (value.IsSequence()) {
+    f.dims = read_names(value, at, key);
+    return f;
+  }
+  if (value.IsNull()) return f;
+  if (!value.IsMap())
+    at.fail_at(value, key, "expected {dims: [..], name: ..} or a list of dim names");
+  for (const auto& item : value) {
+    const std::string k = item.first.Scalar();
+    if (k == "dims") {
+      f.dims = read_names(item.second, at, key);
+    } else if (k == "name") {
+      f.name = item.second.Scalar();
+    } else {
+      at.fail_at(item.first, key, "unknown key '" + k + "' (known: dims, name)");
+    }
+  }
+  return f;
+}
+
+Op read_op(const YAML::Node& item, const CaseNode& at) {
+  if (!item.IsMap() || item.size() != 1) {
+    at.fail_at(
+        item, "ops",
+        "each op is a mapping with one key: slice, flatten, unflatten, submeshes or concatenate");
+  }
+  const std::string name = item.begin()->first.Scalar();
+  const YAML::Node value = item.begin()->second;
+  const std::string key = "ops." + name;
+  if (name == "slice") return SliceOp{read_names(value, at, key)};
+  if (name == "flatten") return read_flatten(value, at, key);
+  if (name == "submeshes") {
+    if (!value.IsScalar()) at.fail_at(value, key, "expected a dim name");
+    return SubmeshesOp{value.Scalar()};
+  }
+  if (name == "concatenate") {
+    if (!value.IsSequence())
+      at.fail_at(value, key, "expected a list of dim-name lists, e.g. [[dp], [tp]]");
+    ConcatenateOp c;
+    for (const auto& part : value) c.parts.push_back(read_names(part, at, key));
+    return c;
+  }
+  if (name == "unflatten") {
+    if (!value.IsMap()) at.fail_at(value, key, "expected {dim: .., sizes: [..], names: [..]}");
+    UnflattenOp u;
+    bool has_dim = false;
+    bool has_sizes = false;
+    for (const auto& field : value) {
+      const std::string k = field.first.Scalar();
+      if (k == "dim") {
+        std::int64_t index = 0;
+        has_dim = true;
+        if (field.second.IsScalar() && field.second.Tag() != "!" &&
+            detail::decode_strict(field.second, index)) {
+          u.dim = index;
+        } else if (field.second.IsScalar()) {
+          u.dim = field.second.Scalar();
+        } else {
+          at.fail_at(field.second, key, "dim is a dim name or an index");
+        }
+      } else if (k == "sizes") {
+        u.sizes = read_int_list(field.second, at, key + ".sizes");
+        has_sizes = true;
+      } else if (k == "names") {
+        u.names = read_names(field.second, at, key + ".names");
+      } else {
+        at.fail_at(field.first, key, "unknown key '" + k + "' (known: dim, sizes, names)");
+      }
+    }
+    if (!has_dim || !has_sizes) at.fail_at(value, key, "needs dim and sizes");
+    return u;
+  }
+  at.fail_at(
+      item, "ops",
+      "unknown op '" + name + "' (known: slice, flatten, unflatten, submeshes, concatenate)");
+}
+
+std::int64_t read_rank_key(const YAML::Node& key, const CaseNode& at, std::string_view where) {
+  try {
+    std::size_t used = 0;
+    const std::int64_t rank = std::stoll(key.Scalar(), &used);
+    if (used == key.Scalar().size()) return rank;
+  } catch (const std::exception&) {
+  }
+  at.fail_at(
+      key, where,
+      "rank keys are integers (written as ints or quoted strings), got '" + key.Scalar() + "'");
+}
+
+void read_expect(CaseNode& e, MeshCase& c) {
+  if (YAML::Node v = e.raw("layout"); v && !v.IsNull()) {
+    try {
+      c.expect.layout = read_layout(v, e, "layout");
+    } catch (const meshgate::Error& err) {
+      e.fail_at(v, "layout", err.what());
+    }
+  }
+  if (YAML::Node v = e.raw("shape"); v && !v.IsNull())
+    c.expect.shape = read_int_list(v, e, "shape");
+  if (YAML::Node v = e.raw("names"); v && !v.IsNull()) c.expect.names = read_names(v, e, "names");
+  if (YAML::Node v = e.raw("groups"); v && !v.IsNull())
+    c.expect.groups = read_nested_ints(v, e, "groups");
+  if (YAML::Node v = e.raw("submeshes"); v && !v.IsNull())
+    c.expect.submeshes = read_nested_ints(v, e, "submeshes");
+  c.expect.warnings = e.optional<std::int64_t>("warnings");
+  if (YAML::Node v = e.raw("coordinates"); v && !v.IsNull()) {
+    if (!v.IsMap())
+      e.fail_at(v, "coordinates", "expected a mapping rank -> coordinate list (or null)");
+    for (const auto& item : v) {
+      const std::int64_t rank = read_rank_key(item.first, e, "coordinates");
+      c.expect.coordinates.emplace_back(
+          rank, item.second.IsNull()
+                    ? nlohmann::json()
+                    : nlohmann::json(read_int_list(item.second, e, "coordinates")));
+    }
+  }
+  if (YAML::Node v = e.raw("mesh_for_rank"); v && !v.IsNull()) {
+    if (!v.IsMap()) e.fail_at(v, "mesh_for_rank", "expected a mapping rank -> nested rank list");
+    for (const auto& item : v) {
+      c.expect.mesh_for_rank.emplace_back(read_rank_key(item.first, e, "mesh_for_rank"),
+                                          read_nested_ints(item.second, e, "mesh_for_rank"));
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error) {
+  auto c = std::make_unique<MeshCase>();
+
+  CaseNode m = node.child("mesh");
+  const bool has_shape = m.has("shape");
+  const bool has_layout = m.has("layout");
+  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
+  if (has_shape) {
+    c->mesh.shape = m.required<std::vector<std::int64_t>>("shape");
+    for (std::int64_t s : *c->mesh.shape) {
+      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
+    }
+  } else {
+    YAML::Node v = m.raw("layout");
+    try {
+      c->mesh.layout = read_layout(v, m, "layout");
+    } catch (const meshgate::Error& err) {
+      m.fail_at(v, "layout", err.what());
+    }
+  }
+  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) c->mesh.names = read_names(v, m, "names");
+  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) c->mesh.ranks = read_ranks(v, m);
+
+  if (auto model = node.optional<std::string>("model")) {
+    try {
+      c->model = parse_layout_model(*model);
+    } catch (const meshgate::Error&) {
+      node.fail("model", "expected one_level or two_level, got '" + *model + "'");
+    }
+  }
+  if (YAML::Node v = node.raw("flatten"); v && !v.IsNull()) {
+    if (!v.IsSequence())
+      node.fail_at(v, "flatten", "expected a list of {dims: [..], name: ..} or dim-name lists");
+    for (const auto& item : v) c->root_flattens.push_back(read_flatten(item, node, "flatten"));
+  }
+  if (YAML::Node v = node.raw("ops"); v && !v.IsNull()) {
+    if (!v.IsSequence()) node.fail_at(v, "ops", "expected a list of ops");
+    for (const auto& item : v) c->ops.push_back(read_op(item, node));
+    for (std::size_t i = 0; i + 1 < c->ops.size(); ++i) {
+      if (std::holds_alternative<SubmeshesOp>(c->ops[i]))
+        node.fail_at(v[i], "ops", "submeshes must be the last op");
+    }
+  }
+  c->compare_models = node.optional<bool>("compare_models").value_or(false);
+  if (auto agree = node.optional<bool>("models_agree")) {
+    if (!c->compare_models)
+      node.fail("models_agree", "only means something with compare_models: true");
+    c->models_agree = *agree;
+  }
+
+  if (node.has("expect")) {
+    if (expect_error) node.fail("expect", "give either expect or expect_error, not both");
+    CaseNode e = node.child("expect");
+    read_expect(e, *c);
+  } else if (!expect_error && !c->compare_models) {
+    node.fail("expect", "is required (or expect_error) for a mesh case");
+  }
+
+  c->params_json = {{"mesh", yaml_to_json(node.node()["mesh"])}, {"model", to_string(c->model)}};
+  for (const char* key : {"flatten", "ops", "compare_models", "models_agree"}) {
+    if (node.node()[key]) c->params_json[key] = yaml_to_json(node.node()[key]);
+  }
+  return c;
+}
+
+}  // namespace meshgate::runner
