@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import baseline, compare, listing, run
+from . import ab, baseline, calibrate, compare, listing, run
 
-COMMAND_MODULES = [run, listing, compare, baseline]
+COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate]
 
 
 def build_parser() -> argparse.ArgumentParser:
