@@ -328,8 +328,9 @@ def write_comparison(out_dir: pathlib.Path, comparison: Comparison, new_results:
 def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path, out_dir: pathlib.Path) -> int:
     """`meshgate run --baseline DIR`: compares a finished run with the baseline files of its
     suites in DIR, writes baseline-report.md/.html, baseline-junit.xml and
-    baseline-comparison.json into out_dir, and returns the exit code of `meshgate compare`.
-    Suites without a baseline file make their cases `new`."""
+    baseline-comparison.json into out_dir, adds the verdict to out_dir/report.md when the run's
+    report is there, and returns the exit code of `meshgate compare`. Suites without a
+    baseline file make their cases `new`."""
     try:
         new = _baseline.load_results(results_path)
         baseline_dir = pathlib.Path(baseline_dir)
@@ -346,6 +347,9 @@ def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path
         return 2
     comparison = compare_results(base, new, floors, base_label=str(baseline_dir), new_label=str(results_path))
     write_comparison(out_dir, comparison, None, prefix="baseline-")
+    from . import report
+
+    report.attach_comparison(pathlib.Path(out_dir) / "report.md", comparison, "baseline-report.md")
     if lacking:
         print(f"no baseline in {baseline_dir} for suite(s): {', '.join(lacking)} (their cases are 'new')")
     print(_summary_line(comparison))

@@ -411,6 +411,19 @@ def _evidence_text(v: "_compare.CaseVerdict") -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _evidence_extra(v: "_compare.CaseVerdict") -> str:
+    """What the regression table's own columns do not show: medians, noise floor, confirmation."""
+    parts = []
+    if v.base_medians and v.new_medians:
+        parts.append(f"median {svg.format_seconds(stats.median(v.base_medians))} -> {svg.format_seconds(stats.median(v.new_medians))}")
+    parts.append(f"noise floor {v.noise_floor * 100:.2f} %" if v.noise_floor is not None else "no calibration")
+    if v.confirmed is not None:
+        parts.append("confirmed by a fresh batch" if v.confirmed else "not confirmed by a fresh batch")
+    if v.plan_changed:
+        parts.append("plan changed (see below)")
+    return "; ".join(parts)
+
+
 def comparison_markdown(comparison: "_compare.Comparison") -> str:
     c = comparison
     lines = [f"# meshgate compare: {c.headline()}", ""]
@@ -428,7 +441,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
         for v in sorted(regressions, key=lambda v: -(v.ratio or 0)):
             lines.append(
                 f"| `{v.id}` | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
-                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_md(_evidence_text(v))} |"
+                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_md(_evidence_extra(v))} |"
             )
         lines.append("")
     correctness = c.by_verdict("correctness")
@@ -539,6 +552,23 @@ def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: 
     if bars:
         plots.append(svg.bar_chart(bars, f"{case_id}: TFLOP/s per implementation", "TFLOP/s", width=520))
     return [p for p in plots if p]
+
+
+def attach_comparison(report_md: pathlib.Path, comparison: "_compare.Comparison", details: str) -> None:
+    """Adds a baseline comparison to a run's report.md: its verdict under the title (so a CI job
+    summary shows it first) and its regressions, correctness and plan changes at the end."""
+    report_md = pathlib.Path(report_md)
+    if not report_md.exists():
+        return
+    lines = report_md.read_text().splitlines()
+    verdict = f"Baseline comparison: **{comparison.headline()}** (details below and in `{details}`)"
+    insert_at = 2 if len(lines) > 1 and lines[1] == "" else 1
+    lines[insert_at:insert_at] = [verdict, ""]
+    section = comparison_markdown(comparison).splitlines()
+    section[0] = "## Baseline comparison: " + comparison.headline()
+    section = [("#" + line) if line.startswith("## ") or line.startswith("### ") else line for line in section[1:]]
+    lines += ["", "## Baseline comparison: " + comparison.headline()] + section
+    report_md.write_text("\n".join(lines) + "\n")
 
 
 def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Comparison", prefix: str = "") -> list[pathlib.Path]:
