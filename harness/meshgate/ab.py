@@ -173,7 +173,7 @@ def _selection_for(side: Side, args: argparse.Namespace) -> Any:
 def _cmd_ab(args: argparse.Namespace) -> int:
     from . import launch
 
-    repo = _baseline.REPO_ROOT
+    repo = pathlib.Path(args.repo).resolve() if args.repo else _baseline.REPO_ROOT
     given_paths = [c for c in args.cases if pathlib.Path(c).exists()]
     if args.runs < 2:
         print("meshgate ab: --runs must be at least 2 (5 or more can reach alpha = 0.01)", file=sys.stderr)
@@ -238,4 +238,5 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-confirm", action="store_true", help="skip the confirmation batch")
     parser.add_argument("--machine-class", help="use this machine class's calibration")
     parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/ab-<time>)")
+    parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")
     parser.set_defaults(func=_cmd_ab)

@@ -213,3 +213,82 @@ class AbCliTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AbCommandEndToEndTest(unittest.TestCase):
+    """`meshgate ab` on a temporary git repository whose CMake project "builds" a fake runner:
+    worktrees, cmake --preset, MESHGATE_COMMIT, ABBA launches, confirmation and reports."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.repo = pathlib.Path(self.tmp.name) / "repo"
+        self.repo.mkdir()
+        (self.repo / "CMakeLists.txt").write_text(
+            "cmake_minimum_required(VERSION 3.25)\nproject(fake NONE)\n"
+            "add_custom_target(meshgate-runner ALL COMMAND ${CMAKE_COMMAND} -E copy "
+            "${CMAKE_SOURCE_DIR}/runner.sh ${CMAKE_BINARY_DIR}/meshgate-runner)\n")
+        (self.repo / "CMakePresets.json").write_text(json.dumps({
+            "version": 6,
+            "configurePresets": [{"name": "cpu", "binaryDir": "${sourceDir}/build/${presetName}", "generator": "Unix Makefiles"}],
+            "buildPresets": [{"name": "cpu", "configurePreset": "cpu"}],
+        }))
+        runner = self.repo / "runner.sh"
+        runner.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_RUNNER}" "$@"\n')
+        runner.chmod(0o755)
+        (self.repo / "cases").mkdir()
+        (self.repo / "cases" / "perf.yaml").write_text("cases: []\n")
+        git(self.repo, "init", "-q", "-b", "main")
+        git(self.repo, "config", "user.email", "t@example.com")
+        git(self.repo, "config", "user.name", "t")
+        git(self.repo, "add", ".")
+        git(self.repo, "commit", "-q", "-m", "base")
+        (self.repo / "README").write_text("candidate\n")
+        git(self.repo, "add", "README")
+        git(self.repo, "commit", "-q", "-m", "candidate")
+        self.base = git(self.repo, "rev-parse", "HEAD~1")
+        self.candidate = git(self.repo, "rev-parse", "HEAD")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_ab_command(self):
+        import argparse
+        from unittest import mock
+
+        config = pathlib.Path(self.tmp.name) / "config.json"
+        config.write_text(json.dumps({"noise": 0.01, "cases": [
+            {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {self.candidate: 1.2}},
+            {"id": "coll/all-gather", "time_s": 2e-3},
+        ]}))
+        log = pathlib.Path(self.tmp.name) / "launches.jsonl"
+        out = pathlib.Path(self.tmp.name) / "report"
+        parser = argparse.ArgumentParser()
+        ab.register(parser.add_subparsers())
+        args = parser.parse_args(["ab", "--repo", str(self.repo), "--base", "HEAD~1", "--candidate", "main",
+                                  "--runs", "5", "--seed", "7", "--preset", "cpu", "--out", str(out)])
+        env = {"FAKE_PERF_CONFIG": str(config), "FAKE_PERF_LOG": str(log)}
+        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()) as stdout, \
+                contextlib.redirect_stderr(io.StringIO()) as stderr:
+            code = args.func(args)
+        self.assertEqual(code, 1, stderr.getvalue())
+        self.assertIn("FAIL: 1 regression", stdout.getvalue())
+        for commit in (self.base, self.candidate):
+            self.assertTrue((self.repo / "build" / "ab" / commit[:12] / "build" / "cpu" / "meshgate-runner").is_file())
+        launches = [json.loads(line) for line in log.read_text().splitlines()]
+        self.assertEqual(len(launches), 20)  # 2 x 5 interleaved, then 2 x 5 confirming one case
+        self.assertEqual({l["commit"] for l in launches}, {self.base, self.candidate})
+        verdicts = json.loads((out / "comparison.json").read_text())
+        by_id = {c["id"]: c for c in verdicts["cases"]}
+        self.assertEqual(by_id["coll/all-reduce"]["verdict"], "regression")
+        self.assertTrue(by_id["coll/all-reduce"]["confirmed"])
+        self.assertEqual(by_id["coll/all-gather"]["verdict"], "pass")
+        record = json.loads((out / "ab.json").read_text())
+        self.assertEqual(record["candidate"]["commit"], self.candidate)
+        self.assertEqual(json.loads((out / "results.json").read_text())["run"]["commit"], self.candidate)
+        for name in ("report.md", "report.html", "junit.xml"):
+            self.assertTrue((out / name).is_file(), name)
+
+        # A second A/B reuses both worktrees and their builds.
+        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            self.assertEqual(args.func(args), 1)
