@@ -215,6 +215,9 @@ def compare_results(
         if not v.new_medians:
             v.verdict, v.note = "missing", "timed in base, no timing in the new run"
             continue
+        if min(v.base_medians + v.new_medians) <= 0:
+            v.verdict, v.note = "inconclusive", "a run reported a zero or negative time; ratios are undefined"
+            continue
         p, direction = _timing_verdict(v, v.base_medians, v.new_medians, seed, resamples)
         timed.append((v, direction))
 

@@ -548,9 +548,13 @@ def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: 
     series = [(label, pts) for label, pts in series if pts]
     if series:
         plots.append(svg.line_plot(series, f"{case_id}: busbw vs size", "message size", "busbw (GB/s)"))
-    bars = [(f"{impl} ({label})", value) for label, m in sides for impl, value in _tflops_by_impl(m)]
+    bars, colors = [], []
+    for label, m in sides:
+        for impl, value in _tflops_by_impl(m):
+            bars.append((f"{impl} ({label})", value))
+            colors.append(svg.PALETTE[0 if label == "base" else 1])
     if bars:
-        plots.append(svg.bar_chart(bars, f"{case_id}: TFLOP/s per implementation", "TFLOP/s", width=520))
+        plots.append(svg.bar_chart(bars, f"{case_id}: TFLOP/s per implementation", "TFLOP/s", width=520, colors=colors))
     return [p for p in plots if p]
 
 

@@ -161,9 +161,13 @@ def line_plot(
     return "".join(parts)
 
 
-def bar_chart(bars: Sequence[tuple[str, float]], title: str, unit: str, width: int = 460) -> str:
-    """Horizontal bars (e.g. GEMM TFLOP/s per implementation)."""
-    bars = [(label, v) for label, v in bars if isinstance(v, (int, float)) and math.isfinite(v)]
+def bar_chart(bars: Sequence[tuple[str, float]], title: str, unit: str, width: int = 460,
+              colors: Sequence[str] = ()) -> str:
+    """Horizontal bars (e.g. GEMM TFLOP/s per implementation); `colors` per bar, else the palette."""
+    colors = list(colors) or [PALETTE[i % len(PALETTE)] for i in range(len(bars))]
+    pairs = [(b, c) for b, c in zip(bars, colors) if isinstance(b[1], (int, float)) and math.isfinite(b[1])]
+    bars = [b for b, _ in pairs]
+    colors = [c for _, c in pairs]
     if not bars:
         return ""
     row_h, left, right, top = 22, 130, 70, 28
@@ -178,7 +182,7 @@ def bar_chart(bars: Sequence[tuple[str, float]], title: str, unit: str, width: i
     for i, (label, v) in enumerate(bars):
         y = top + row_h * i
         w = max(1.0, v / hi * span)
-        color = PALETTE[i % len(PALETTE)]
+        color = colors[i]
         parts.append(f'<text x="{left - 8}" y="{y + 14}" class="label" text-anchor="end">{_esc(label)}</text>')
         parts.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" fill="{color}"/>')
         parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 14}" class="tick">{v:.3g} {_esc(unit)}</text>')

@@ -158,6 +158,13 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual(v.verdict, "missing")
         self.assertIn("needs 16 ranks", v.note)
 
+    def test_zero_time_is_inconclusive_not_a_crash(self):
+        b = self.doc([self.timed("s/a", [0.0] * 5)])
+        n = self.doc([self.timed("s/a", [1.0] * 5)])
+        v = compare.compare_results(b, n).cases[0]
+        self.assertEqual(v.verdict, "inconclusive")
+        self.assertIn("zero", v.note)
+
     def test_single_run_rows_use_metrics_median(self):
         row = {"id": "s/a", "status": "pass", "metrics": {"time_s": {"median": 2.5}}}
         self.assertEqual(compare.run_medians(row), [2.5])
