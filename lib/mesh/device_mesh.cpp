@@ -239,7 +239,10 @@ DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string
     const std::int64_t cosize_ranks = leaf_cosize(layout);
     std::int64_t world = cosize_ranks;
     if (check_non_overlap(layout)) {
-      world = meshgate::size(layout) * meshgate::size(complement(layout, cosize_ranks));
+      // A set-disjoint but non-orthogonal layout such as (2,3):(3,2) has a complement with a
+      // 0-sized mode; it keeps the cosize world, as the reference has nothing better for it.
+      world = std::max(cosize_ranks,
+                       meshgate::size(layout) * meshgate::size(complement(layout, cosize_ranks)));
     }
     rank_map = arange(world);
   }

@@ -129,6 +129,19 @@ TEST_P(BothModels, ConstructorChecks) {
   EXPECT_EQ(DeviceMesh::from_layout(parse_layout("4:2"), {}, {}, model()).rank_map().size(), 8u);
 }
 
+// Both models use the reference's set-based overlap check on the (collapsed) layout, so
+// (2,3):(3,2), injective but not a view of a row-major mesh, is accepted; its complement has a
+// 0-sized mode, so no rank can find its row (the stricter check_orthogonal of #172343 would
+// reject it up front).
+TEST_P(BothModels, SetDisjointNonOrthogonalLayoutIsAccepted) {
+  const DeviceMesh m =
+      DeviceMesh::from_layout(parse_layout("(2,3):(3,2)"), {"a", "b"}, {}, model());
+  EXPECT_EQ(m.rank_map().size(), 8u);
+  EXPECT_EQ(m.shape(), (Sizes{2, 3}));
+  EXPECT_EQ(m.coordinate(0), std::nullopt);
+  expect_error([&] { m.mesh_for_rank(0); }, ErrorKind::runtime, "In order to get the mesh Tensor");
+}
+
 TEST(LayoutModelNames, ParseAndPrint) {
   EXPECT_EQ(parse_layout_model("one_level"), LayoutModel::one_level);
   EXPECT_EQ(parse_layout_model("two_level"), LayoutModel::two_level);
