@@ -5,6 +5,7 @@ harness/README.md prescribes (error row for the case that was running, then --re
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import shutil
@@ -98,9 +99,12 @@ class RunnerSetup:
         return self.runner + ["list"] + selection.args() + ["--json"]
 
     def silence_limit(self) -> float:
-        """Seconds without any runner output after which the runner counts as hung."""
+        """Seconds without any runner output after which the runner counts as hung; infinite
+        with --case-timeout 0, which turns the runner's own watchdog off too."""
         timeout = self.case_timeout if self.case_timeout is not None else \
             RUNNER_DEFAULT_CASE_TIMEOUT_S
+        if timeout <= 0:
+            return math.inf
         return timeout + min(30.0, max(0.5, timeout))
 
 
@@ -114,13 +118,9 @@ def normalize_listing(data) -> list[dict]:
         if not isinstance(entry, dict) or "id" not in entry:
             raise ValueError(f"meshgate-runner list --json: entry without an id: {entry!r}")
         perf = entry.get("perf")
-        out.append({
-            "id": entry["id"],
-            "suite": entry.get("suite", entry["id"].partition("/")[0]),
-            "kind": entry.get("kind", ""),
-            "tags": list(entry.get("tags") or []),
-            "perf": perf if isinstance(perf, dict) else None,
-        })
+        out.append(dict(entry, suite=entry.get("suite", entry["id"].partition("/")[0]),
+                        kind=entry.get("kind", ""), tags=list(entry.get("tags") or []),
+                        perf=perf if isinstance(perf, dict) else None))
     return out
 
 

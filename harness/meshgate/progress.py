@@ -30,11 +30,13 @@ def parse_event(line: str) -> dict | None:
 
 
 def format_case_time(seconds: float | None) -> str:
-    """A case's duration as the plain lines show it: '0.1 ms', '2.35 s'."""
+    """A case's duration as the plain lines show it: '12 us', '0.1 ms', '2.35 s'."""
     if seconds is None:
         return "-"
     if seconds >= 1.0:
         return f"{seconds:.2f} s"
+    if seconds < 0.5e-4:
+        return f"{seconds * 1e6:.0f} us"
     return f"{seconds * 1e3:.1f} ms"
 
 

@@ -299,17 +299,19 @@ class RealRunnerTest(unittest.TestCase):
     """The driver on the real meshgate-runner, end to end (the report is replaced)."""
 
     def test_run_and_list_agree_and_results_are_complete(self):
-        testdata = REPO / "harness" / "runner" / "testdata"
+        # testdata/ also holds deliberately broken files for the runner's own tests.
+        smoke = REPO / "harness" / "runner" / "testdata" / "smoke.yaml"
         cases = REPO / "cases"
-        if testdata.is_dir() and any(testdata.rglob("*.yaml")):
-            selection = Selection(paths=[str(testdata)])
+        if smoke.is_file():
+            selection = Selection(paths=[str(smoke)])
         elif any(cases.rglob("*.yaml")):
             selection = Selection(paths=[str(cases)], tags=["smoke"])
         else:
-            self.skipTest("no case files yet under harness/runner/testdata or cases/")
+            self.skipTest("no case files yet: neither harness/runner/testdata/smoke.yaml nor "
+                          "cases/*/*.yaml")
         setup = RunnerSetup(runner=[REAL_RUNNER])
         try:
-            listed = [entry["id"] for entry in launch.list_cases(setup, selection)]
+            listed = {e["id"]: e for e in launch.list_cases(setup, selection)}
         except launch.RunnerInputError as e:
             self.fail(f"meshgate-runner rejected {selection.paths}:\n{e.stderr}")
         with tempfile.TemporaryDirectory(prefix="meshgate-real-") as tmp:
@@ -327,6 +329,11 @@ class RealRunnerTest(unittest.TestCase):
                          out.getvalue())
         for row in document["cases"]:
             self.assertIn(row["status"], results.STATUSES, row)
+            runs = (listed[row["id"]].get("perf") or {}).get("runs", 1)
+            if row["status"] == "pass" and runs > 1:
+                # One sample list per runner process, merged by the driver.
+                self.assertEqual(len(row["samples"]["time_s"]), runs, row)
+                self.assertEqual(row["metrics"]["time_s"]["runs"], runs, row)
         self.assertEqual(code, results.exit_code(document["cases"]), out.getvalue())
 
 

@@ -1,5 +1,6 @@
 import io
 import json
+import math
 import signal
 import time
 import unittest
@@ -51,6 +52,7 @@ class CommandLineTest(unittest.TestCase):
     def test_silence_limit_follows_the_case_timeout(self):
         self.assertEqual(RunnerSetup(runner=["r"]).silence_limit(), 330.0)
         self.assertEqual(RunnerSetup(runner=["r"], case_timeout=2).silence_limit(), 4.0)
+        self.assertEqual(RunnerSetup(runner=["r"], case_timeout=0).silence_limit(), math.inf)
 
     def test_death_descriptions(self):
         self.assertEqual(LaunchOutcome(returncode=-signal.SIGSEGV).death(), "crashed with SIGSEGV")
@@ -72,9 +74,9 @@ class ListCasesTest(unittest.TestCase):
         self.assertEqual(entries[0]["tags"], ["smoke"])
 
     def test_listing_in_an_object_and_without_optional_fields(self):
-        entries = launch.normalize_listing({"cases": [{"id": "s/a", "perf": None}]})
+        entries = launch.normalize_listing({"cases": [{"id": "s/a", "perf": None, "line": 3}]})
         self.assertEqual(entries, [{"id": "s/a", "suite": "s", "kind": "", "tags": [],
-                                    "perf": None}])
+                                    "perf": None, "line": 3}])
         with self.assertRaises(ValueError):
             launch.normalize_listing({"cases": [{"kind": "layout"}]})
 

@@ -22,6 +22,7 @@ class ParseEventTest(unittest.TestCase):
 class FormatTest(unittest.TestCase):
     def test_case_time(self):
         self.assertEqual(progress.format_case_time(0.0001), "0.1 ms")
+        self.assertEqual(progress.format_case_time(0.000012), "12 us")
         self.assertEqual(progress.format_case_time(0.25), "250.0 ms")
         self.assertEqual(progress.format_case_time(2.345), "2.35 s")
         self.assertEqual(progress.format_case_time(None), "-")
