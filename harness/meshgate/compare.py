@@ -228,25 +228,26 @@ def compare_results(
         gate = v.min_effect
         past_gate = v.ratio >= 1.0 + gate if direction == "slower" else v.ratio <= 1.0 / (1.0 + gate)
         significant = v.p <= alpha and q is not None and q <= fdr_q
+        # With too few runs no outcome can reach alpha: a CI reaching past the gate then
+        # leaves a regression of gate size possible, and "pass" would claim more than we know.
+        too_few = stats.min_achievable_p(v.runs_base, v.runs_new) > alpha
+        ci_past_gate = v.ci is not None and v.ci[1] >= 1.0 + gate
+        change = f"{direction} by {abs(v.ratio - 1) * 100:.1f} %"
         if past_gate and significant:
             v.verdict = "regression" if direction == "slower" else "improvement"
-            v.note = (
-                f"{direction} by {abs(v.ratio - 1) * 100:.1f} % (gate {gate * 100:.1f} %), "
-                f"p = {v.p:.2g}, q = {q:.2g}"
-            )
-        elif past_gate:
+            v.note = f"{change} (gate {gate * 100:.1f} %), p = {v.p:.2g}, q = {q:.2g}"
+        elif past_gate or (too_few and ci_past_gate):
             v.verdict = "inconclusive"
             effect = max(gate, abs(math.log(v.ratio)))
             v.runs_needed = stats.runs_needed(stats.relative_sigma(v.base_medians, v.new_medians), effect, alpha)
-            if min(v.runs_base, v.runs_new) < k_floor:
+            if too_few:
                 v.runs_needed = max(v.runs_needed, k_floor)
-                why = f"{min(v.runs_base, v.runs_new)} runs on one side can never reach alpha = {alpha}"
+                why = f"{v.runs_base} vs {v.runs_new} runs can never reach alpha = {alpha}"
             else:
                 why = f"not significant (p = {v.p:.2g}, q = {q:.2g})"
-            v.note = f"{direction} by {abs(v.ratio - 1) * 100:.1f} % but {why}; need ~{v.runs_needed} runs per side"
+            v.note = f"{change} but {why}; need ~{v.runs_needed} runs per side"
         else:
             v.verdict = "pass"
-            change = f"{direction} by {abs(v.ratio - 1) * 100:.1f} %"
             v.note = (v.note + "; " if v.note else "") + f"{change}, within the {gate * 100:.1f} % gate"
     return Comparison(
         cases=verdicts,

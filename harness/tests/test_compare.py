@@ -158,6 +158,16 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual(v.verdict, "missing")
         self.assertIn("needs 16 ranks", v.note)
 
+    def test_too_few_runs_cannot_pass_a_wide_interval(self):
+        b = self.doc([self.timed("s/a", [1.00, 0.96, 1.04])])
+        n = self.doc([self.timed("s/a", [1.01, 0.97, 1.05])])
+        v = compare.compare_results(b, n).cases[0]
+        self.assertEqual(v.verdict, "inconclusive")
+        self.assertIn("3 vs 3 runs can never reach alpha = 0.01", v.note)
+        self.assertGreaterEqual(v.runs_needed, 5)
+        one = compare.compare_results(self.doc([self.timed("s/a", [1.0])]), self.doc([self.timed("s/a", [1.005])]))
+        self.assertEqual(one.cases[0].verdict, "pass")
+
     def test_zero_time_is_inconclusive_not_a_crash(self):
         b = self.doc([self.timed("s/a", [0.0] * 5)])
         n = self.doc([self.timed("s/a", [1.0] * 5)])
