@@ -173,8 +173,9 @@ DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes 
                             std::vector<std::string> names, bool is_root) {
   const bool two_level = root->model == LayoutModel::two_level;
   if (two_level) layout = to_layout(axes);
-  // two_level checks the collapsed layout (`_layout.collapse().check_non_overlap()`), which is
-  // the same function as the side-by-side axes.
+  // two_level checks the collapsed layout, as PR #172089's constructor does with
+  // `_layout.collapse().check_non_overlap()`: the same function as the axes side by side, and
+  // the same set-based check as one_level (check_orthogonal only arrived with #172343).
   const Layout whole = two_level ? collapse(axes) : layout;
   if (!check_non_overlap(whole)) {
     throw Error(ErrorKind::assertion,

@@ -47,12 +47,16 @@ class DeviceMesh {
   std::int64_t size(std::int64_t dim) const;
   const std::vector<std::string>& names() const;  // empty when unnamed
   const std::vector<std::int64_t>& rank_map() const;
+  // The root of its family, or equal to it by value (the reference compares with ==), which is
+  // what allows slicing flattened dims.
   bool is_root() const;
 
   // Rank groups of one dim, one group per complement offset in lexicographic order (the rows
-  // of remap_to_tensor of that dim): (2,4) mesh dim 0 -> [[0,4],[1,5],[2,6],[3,7]].
+  // of remap_to_tensor of that dim): (2,4) mesh dim 0 -> [[0,4],[1,5],[2,6],[3,7]]. A name is
+  // looked up among the root's flattened dims first, then this mesh's dims (as get_group).
   std::vector<std::vector<std::int64_t>> groups(const MeshDim& dim) const;
-  // The rank's coordinate in this mesh (index inside mesh_for_rank), nullopt when absent.
+  // The rank's coordinate in this mesh (index inside mesh_for_rank), nullopt when absent;
+  // Error(assertion) when the rank appears twice in its row.
   std::optional<std::vector<std::int64_t>> coordinate(std::int64_t rank) const;
   // DeviceMesh.mesh as `rank` sees it: the remap_to_tensor row that contains it (shape =
   // mesh shape). Error(runtime) when the rank is in no row and there is more than one row.
