@@ -210,6 +210,7 @@ def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_li
             try:
                 stream, line = lines.get(timeout=0.05)
             except queue.Empty:
+                view.tick()
                 silent = time.monotonic() - last_activity
                 if outcome.hung_after is None and silent > silence_limit:
                     outcome.hung_after = silent

@@ -4,6 +4,7 @@ status on a terminal, one plain line per finished case otherwise (CI logs)."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import time
@@ -88,6 +89,7 @@ class ProgressView(Protocol):
                  message: str) -> None: ...
     def text(self, line: str, stream: str) -> None: ...
     def heading(self, line: str) -> None: ...
+    def tick(self) -> None: ...     # called while waiting for the runner (live clocks)
     def close(self) -> None: ...
 
 
@@ -125,6 +127,9 @@ class PlainView:
     def heading(self, line: str) -> None:
         print(line, file=self.out, flush=True)
 
+    def tick(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -134,10 +139,13 @@ class TtyView:
     counts. Failing and erroring cases and runner text are printed above it and stay."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
-                 width: int | None = None):
+                 width: int | None = None, min_interval: float = 0.1):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.width = width
+        # Hundreds of sub-millisecond cases would otherwise flood a slow (ssh) terminal.
+        self.min_interval = min_interval
+        self.last_draw = -math.inf
         self.tally: Tally | None = None
         self.shown = False
 
@@ -150,14 +158,18 @@ class TtyView:
                  f"fail {tally.counts['fail']}", f"error {tally.counts['error']}"]
         line = "  ".join(part for part in parts if part)
         width = self.width or shutil.get_terminal_size((100, 24)).columns
-        return line if len(line) < width else line[: max(width - 2, 10)] + "…"
+        return line if len(line) < width else line[: max(width - 4, 10)] + "..."
 
-    def draw(self) -> None:
+    def draw(self, force: bool = False) -> None:
         if self.tally is None:
+            return
+        now = time.monotonic()
+        if not force and self.shown and now - self.last_draw < self.min_interval:
             return
         self.out.write("\r\x1b[K" + self.status_line(self.tally))
         self.out.flush()
         self.shown = True
+        self.last_draw = now
 
     def clear(self) -> None:
         if self.shown:
@@ -178,17 +190,23 @@ class TtyView:
         if status in ("fail", "error"):
             self.clear()
             print(case_line(tally, case_id, status, seconds, message), file=self.out)
-        self.draw()
+            self.draw(force=True)
+        else:
+            self.draw()
 
     def text(self, line: str, stream: str) -> None:
         self.clear()
         target = self.err if stream == "stderr" else self.out
         print(line, file=target, flush=True)
-        self.draw()
+        self.draw(force=True)
 
     def heading(self, line: str) -> None:
         self.clear()
         print(line, file=self.out, flush=True)
+
+    def tick(self) -> None:
+        """Keeps the elapsed time moving and shows what a throttled redraw held back."""
+        self.draw()
 
     def close(self) -> None:
         self.clear()

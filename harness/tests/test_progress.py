@@ -89,7 +89,7 @@ class TtyViewTest(unittest.TestCase):
 
     def test_status_line_is_rewritten_in_place_and_failures_stay(self):
         out = io.StringIO()
-        view = TtyView(out, out, width=200)
+        view = TtyView(out, out, width=200, min_interval=0)
         tally = Tally(total=2)
         view.plan(tally)
         tally.current = "a/one"
@@ -117,6 +117,24 @@ class TtyViewTest(unittest.TestCase):
         tally.current = "suite/" + "x" * 300
         line = TtyView(io.StringIO(), width=60).status_line(tally)
         self.assertLessEqual(len(line), 59)
+        self.assertTrue(line.endswith("..."))
+
+    def test_redraws_are_throttled(self):
+        out = io.StringIO()
+        view = TtyView(out, out, width=200, min_interval=3600)
+        tally = Tally(total=100)
+        view.plan(tally)
+        for i in range(50):
+            tally.current = f"s/{i}"
+            view.started(tally, tally.current)
+            tally.record("pass", 0.001)
+            view.finished(tally, tally.current, "pass", 0.001, "")
+        self.assertEqual(out.getvalue().count("\r\x1b[K"), 1)
+        view.min_interval = 0
+        view.tick()
+        self.assertTrue(
+            out.getvalue().endswith("[50/100]  elapsed 0:00  ETA 0:00  fail 0  error 0"),
+            out.getvalue()[-80:])
 
 
 class MakeViewTest(unittest.TestCase):
