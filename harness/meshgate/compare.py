@@ -344,6 +344,10 @@ def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path
                 f"`meshgate baseline update {results_path}`"
             )
         suites = sorted({_baseline.case_suite(r) for r in new["cases"]})
+        own_class = baseline_dir / _baseline.results_machine_class(new)
+        if not any((baseline_dir / f"{s}.json").exists() for s in suites) and own_class.is_dir():
+            # Given the baselines root rather than one machine class: use this machine's.
+            baseline_dir = own_class
         base, lacking = _baseline.load_baseline_dir(baseline_dir, suites)
         floors = _baseline.load_calibration(baseline_dir / _baseline.CALIBRATION_FILE)
     except _baseline.InputError as e:

@@ -233,6 +233,16 @@ class CompareWithBaselineTest(unittest.TestCase):
             self.assertTrue((out / "baseline-report.md").read_text().startswith("# meshgate compare: FAIL"))
             self.assertTrue((out / "baseline-junit.xml").is_file())
 
+    def test_baselines_root_resolves_to_this_machine_class(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp) / "baselines"
+            baseline.update_baseline(FIXTURES / "base.json", root)
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = compare.compare_with_baseline(FIXTURES / "new.json", root, pathlib.Path(tmp) / "out")
+            self.assertEqual(code, 1)
+            doc = json.loads((pathlib.Path(tmp) / "out" / "baseline-comparison.json").read_text())
+            self.assertEqual(doc["counts"]["regression"], 1)
+
     def test_suites_without_baseline_are_new_and_calibration_applies(self):
         with tempfile.TemporaryDirectory() as tmp:
             bdir = pathlib.Path(tmp) / "b"
