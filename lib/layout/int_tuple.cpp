@@ -245,6 +245,12 @@ class TupleParser {
 
 }  // namespace
 
+void throw_division_by_zero(std::string_view op, std::int64_t a, std::string_view where) {
+  throw Error(ErrorKind::value, "integer division by zero in " + std::string(where) + " (" +
+                                    std::to_string(a) + " " + std::string(op) +
+                                    " 0; the reference raises ZeroDivisionError)");
+}
+
 IntTuple::IntTuple() {
   nodes_.push_back(Node{0, 1});
 }

@@ -59,7 +59,7 @@ class IntTupleAccess {
       t.nodes_[0] = Node{values[0], 0};
       return t;
     }
-    t.nodes_.resize(count + 1);
+    t.nodes_.resize_for_overwrite(count + 1);
     Node* n = t.nodes_.data();
     n[0] = Node{static_cast<std::int64_t>(count), static_cast<std::int32_t>(count + 1)};
     for (std::size_t i = 0; i < count; ++i) n[i + 1] = Node{values[i], 0};
@@ -74,7 +74,7 @@ class IntTupleAccess {
       t.nodes_[0] = Node{values[0], 0};
       return t;
     }
-    t.nodes_.resize(count + 1);
+    t.nodes_.resize_for_overwrite(count + 1);
     Node* n = t.nodes_.data();
     n[0] = Node{static_cast<std::int64_t>(count), static_cast<std::int32_t>(count + 1)};
     for (std::size_t i = 0; i < count; ++i) n[i + 1] = Node{values[count - 1 - i], 0};
@@ -103,14 +103,15 @@ class IntTupleAccess {
   }
 };
 
-// Python's `a // b` (rounds toward negative infinity). The reference raises ZeroDivisionError
-// for b == 0; libmeshgate reports it as Error(value) naming the operation.
+// The reference raises ZeroDivisionError; libmeshgate reports it as Error(value) naming the
+// operation. Kept out of line so the arithmetic below stays small enough to inline.
+[[noreturn]] void throw_division_by_zero(std::string_view op, std::int64_t a,
+                                         std::string_view where);
+
+// Python's `a // b` (rounds toward negative infinity).
 inline std::int64_t floor_div(std::int64_t a, std::int64_t b, std::string_view where) {
-  if (b == 0) {
-    throw Error(ErrorKind::value, std::string("integer division by zero in ") + std::string(where) +
-                                      " (" + std::to_string(a) +
-                                      " // 0; the reference raises ZeroDivisionError)");
-  }
+  if (a >= 0 && b > 0) return a / b;  // the common case needs no sign fix-up
+  if (b == 0) throw_division_by_zero("//", a, where);
   std::int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -118,11 +119,8 @@ inline std::int64_t floor_div(std::int64_t a, std::int64_t b, std::string_view w
 
 // Python's `a % b` (result has the sign of b).
 inline std::int64_t floor_mod(std::int64_t a, std::int64_t b, std::string_view where) {
-  if (b == 0) {
-    throw Error(ErrorKind::value, std::string("integer modulo by zero in ") + std::string(where) +
-                                      " (" + std::to_string(a) +
-                                      " % 0; the reference raises ZeroDivisionError)");
-  }
+  if (a >= 0 && b > 0) return a % b;
+  if (b == 0) throw_division_by_zero("%", a, where);
   std::int64_t r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;

@@ -31,9 +31,13 @@ FlatModes flat_modes(const Layout& l) {
 // pycute's coalesce over flat leaves: scan right to left from an accumulator 1:0, skip shape-1
 // leaves, let the first real leaf replace a shape-1 accumulator, merge when the accumulated
 // mode ends where the next one starts (shape * stride == stride), else push a new mode.
-Layout coalesce_leaves(const std::int64_t* shape, const std::int64_t* stride, std::size_t n) {
-  LeafBuffer rs{1};
-  LeafBuffer rd{0};
+// The modes land in (rs, rd) right to left, i.e. rs[0] is the innermost mode.
+void coalesce_reversed(const std::int64_t* shape, const std::int64_t* stride, std::size_t n,
+                       LeafBuffer& rs, LeafBuffer& rd) {
+  rs.clear();
+  rd.clear();
+  rs.push_back(1);
+  rd.push_back(0);
   for (std::size_t i = n; i-- > 0;) {
     const std::int64_t s = shape[i];
     const std::int64_t d = stride[i];
@@ -48,6 +52,12 @@ Layout coalesce_leaves(const std::int64_t* shape, const std::int64_t* stride, st
       rd.push_back(d);
     }
   }
+}
+
+Layout coalesce_leaves(const std::int64_t* shape, const std::int64_t* stride, std::size_t n) {
+  LeafBuffer rs;
+  LeafBuffer rd;
+  coalesce_reversed(shape, stride, n, rs, rd);
   return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
                 IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
@@ -69,7 +79,21 @@ struct CompositionOperands {
   const Layout& b;
 };
 
+[[noreturn]] void throw_composition_undefined(const CompositionOperands& ops, std::int64_t s,
+                                              std::int64_t d, std::int64_t curr_shape,
+                                              std::int64_t curr_stride, std::int64_t rest_stride) {
+  throw Error(ErrorKind::assertion,
+              "composition(" + to_string(ops.a) + ", " + to_string(ops.b) +
+                  ") is not defined: mode " + std::to_string(curr_shape) + ":" +
+                  std::to_string(curr_stride) + " of coalesce(A) = " + to_string(coalesce(ops.a)) +
+                  " and the remaining stride " + std::to_string(rest_stride) + " of " +
+                  std::to_string(s) + ":" + std::to_string(d) +
+                  " do not divide each other (the reference asserts curr_shape % rest_stride == 0 "
+                  "or rest_stride % curr_shape == 0)");
+}
+
 // composition(A, s:d) for an int-shaped mode of B, appended to (out_shape, out_stride).
+// `flat_a` is coalesce(A) right to left: index 0 is A's innermost mode, the last is leaf 0.
 void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, Nodes& out_shape,
                       Nodes& out_stride, const CompositionOperands& ops) {
   if (d == 0) {
@@ -82,21 +106,39 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
   std::int64_t rest_shape = s;
   std::int64_t rest_stride = d;
   constexpr std::string_view where = "composition";
+  const std::size_t n = flat_a.shape.size();
   // Leaves of coalesce(A) from the rightmost down to index 1; leaf 0 is never size-checked,
   // so the outermost mode of A is treated as unbounded.
-  for (std::size_t j = flat_a.shape.size(); j-- > 1;) {
+  for (std::size_t j = 0; j + 1 < n; ++j) {
     const std::int64_t curr_shape = flat_a.shape[j];
     const std::int64_t curr_stride = flat_a.stride[j];
+    if (curr_shape > 0 && rest_stride > 0 && rest_shape > 0) {
+      // All positive, the usual case: the same arithmetic with one division per branch.
+      if (rest_stride >= curr_shape) {
+        // curr_shape // rest_stride <= 1, so nothing is emitted and rest_shape stays.
+        const std::int64_t q = rest_stride / curr_shape;
+        if (q * curr_shape != rest_stride) {
+          throw_composition_undefined(ops, s, d, curr_shape, curr_stride, rest_stride);
+        }
+        rest_stride = q;
+      } else {
+        const std::int64_t q = curr_shape / rest_stride;
+        if (q * rest_stride != curr_shape) {
+          throw_composition_undefined(ops, s, d, curr_shape, curr_stride, rest_stride);
+        }
+        const std::int64_t new_shape = std::min(q, rest_shape);
+        if (new_shape != 1) {
+          rs.push_back(new_shape);
+          rd.push_back(rest_stride * curr_stride);
+          rest_shape /= new_shape;
+        }
+        rest_stride = 1;  // ceil(rest_stride / curr_shape) with rest_stride < curr_shape
+      }
+      continue;
+    }
     if (!(floor_mod(curr_shape, rest_stride, where) == 0 ||
           floor_mod(rest_stride, curr_shape, where) == 0)) {
-      throw Error(
-          ErrorKind::assertion,
-          "composition(" + to_string(ops.a) + ", " + to_string(ops.b) + ") is not defined: mode " +
-              std::to_string(curr_shape) + ":" + std::to_string(curr_stride) +
-              " of coalesce(A) = " + to_string(coalesce(ops.a)) + " and the remaining stride " +
-              std::to_string(rest_stride) + " of " + std::to_string(s) + ":" + std::to_string(d) +
-              " do not divide each other (the reference asserts curr_shape % "
-              "rest_stride == 0 or rest_stride % curr_shape == 0)");
+      throw_composition_undefined(ops, s, d, curr_shape, curr_stride, rest_stride);
     }
     const std::int64_t new_shape =
         std::min(std::max<std::int64_t>(1, floor_div(curr_shape, rest_stride, where)), rest_shape);
@@ -109,7 +151,7 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
   }
   if (rest_shape != 1 || rs.empty()) {
     rs.push_back(rest_shape);
-    rd.push_back(rest_stride * flat_a.stride[0]);
+    rd.push_back(rest_stride * flat_a.stride[n - 1]);
   }
   append_mode_reversed(rs, out_shape);
   append_mode_reversed(rd, out_stride);
@@ -141,14 +183,6 @@ void compose_nodes(const FlatModes& flat_a, const Node* bs, const Node* bd, Node
   }
   out_shape[shape_root].span = static_cast<std::int32_t>(out_shape.size() - shape_root);
   out_stride[stride_root].span = static_cast<std::int32_t>(out_stride.size() - stride_root);
-}
-
-Layout layout_from_nodes(Nodes shape_nodes, Nodes stride_nodes) {
-  IntTuple shape;
-  IntTuple stride;
-  IntTupleAccess::mutable_nodes(shape) = std::move(shape_nodes);
-  IntTupleAccess::mutable_nodes(stride) = std::move(stride_nodes);
-  return Layout(std::move(shape), std::move(stride));
 }
 
 Layout make_pair_layout(const Layout& first, const Layout& second) {
@@ -258,13 +292,21 @@ Layout filter(const Layout& l) {
 }
 
 Layout composition(const Layout& a, const Layout& b) {
-  const FlatModes flat_a = flat_modes(coalesce(a));
-  Nodes out_shape;
-  Nodes out_stride;
+  const FlatModes leaves_of_a = flat_modes(a);
+  FlatModes flat_a;
+  coalesce_reversed(leaves_of_a.shape.data(), leaves_of_a.stride.data(), leaves_of_a.shape.size(),
+                    flat_a.shape, flat_a.stride);
+  // Built in place in the result's tuples so that no node list is copied afterwards.
+  IntTuple shape;
+  IntTuple stride;
+  Nodes& out_shape = IntTupleAccess::mutable_nodes(shape);
+  Nodes& out_stride = IntTupleAccess::mutable_nodes(stride);
+  out_shape.clear();
+  out_stride.clear();
   const CompositionOperands ops{a, b};
   compose_nodes(flat_a, IntTupleAccess::nodes(b.shape()), IntTupleAccess::nodes(b.stride()),
                 out_shape, out_stride, ops);
-  return layout_from_nodes(std::move(out_shape), std::move(out_stride));
+  return Layout(std::move(shape), std::move(stride));
 }
 
 Layout complement(const Layout& l, std::int64_t cotarget) {

@@ -18,7 +18,14 @@ class SmallVector {
  public:
   SmallVector() noexcept = default;
   SmallVector(std::initializer_list<T> values) { append(values.begin(), values.size()); }
-  SmallVector(const SmallVector& other) { append(other.data(), other.size_); }
+  SmallVector(const SmallVector& other) {
+    if (other.heap_) {
+      append(other.data(), other.size_);
+    } else {
+      std::memcpy(inline_, other.inline_, sizeof(inline_));
+      size_ = other.size_;
+    }
+  }
   SmallVector(SmallVector&& other) noexcept { steal(other); }
   SmallVector& operator=(const SmallVector& other) {
     if (this != &other) {
@@ -64,6 +71,11 @@ class SmallVector {
     for (std::size_t i = size_; i < size; ++i) data()[i] = T{};
     size_ = size;
   }
+  // Grows or shrinks to `size` leaving new elements unset: for callers that write them all.
+  void resize_for_overwrite(std::size_t size) {
+    reserve(size);
+    size_ = size;
+  }
   void append(const T* values, std::size_t count) {
     reserve(size_ + count);
     if (count != 0) std::memcpy(data() + size_, values, count * sizeof(T));
@@ -85,8 +97,10 @@ class SmallVector {
     if (other.heap_) {
       heap_ = std::move(other.heap_);
       capacity_ = other.capacity_;
-    } else if (other.size_ != 0) {
-      std::memcpy(inline_, other.inline_, other.size_ * sizeof(T));
+    } else {
+      // A fixed-size copy of the whole inline buffer compiles to a few vector moves, where a
+      // copy of size_ elements would be a call into memcpy; the bytes past size_ are unused.
+      std::memcpy(inline_, other.inline_, sizeof(inline_));
     }
     size_ = other.size_;
     other.size_ = 0;
