@@ -313,7 +313,9 @@ TEST(LayoutContract, CompositionIsFunctionComposition) {
     }
     ++defined;
     ASSERT_TRUE(match_structure(r.shape(), r.stride()));
-    if (!b.shape().is_int()) ASSERT_EQ(r.rank(), b.rank()) << to_string(a) << " o " << to_string(b);
+    if (!b.shape().is_int()) {
+      ASSERT_EQ(r.rank(), b.rank()) << to_string(a) << " o " << to_string(b);
+    }
     // The reference silently truncates a mode whose shape does not divide (size(R) < size(B));
     // the contract is about the pairs where it does not.
     if (size(r) != size(b)) continue;
@@ -377,6 +379,7 @@ TEST(LayoutContract, ComplementIsDisjointAndCovers) {
     const Layout l = gen.coin(0.7) ? gen.injective() : gen.arbitrary();
     if (!injective(l) || !strides_divide(l)) continue;
     const std::int64_t cotarget = cosize(l) * gen.pick({1, 1, 2, 3}) + gen.pick({0, 0, 1, 5});
+    if (cotarget > 4096) continue;  // keeps the exhaustive check fast under sanitizers
     Layout c;
     try {
       c = complement(l, cotarget);
@@ -394,9 +397,9 @@ TEST(LayoutContract, ComplementIsDisjointAndCovers) {
                                  << k << " of " << cotarget;
     }
     const std::vector<std::int64_t> mine = images(l);
+    const std::set<std::int64_t> image(mine.begin(), mine.end());
     for (std::int64_t i = 1; i < size(c); ++i) {
-      ASSERT_TRUE(std::find(mine.begin(), mine.end(), c(i)) == mine.end())
-          << to_string(l) << " complement " << to_string(c);
+      ASSERT_FALSE(image.count(c(i))) << to_string(l) << " complement " << to_string(c);
     }
     ++checked;
   }
