@@ -9,10 +9,12 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 namespace meshgate::runner {
 
@@ -29,27 +31,99 @@ class CaseNode {
   CaseNode(YAML::Node node, std::string file, std::string case_id, std::string key_path = "");
 
   bool has(std::string_view key) const;
-  YAML::Node raw(std::string_view key);          // marks the key read; null node when absent
-  template <class T> T required(std::string_view key);                  // InputError if absent/wrong type
-  template <class T> std::optional<T> optional(std::string_view key);   // InputError if wrong type
-  CaseNode child(std::string_view key);          // nested mapping, e.g. "expect"; InputError if not a map
+  YAML::Node raw(std::string_view key);  // marks the key read; null node when absent
+  template <class T>
+  T required(std::string_view key);  // InputError if absent/wrong type
+  template <class T>
+  std::optional<T> optional(std::string_view key);  // InputError if wrong type
+  CaseNode child(std::string_view key);  // nested mapping, e.g. "expect"; InputError if not a map
   // An InputError for this key: "<file>:<line>:<col>: case '<id>': key '<path.key>': <message>".
   [[noreturn]] void fail(std::string_view key, std::string_view message) const;
-  [[noreturn]] void fail_at(const YAML::Node& node, std::string_view key, std::string_view message) const;
+  [[noreturn]] void fail_at(const YAML::Node& node, std::string_view key,
+                            std::string_view message) const;
   // InputError naming the first key that was never read (with a close known key if any).
   void finish() const;
+
+  // One message per key that was never read (finish() throws the first), so the runner can
+  // report every unknown key of a case at once. With `close_only`, only keys that look like a
+  // typo of a key that was asked for: used after parse() stopped early on another error.
+  std::vector<std::string> unknown_key_errors(bool close_only = false) const;
 
   const std::string& file() const;
   const std::string& case_id() const;
   const YAML::Node& node() const;
 
  private:
+  YAML::Node value_of(std::string_view key) const;  // without recording; null node when absent
+  void note_known(std::string_view key) const;
+  void collect_unknown(bool close_only, std::vector<std::string>& out) const;
+  [[noreturn]] void fail_wrong_type(const YAML::Node& value, std::string_view key,
+                                    std::string_view expected) const;
+
   YAML::Node node_;
   std::string file_;
   std::string case_id_;
   std::string key_path_;
+  // Full dotted paths ("expect.layout") of every key asked for, shared with child() nodes.
   std::shared_ptr<std::vector<std::string>> read_keys_;
+  // Paths entered through child(): finish() checks their keys too.
+  std::shared_ptr<std::vector<std::string>> child_paths_;
 };
+
+namespace detail {
+// "an integer", "a list of strings", ...: what a getter expected, for error messages.
+template <class T>
+std::string expected_type_name() {
+  if constexpr (std::is_same_v<T, bool>) {
+    return "a boolean";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "an integer";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "a number";
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return "a string";
+  } else if constexpr (std::is_same_v<T, YAML::Node>) {
+    return "a value";
+  } else if constexpr (requires { typename T::value_type; }) {
+    const std::string item = expected_type_name<typename T::value_type>();
+    return "a list of " + item.substr(item.find(' ') + 1) + "s";
+  } else {
+    return "a value of another type";
+  }
+}
+
+// Strict scalar reads: yaml-cpp would turn a list or a mapping into an error, but it also
+// accepts any scalar as a string; a string key must not silently take a list.
+template <class T>
+bool decode_strict(const YAML::Node& value, T& out) {
+  if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
+    if (!value.IsScalar()) return false;
+  }
+  try {
+    out = value.as<T>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+}  // namespace detail
+
+template <class T>
+T CaseNode::required(std::string_view key) {
+  std::optional<T> value = optional<T>(key);
+  if (!value) fail(key, "is required (" + detail::expected_type_name<T>() + ")");
+  return *std::move(value);
+}
+
+template <class T>
+std::optional<T> CaseNode::optional(std::string_view key) {
+  YAML::Node value = raw(key);
+  if (!value || value.IsNull()) return std::nullopt;
+  T out{};
+  if (!detail::decode_strict(value, out))
+    fail_wrong_type(value, key, detail::expected_type_name<T>());
+  return out;
+}
 
 enum class Status { pass, fail, error, skip };
 std::string_view to_string(Status s);
@@ -57,8 +131,8 @@ std::string_view to_string(Status s);
 // What one case produced. `plan` and `metrics` follow the results CONTRACT.
 struct Outcome {
   Status status = Status::pass;
-  std::string message;               // why it failed/errored/skipped; expected vs actual on fail
-  std::vector<std::string> plan;     // issued collectives / chosen algorithm, when the kind has one
+  std::string message;            // why it failed/errored/skipped; expected vs actual on fail
+  std::vector<std::string> plan;  // issued collectives / chosen algorithm, when the kind has one
   nlohmann::json metrics = nlohmann::json::object();
 };
 

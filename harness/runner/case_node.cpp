@@ -1,0 +1,152 @@
+// CaseNode: reading a case's keys records them, so that every key nobody asked for can be
+// reported as unknown (with a suggestion) after the kind has parsed the case.
+#include <algorithm>
+
+#include "case_kind.hpp"
+#include "diagnostics.hpp"
+
+namespace meshgate::runner {
+
+std::string_view to_string(Status s) {
+  switch (s) {
+    case Status::pass:
+      return "pass";
+    case Status::fail:
+      return "fail";
+    case Status::error:
+      return "error";
+    case Status::skip:
+      return "skip";
+  }
+  return "error";
+}
+
+CaseNode::CaseNode(YAML::Node node, std::string file, std::string case_id, std::string key_path)
+    : node_(std::move(node)),
+      file_(std::move(file)),
+      case_id_(std::move(case_id)),
+      key_path_(std::move(key_path)),
+      read_keys_(std::make_shared<std::vector<std::string>>()),
+      child_paths_(std::make_shared<std::vector<std::string>>()) {}
+
+YAML::Node CaseNode::value_of(std::string_view key) const {
+  // Const access: yaml-cpp's non-const operator[] would insert the key.
+  const YAML::Node& map = node_;
+  if (!map.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+void CaseNode::note_known(std::string_view key) const {
+  std::string path = key_path_ + std::string(key);
+  if (std::find(read_keys_->begin(), read_keys_->end(), path) == read_keys_->end()) {
+    read_keys_->push_back(std::move(path));
+  }
+}
+
+bool CaseNode::has(std::string_view key) const {
+  // Asking about a key means the kind knows it: it is not reported as unknown.
+  note_known(key);
+  const YAML::Node value = value_of(key);
+  return value.IsDefined();
+}
+
+YAML::Node CaseNode::raw(std::string_view key) {
+  note_known(key);
+  return value_of(key);
+}
+
+CaseNode CaseNode::child(std::string_view key) {
+  YAML::Node value = raw(key);
+  if (!value.IsDefined() || value.IsNull()) fail(key, "is required (a mapping)");
+  if (!value.IsMap()) fail_wrong_type(value, key, "a mapping");
+  const std::string path = key_path_ + std::string(key);
+  if (std::find(child_paths_->begin(), child_paths_->end(), path) == child_paths_->end()) {
+    child_paths_->push_back(path);
+  }
+  CaseNode nested(value, file_, case_id_, path + ".");
+  nested.read_keys_ = read_keys_;
+  nested.child_paths_ = child_paths_;
+  return nested;
+}
+
+void CaseNode::fail(std::string_view key, std::string_view message) const {
+  const YAML::Node value = value_of(key);
+  fail_at(value.IsDefined() ? value : node_, key, message);
+}
+
+void CaseNode::fail_at(const YAML::Node& node, std::string_view key,
+                       std::string_view message) const {
+  YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
+  if (mark.is_null()) mark = node_.Mark();
+  throw InputError(location(file_, mark) + ": case '" + case_id_ + "': key '" + key_path_ +
+                   std::string(key) + "': " + std::string(message));
+}
+
+void CaseNode::fail_wrong_type(const YAML::Node& value, std::string_view key,
+                               std::string_view expected) const {
+  fail_at(value, key, "expected " + std::string(expected) + ", got " + describe_node(value));
+}
+
+void CaseNode::collect_unknown(bool close_only, std::vector<std::string>& out) const {
+  if (!node_.IsMap()) return;
+  // Keys asked for at this level: the candidates for "did you mean".
+  std::vector<std::string> known;
+  for (const std::string& path : *read_keys_) {
+    if (path.size() > key_path_.size() && path.compare(0, key_path_.size(), key_path_) == 0 &&
+        path.find('.', key_path_.size()) == std::string::npos) {
+      known.push_back(path.substr(key_path_.size()));
+    }
+  }
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.as<std::string>("");
+    const std::string path = key_path_ + key;
+    if (std::find(known.begin(), known.end(), key) != known.end()) {
+      if (std::find(child_paths_->begin(), child_paths_->end(), path) != child_paths_->end()) {
+        CaseNode nested(it->second, file_, case_id_, path + ".");
+        nested.read_keys_ = read_keys_;
+        nested.child_paths_ = child_paths_;
+        nested.collect_unknown(close_only, out);
+      }
+      continue;
+    }
+    const std::optional<std::string> match = closest_match(key, known);
+    if (close_only && !match) continue;
+    std::string message = location(file_, it->first.Mark()) + ": case '" + case_id_ + "': key '" +
+                          path + "': unknown key";
+    if (match) {
+      message += " (did you mean '" + *match + "'?)";
+    } else if (!known.empty()) {
+      std::vector<std::string> sorted = known;
+      std::sort(sorted.begin(), sorted.end());
+      message += "; known keys here: ";
+      for (std::size_t i = 0; i < sorted.size(); ++i) message += (i ? ", " : "") + sorted[i];
+    }
+    out.push_back(std::move(message));
+  }
+}
+
+std::vector<std::string> CaseNode::unknown_key_errors(bool close_only) const {
+  std::vector<std::string> out;
+  collect_unknown(close_only, out);
+  return out;
+}
+
+void CaseNode::finish() const {
+  const std::vector<std::string> errors = unknown_key_errors();
+  if (!errors.empty()) throw InputError(errors.front());
+}
+
+const std::string& CaseNode::file() const {
+  return file_;
+}
+const std::string& CaseNode::case_id() const {
+  return case_id_;
+}
+const YAML::Node& CaseNode::node() const {
+  return node_;
+}
+
+}  // namespace meshgate::runner

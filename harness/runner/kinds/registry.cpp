@@ -1,0 +1,17 @@
+// Every case kind, one entry each: adding a kind is its file plus one line here.
+#include "case_kind.hpp"
+
+namespace meshgate::runner {
+
+std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error);
+
+const std::vector<KindEntry>& case_kinds() {
+  static const std::vector<KindEntry> kinds = {
+      {"layout", &parse_layout_case},
+      {"mesh", &parse_mesh_case},
+  };
+  return kinds;
+}
+
+}  // namespace meshgate::runner

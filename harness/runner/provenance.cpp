@@ -1,0 +1,140 @@
+#include "provenance.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace meshgate::runner {
+
+namespace {
+
+// Runs a shell command and returns its stdout, or nullopt when it fails.
+std::optional<std::string> command_output(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string out;
+  std::array<char, 512> buffer{};
+  while (std::fgets(buffer.data(), buffer.size(), pipe) != nullptr) out += buffer.data();
+  if (pclose(pipe) != 0) return std::nullopt;
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  std::size_t start = 0;
+  while (start < s.size() && s[start] == ' ') ++start;
+  return s.substr(start);
+}
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos) return trim(line.substr(colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0) return "unknown";
+  return name.data();
+}
+
+std::string format_utc(std::time_t t, const char* format) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  std::array<char, 64> buffer{};
+  std::strftime(buffer.data(), buffer.size(), format, &tm);
+  return buffer.data();
+}
+
+}  // namespace
+
+std::string stable_hash(const std::string& text) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  std::array<char, 17> hex{};
+  std::snprintf(hex.data(), hex.size(), "%016llx", static_cast<unsigned long long>(hash));
+  return hex.data();
+}
+
+CommitInfo commit_info() {
+  CommitInfo info;
+  const char* commit = std::getenv("MESHGATE_COMMIT");
+  const char* dirty = std::getenv("MESHGATE_DIRTY");
+  const std::string git = std::string("git -C '") + MESHGATE_SOURCE_DIR + "' ";
+  if (commit != nullptr && *commit != '\0') {
+    info.commit = commit;
+  } else if (auto out = command_output(git + "rev-parse HEAD 2>/dev/null")) {
+    info.commit = trim(*out);
+  } else {
+    info.commit = "unknown";
+  }
+  if (dirty != nullptr && *dirty != '\0') {
+    const std::string value = dirty;
+    info.dirty = !(value == "0" || value == "false" || value == "no");
+  } else if (commit == nullptr || *commit == '\0') {
+    const auto out = command_output(git + "status --porcelain --untracked-files=no 2>/dev/null");
+    info.dirty = out && !trim(*out).empty();
+  }
+  return info;
+}
+
+nlohmann::ordered_json versions_info() {
+  // The threads backend uses neither CUDA, NCCL nor MPI; backends that do fill these in.
+  return {{"meshgate", MESHGATE_VERSION}, {"cuda", nullptr}, {"nccl", nullptr}, {"mpi", nullptr}};
+}
+
+nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions) {
+  const std::string cpu = cpu_model();
+  const unsigned cores = std::thread::hardware_concurrency();
+  const nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  const std::string identity =
+      cpu + "|" + std::to_string(cores) + "|" + gpus.dump() + "|" + versions.dump();
+  return {{"host", host_name()},
+          {"cpu", cpu},
+          {"cores", cores},
+          {"gpus", gpus},
+          {"fingerprint", stable_hash(identity)}};
+}
+
+std::string utc_timestamp_now() {
+  return format_utc(std::time(nullptr), "%Y-%m-%dT%H:%M:%SZ");
+}
+
+std::string new_run_id() {
+  std::random_device random;
+  std::array<char, 8> suffix{};
+  std::snprintf(suffix.data(), suffix.size(), "%06x", random() & 0xffffffu);
+  return format_utc(std::time(nullptr), "%Y%m%dT%H%M%SZ") + "-" + suffix.data();
+}
+
+nlohmann::ordered_json run_info(const std::string& run_id, const std::string& started,
+                                const std::string& backend, int world_size) {
+  const CommitInfo commit = commit_info();
+  const nlohmann::ordered_json versions = versions_info();
+  return {{"id", run_id},
+          {"started", started},
+          {"commit", commit.commit},
+          {"dirty", commit.dirty},
+          {"backend", backend},
+          {"world_size", world_size},
+          {"machine", machine_info(versions)},
+          {"versions", versions}};
+}
+
+}  // namespace meshgate::runner

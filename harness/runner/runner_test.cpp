@@ -1,0 +1,385 @@
+#include "runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "results_writer.hpp"
+#include "test_kinds.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::probe_counters;
+using testing::test_kinds;
+
+PlannedCases plan(const std::string& text) {
+  LoadedCases loaded;
+  load_case_text(text, "t.yaml", loaded);
+  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
+  return prepare_cases(std::move(loaded.cases), test_kinds());
+}
+
+CaseRun run_one(const std::string& case_yaml, std::optional<int> ranks_cap = std::nullopt) {
+  PlannedCases planned = plan("suite: s\ncases:\n  - " + case_yaml + "\n");
+  EXPECT_TRUE(planned.errors.empty()) << planned.errors.front();
+  EXPECT_EQ(planned.cases.size(), 1u);
+  return execute_case(planned.cases.at(0), ranks_cap);
+}
+
+TEST(ExecuteCase, PassAndFailComeFromTheKind) {
+  const CaseRun pass = run_one("{name: a, kind: probe, value: 3, expect: 3}");
+  EXPECT_EQ(pass.outcome.status, Status::pass);
+  EXPECT_EQ(pass.params, (nlohmann::json{{"value", 3}, {"ranks", 1}}));
+  const CaseRun fail = run_one("{name: a, kind: probe, value: 3, expect: 4}");
+  EXPECT_EQ(fail.outcome.status, Status::fail);
+  EXPECT_EQ(fail.outcome.message, "expected 4\n  actual: 3");
+}
+
+TEST(ExecuteCase, ExpectErrorSemantics) {
+  const CaseRun any =
+      run_one("{name: a, kind: probe, value: 1, reject: 'no dim tp', expect_error: true}");
+  EXPECT_EQ(any.outcome.status, Status::pass);
+  EXPECT_EQ(any.outcome.message, "");
+
+  const CaseRun matching = run_one(
+      "{name: a, kind: probe, value: 1, reject: 'no dim tp', expect_error: 'KeyError: no dim'}");
+  EXPECT_EQ(matching.outcome.status, Status::pass);
+
+  const CaseRun other =
+      run_one("{name: a, kind: probe, value: 1, reject: 'no dim tp', expect_error: ValueError}");
+  EXPECT_EQ(other.outcome.status, Status::fail);
+  EXPECT_EQ(other.outcome.message,
+            "expected a rejection containing 'ValueError'\n  actual: KeyError: no dim tp");
+
+  const CaseRun unexpected = run_one("{name: a, kind: probe, value: 1, reject: 'no dim tp'}");
+  EXPECT_EQ(unexpected.outcome.status, Status::fail);
+  EXPECT_EQ(unexpected.outcome.message, "rejected: KeyError: no dim tp");
+
+  const CaseRun accepted = run_one("{name: a, kind: probe, value: 1, expect_error: true}");
+  EXPECT_EQ(accepted.outcome.status, Status::fail);
+  EXPECT_EQ(accepted.outcome.message, "expected the op to be rejected but it succeeded");
+
+  const CaseRun flag_off = run_one("{name: a, kind: probe, value: 1, expect_error: false}");
+  EXPECT_EQ(flag_off.outcome.status, Status::pass);
+}
+
+TEST(ExecuteCase, ARankThatThrowsBecomesAnErrorNamingTheRank) {
+  const CaseRun run = run_one("{name: a, kind: probe, value: 1, ranks: 4, throw_on_rank: 2}");
+  EXPECT_EQ(run.outcome.status, Status::error);
+  EXPECT_EQ(run.outcome.message, "rank 2: boom on rank 2");
+}
+
+TEST(ExecuteCase, SkipWhenTheWorldIsTooSmall) {
+  const int runs_before = probe_counters().runs;
+  const CaseRun run = run_one("{name: a, kind: probe, value: 1, ranks: 8}", 4);
+  EXPECT_EQ(run.outcome.status, Status::skip);
+  EXPECT_EQ(run.outcome.message, "needs 8 ranks but the world has 4: run with --ranks 8");
+  EXPECT_EQ(probe_counters().runs, runs_before);
+  const CaseRun fits = run_one("{name: a, kind: probe, value: 1, ranks: 4}", 4);
+  EXPECT_EQ(fits.outcome.status, Status::pass);
+  EXPECT_EQ(fits.outcome.metrics["ranks_ran"], 4);
+}
+
+TEST(ExecuteCase, PerfCaseTimesWarmupPlusItersAndKeepsIters) {
+  const int before = probe_counters().iterations;
+  const CaseRun run =
+      run_one("{name: a, kind: probe, value: 1, iter_s: 0.5, perf: {warmup: 2, iters: 3}}");
+  ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  EXPECT_EQ(probe_counters().iterations - before, 5);
+  EXPECT_EQ(run.samples, (nlohmann::json{{"time_s", {{0.5, 0.5, 0.5}}}}));
+  EXPECT_EQ(run.outcome.metrics["time_s"],
+            (nlohmann::json{{"median", 0.5}, {"min", 0.5}, {"max", 0.5}}));
+  // A failing case is not timed.
+  const int before_fail = probe_counters().iterations;
+  const CaseRun failing = run_one("{name: a, kind: probe, value: 1, expect: 2, perf: {iters: 3}}");
+  EXPECT_EQ(failing.outcome.status, Status::fail);
+  EXPECT_EQ(probe_counters().iterations, before_fail);
+  EXPECT_TRUE(failing.samples.empty());
+}
+
+TEST(Validation, ReportsEveryErrorWithPositionCaseAndKey) {
+  const PlannedCases planned = plan(
+      "suite: s\n"
+      "cases:\n"
+      "  - name: a\n"
+      "    kind: probe\n"
+      "    value: 1\n"
+      "    expcet: 2\n"
+      "  - name: b\n"
+      "    kind: probe\n"
+      "    value: [1]\n"
+      "  - name: c\n"
+      "    kind: prob\n"
+      "  - name: d\n"
+      "    kind: probe\n"
+      "    value: 1\n"
+      "    perf: {iters: 0, runz: 3}\n"
+      "    options: {verbos: true}\n");
+  EXPECT_TRUE(planned.cases.empty());
+  ASSERT_EQ(planned.errors.size(), 5u) << ::testing::PrintToString(planned.errors);
+  EXPECT_EQ(planned.errors[0],
+            "t.yaml:6:5: case 's/a': key 'expcet': unknown key (did you mean 'expect'?)");
+  EXPECT_EQ(planned.errors[1],
+            "t.yaml:9:12: case 's/b': key 'value': expected an integer, got a list");
+  EXPECT_EQ(planned.errors[2],
+            "t.yaml:11:11: case 's/c': key 'kind': unknown kind 'prob' (did you mean 'probe'?); "
+            "known kinds: probe, echo");
+  EXPECT_EQ(planned.errors[3],
+            "t.yaml:15:19: case 's/d': key 'perf.iters': must be at least 1, got 0");
+  EXPECT_EQ(planned.errors[4],
+            "t.yaml:15:22: case 's/d': key 'perf.runz': unknown key (did you mean 'runs'?)");
+}
+
+TEST(Validation, NestedUnknownKeysAndExpectErrorForms) {
+  const PlannedCases planned = plan(
+      "cases:\n"
+      "  - {name: a, kind: probe, value: 1, options: {verbos: true}}\n"
+      "  - {name: b, kind: probe, value: 1, expect_error: [x]}\n"
+      "  - {name: c, kind: probe, value: 1, expect_error: \"true\"}\n");
+  ASSERT_EQ(planned.errors.size(), 2u);
+  EXPECT_EQ(planned.errors[0],
+            "t.yaml:2:48: case 't/a': key 'options.verbos': unknown key (did you mean 'verbose'?)");
+  EXPECT_EQ(planned.errors[1],
+            "t.yaml:3:52: case 't/b': key 'expect_error': expected true, false or a substring of "
+            "the error message, got a list");
+  ASSERT_EQ(planned.cases.size(), 1u);
+  EXPECT_TRUE(planned.cases[0].expect_error);
+  EXPECT_EQ(planned.cases[0].expected_message, "true");
+}
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("meshgate_runner_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path path = dir_ / name;
+    std::ofstream(path) << text;
+    return path.string();
+  }
+  RunOptions options(std::vector<std::string> paths) {
+    RunOptions o;
+    o.paths = std::move(paths);
+    o.out_dir = (dir_ / "out").string();
+    o.run_id = "test-run";
+    return o;
+  }
+  nlohmann::json results() {
+    std::ifstream in(dir_ / "out" / "results.json");
+    return nlohmann::json::parse(in);
+  }
+  std::vector<nlohmann::json> jsonl() {
+    std::ifstream in(dir_ / "out" / "results.jsonl");
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+  }
+  fs::path dir_;
+};
+
+const char* kFourCases =
+    "suite: s\n"
+    "defaults: {tags: [smoke]}\n"
+    "cases:\n"
+    "  - {name: ok, kind: probe, value: 1, expect: 1, perf: {warmup: 1, iters: 4}}\n"
+    "  - {name: crash, kind: probe, value: 1, ranks: 4, throw_on_rank: 2}\n"
+    "  - {name: after, kind: probe, value: 1, expect: 2, tags: [nightly]}\n"
+    "  - {name: big, kind: probe, value: 1, ranks: 16}\n";
+
+TEST_F(RunCommandTest, RankFailureIsARowAndTheSuiteGoesOn) {
+  std::ostringstream out, err;
+  RunOptions o = options({write("s.yaml", kFourCases)});
+  o.ranks = 8;
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 2);
+  const std::vector<nlohmann::json> rows = jsonl();
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0]["status"], "pass");
+  EXPECT_EQ(rows[1]["status"], "error");
+  EXPECT_EQ(rows[1]["message"], "rank 2: boom on rank 2");
+  EXPECT_EQ(rows[2]["status"], "fail");
+  EXPECT_EQ(rows[3]["status"], "skip");
+  EXPECT_EQ(rows[3]["message"], "needs 16 ranks but the world has 8: run with --ranks 16");
+  const std::string text = out.str();
+  EXPECT_NE(text.find("[1/4] pass   s/ok  ("), std::string::npos) << text;
+  EXPECT_NE(text.find("[2/4] error  s/crash  ("), std::string::npos) << text;
+  EXPECT_NE(text.find("      rank 2: boom on rank 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 cases: 1 pass, 1 fail, 1 error, 1 skip"), std::string::npos) << text;
+}
+
+TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
+  std::ostringstream out, err;
+  RunOptions o = options({write("s.yaml", kFourCases)});
+  o.filter.case_patterns = {"s/ok", "s/aft*"};
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 1);
+  const nlohmann::json r = results();
+  EXPECT_EQ(r["schema"], "meshgate.results/1");
+  const nlohmann::json& run = r["run"];
+  EXPECT_EQ(run["id"], "test-run");
+  EXPECT_EQ(run["backend"], "threads");
+  EXPECT_EQ(run["world_size"], 1);
+  EXPECT_TRUE(run["started"].get<std::string>().ends_with("Z"));
+  EXPECT_EQ(run["started"].get<std::string>().size(), 20u);
+  EXPECT_TRUE(run["commit"].is_string());
+  EXPECT_TRUE(run["dirty"].is_boolean());
+  for (const char* key : {"host", "cpu", "cores", "gpus", "fingerprint"}) {
+    EXPECT_TRUE(run["machine"].contains(key)) << key;
+  }
+  EXPECT_EQ(run["machine"]["gpus"], nlohmann::json::array());
+  EXPECT_EQ(run["machine"]["fingerprint"].get<std::string>().size(), 16u);
+  EXPECT_TRUE(run["versions"]["meshgate"].is_string());
+  EXPECT_TRUE(run["versions"]["cuda"].is_null());
+  EXPECT_TRUE(run["versions"]["nccl"].is_null());
+  EXPECT_TRUE(run["versions"]["mpi"].is_null());
+
+  ASSERT_EQ(r["cases"].size(), 2u);
+  const nlohmann::json& ok = r["cases"][0];
+  for (const char* key : {"id", "suite", "name", "kind", "tags", "status", "message", "params",
+                          "plan", "metrics", "samples", "seconds"}) {
+    EXPECT_TRUE(ok.contains(key)) << key;
+  }
+  EXPECT_EQ(ok["id"], "s/ok");
+  EXPECT_EQ(ok["suite"], "s");
+  EXPECT_EQ(ok["name"], "ok");
+  EXPECT_EQ(ok["kind"], "probe");
+  EXPECT_EQ(ok["tags"], nlohmann::json::array({"smoke"}));
+  EXPECT_EQ(ok["samples"]["time_s"].size(), 1u);
+  EXPECT_EQ(ok["samples"]["time_s"][0].size(), 4u);
+  EXPECT_EQ(ok["metrics"]["time_s"]["median"], 1e-3);
+  EXPECT_EQ(r["cases"][1]["id"], "s/after");
+  EXPECT_EQ(r["cases"][1]["tags"], nlohmann::json::array({"nightly", "smoke"}));
+}
+
+TEST_F(RunCommandTest, ResumeKeepsRowsAndRunsTheRest) {
+  const std::string file = write("s.yaml", kFourCases);
+  fs::create_directories(dir_ / "out");
+  std::ofstream(dir_ / "out" / "results.jsonl")
+      << nlohmann::json{{"id", "s/crash"}, {"status", "error"}, {"message", "runner crashed"}}
+             .dump()
+      << "\n";
+  std::ostringstream out, err;
+  RunOptions o = options({file});
+  o.resume = true;
+  o.ranks = 16;
+  o.progress = true;
+  const int runs_before = probe_counters().runs;
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 2);
+  EXPECT_EQ(probe_counters().runs - runs_before, 3);
+  const nlohmann::json r = results();
+  ASSERT_EQ(r["cases"].size(), 4u);
+  EXPECT_EQ(r["cases"][1]["id"], "s/crash");
+  EXPECT_EQ(r["cases"][1]["message"], "runner crashed");
+  EXPECT_EQ(r["cases"][3]["status"], "pass");
+  EXPECT_EQ(jsonl().size(), 4u);
+
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) events.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(events.size(), 8u);
+  EXPECT_EQ(
+      events[0],
+      (nlohmann::json{{"event", "plan"}, {"total", 3}, {"ids", {"s/ok", "s/after", "s/big"}}}));
+  EXPECT_EQ(events[1]["event"], "start");
+  EXPECT_EQ(events[1]["id"], "s/ok");
+  EXPECT_EQ(events[1]["kind"], "probe");
+  EXPECT_EQ(events[1]["index"], 1);
+  EXPECT_EQ(events[1]["total"], 3);
+  EXPECT_EQ(events[1]["params"], (nlohmann::json{{"value", 1}, {"ranks", 1}}));
+  EXPECT_EQ(events[2]["event"], "end");
+  EXPECT_EQ(events[2]["status"], "pass");
+  EXPECT_TRUE(events[2]["seconds"].is_number());
+  EXPECT_EQ(events[4]["status"], "fail");
+  EXPECT_EQ(events[7],
+            (nlohmann::json{{"event", "done"},
+                            {"exit_code", 2},
+                            {"counts", {{"pass", 2}, {"fail", 1}, {"error", 1}, {"skip", 0}}}}));
+}
+
+TEST_F(RunCommandTest, InputErrorsOfAllFilesStopTheRunWithExitTwo) {
+  const std::string a = write("a.yaml", "cases:\n  - {name: x, kind: probe, valeu: 1}\n");
+  const std::string b = write("b.yaml", "cases:\n  - {name: y, kind: probe, value: one}\n");
+  std::ostringstream out, err;
+  const int runs_before = probe_counters().runs;
+  EXPECT_EQ(run_command(options({a, b}), test_kinds(), out, err), 2);
+  EXPECT_EQ(probe_counters().runs, runs_before);
+  const std::string text = err.str();
+  EXPECT_NE(text.find("a.yaml:2:28: case 'a/x': key 'valeu': unknown key (did you mean 'value'?)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("b.yaml:2:35: case 'b/y': key 'value': expected an integer, got 'one'"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("; nothing was run"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
+}
+
+TEST_F(RunCommandTest, ListPrintsIdsKindsAndTags) {
+  const std::string file = write("s.yaml", kFourCases);
+  std::ostringstream out, err;
+  ListOptions o;
+  o.paths = {file};
+  o.filter.tags = {"nightly"};
+  EXPECT_EQ(list_command(o, test_kinds(), out, err), 0);
+  EXPECT_EQ(out.str(), "s/after  probe  nightly,smoke\n");
+  std::ostringstream json;
+  o.json = true;
+  o.filter = {};
+  EXPECT_EQ(list_command(o, test_kinds(), json, err), 0);
+  const nlohmann::json list = nlohmann::json::parse(json.str());
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0], (nlohmann::json{{"id", "s/ok"},
+                                     {"suite", "s"},
+                                     {"name", "ok"},
+                                     {"kind", "probe"},
+                                     {"tags", {"smoke"}},
+                                     {"file", file},
+                                     {"line", 4},
+                                     {"perf", {{"warmup", 1}, {"iters", 4}, {"runs", 9}}}}));
+  EXPECT_TRUE(list[1]["perf"].is_null());
+}
+
+TEST_F(RunCommandTest, CommitComesFromTheEnvironmentWhenSet) {
+  ::setenv("MESHGATE_COMMIT", "0123456789abcdef", 1);
+  ::setenv("MESHGATE_DIRTY", "1", 1);
+  std::ostringstream out, err;
+  RunOptions o = options({write("s.yaml", "cases:\n  - {name: e, kind: echo}\n")});
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 0);
+  ::unsetenv("MESHGATE_COMMIT");
+  ::unsetenv("MESHGATE_DIRTY");
+  const nlohmann::json r = results();
+  EXPECT_EQ(r["run"]["commit"], "0123456789abcdef");
+  EXPECT_EQ(r["run"]["dirty"], true);
+}
+
+TEST_F(RunCommandTest, CaseTimeoutWritesAnErrorRowAndExitsTwo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string file = write("s.yaml",
+                                 "cases:\n  - {name: fast, kind: echo}\n  - {name: slow, kind: "
+                                 "probe, value: 1, sleep_ms: 5000}\n");
+  RunOptions o = options({file});
+  o.case_timeout_s = 0.2;
+  const auto run_and_time_out = [&] {
+    std::ostringstream out, err;
+    run_command(o, test_kinds(), out, err);
+  };
+  EXPECT_EXIT(run_and_time_out(), ::testing::ExitedWithCode(2), "");
+  const nlohmann::json r = results();
+  ASSERT_EQ(r["cases"].size(), 2u);
+  EXPECT_EQ(r["cases"][0]["status"], "pass");
+  EXPECT_EQ(r["cases"][1]["status"], "error");
+  EXPECT_EQ(r["cases"][1]["message"],
+            "timed out after 0.2 s (--case-timeout); the runner stopped here");
+  EXPECT_EQ(jsonl().size(), 2u);
+}
+
+}  // namespace
+}  // namespace meshgate::runner

@@ -1,0 +1,106 @@
+#pragma once
+// Test-only case kinds for the framework tests: small, deterministic and observable.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "case_kind.hpp"
+#include "core/error.hpp"
+
+namespace meshgate::runner::testing {
+
+// kind: probe
+//   value: int (required)          the "result" of the op
+//   expect: int                    pass when value == expect
+//   ranks: int (default 1)         runs on that many rank threads
+//   throw_on_rank: int             that rank throws std::runtime_error("boom on rank N")
+//   reject: string                 the op throws meshgate::Error(KeyError, reject)
+//   sleep_ms: int                  run() sleeps that long
+//   iter_s: number                 what each timed iteration reports
+//   options: {verbose: bool}       a nested mapping, to test child() validation
+struct ProbeCounters {
+  std::atomic<int> runs{0};
+  std::atomic<int> iterations{0};
+};
+
+inline ProbeCounters& probe_counters() {
+  static ProbeCounters counters;
+  return counters;
+}
+
+class ProbeCase final : public PreparedCase {
+ public:
+  int value = 0;
+  std::optional<int> expect;
+  int rank_count = 1;
+  std::optional<int> throw_on_rank;
+  std::optional<std::string> reject;
+  int sleep_ms = 0;
+  double iter_s = 1e-3;
+
+  int ranks() const override { return rank_count; }
+  nlohmann::json params() const override { return {{"value", value}, {"ranks", rank_count}}; }
+  Outcome run(RunContext& ctx) override {
+    ++probe_counters().runs;
+    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    if (reject) throw meshgate::Error(meshgate::ErrorKind::key, *reject);
+    std::atomic<int> ran{0};
+    ctx.run_on_ranks(rank_count, [&](int rank) {
+      if (throw_on_rank && rank == *throw_on_rank) {
+        throw std::runtime_error("boom on rank " + std::to_string(rank));
+      }
+      ++ran;
+    });
+    Outcome outcome;
+    outcome.metrics["ranks_ran"] = ran.load();
+    if (expect && *expect != value) {
+      outcome.status = Status::fail;
+      outcome.message =
+          "expected " + std::to_string(*expect) + "\n  actual: " + std::to_string(value);
+    }
+    return outcome;
+  }
+  double time_iteration(RunContext&) override {
+    ++probe_counters().iterations;
+    return iter_s;
+  }
+};
+
+inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_error*/) {
+  auto probe = std::make_unique<ProbeCase>();
+  probe->value = node.required<int>("value");
+  probe->expect = node.optional<int>("expect");
+  probe->rank_count = node.optional<int>("ranks").value_or(1);
+  if (probe->rank_count < 1) node.fail("ranks", "must be at least 1");
+  probe->throw_on_rank = node.optional<int>("throw_on_rank");
+  probe->reject = node.optional<std::string>("reject");
+  probe->sleep_ms = node.optional<int>("sleep_ms").value_or(0);
+  probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
+  if (node.has("options")) {
+    CaseNode options = node.child("options");
+    options.optional<bool>("verbose");
+  }
+  return probe;
+}
+
+// kind: echo — no keys of its own; passes.
+class EchoCase final : public PreparedCase {
+ public:
+  nlohmann::json params() const override { return nlohmann::json::object(); }
+  Outcome run(RunContext&) override { return {}; }
+  double time_iteration(RunContext&) override { return 0; }
+};
+
+inline std::unique_ptr<PreparedCase> parse_echo(CaseNode&, bool) {
+  return std::make_unique<EchoCase>();
+}
+
+inline const std::vector<KindEntry>& test_kinds() {
+  static const std::vector<KindEntry> kinds = {{"probe", &parse_probe}, {"echo", &parse_echo}};
+  return kinds;
+}
+
+}  // namespace meshgate::runner::testing

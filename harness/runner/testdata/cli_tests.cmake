@@ -1,0 +1,38 @@
+# CTest tests of the real meshgate-runner binary on the fixtures next to this file.
+set(_runner_testdata ${CMAKE_CURRENT_SOURCE_DIR}/testdata)
+set(_runner_out ${CMAKE_CURRENT_BINARY_DIR}/cli_test_out)
+
+function(meshgate_runner_cli_test name code)
+  cmake_parse_arguments(ARG "" "STDERR;STDOUT;FILE;FILE_MATCHES" "ARGS" ${ARGN})
+  # add_test splits arguments at ';', so the runner's arguments travel joined by '|'.
+  list(JOIN ARG_ARGS "|" _args)
+  set(_defs -DRUNNER=$<TARGET_FILE:meshgate-runner> "-DARGS=${_args}" -DEXPECT_CODE=${code})
+  foreach(_what STDERR STDOUT FILE FILE_MATCHES)
+    if(DEFINED ARG_${_what})
+      list(APPEND _defs "-DEXPECT_${_what}=${ARG_${_what}}")
+    endif()
+  endforeach()
+  add_test(NAME runner_cli_${name} COMMAND ${CMAKE_COMMAND} ${_defs} -P ${_runner_testdata}/check_run.cmake)
+  set_tests_properties(runner_cli_${name} PROPERTIES LABELS cpp)
+endfunction()
+
+meshgate_runner_cli_test(typo_is_an_input_error 2
+  ARGS run ${_runner_testdata}/typo.yaml --out ${_runner_out}/typo
+  STDERR "typo\\.yaml:7:5: case 'typo/coalesce-ok': key 'exepct': unknown key \\(did you mean 'expect'\\?\\)")
+meshgate_runner_cli_test(smoke_passes 0
+  ARGS run ${_runner_testdata}/smoke.yaml --out ${_runner_out}/smoke --run-id cli-smoke
+  STDOUT "\\[1/5\\] pass   runner-smoke/coalesce-row-major.*5 cases: 5 pass, 0 fail, 0 error, 0 skip"
+  FILE ${_runner_out}/smoke/results.json
+  FILE_MATCHES "\"schema\": \"meshgate.results/1\".*\"id\": \"runner-smoke/size-8\".*\"time_s\": \\[\n +\\[")
+meshgate_runner_cli_test(wrong_answer_fails 1
+  ARGS run ${_runner_testdata}/wrong.yaml --out ${_runner_out}/wrong
+  STDOUT "fail   runner-wrong/coalesce-wrong-expectation")
+meshgate_runner_cli_test(progress_events 0
+  ARGS run ${_runner_testdata}/smoke.yaml --tag perf --progress --out ${_runner_out}/progress
+  STDOUT "^\\{\"event\":\"plan\",\"total\":1,\"ids\":\\[\"runner-smoke/coalesce-timed\"\\]\\}\n\\{\"event\":\"start\",\"id\":\"runner-smoke/coalesce-timed\",\"kind\":\"layout\",\"index\":1,\"total\":1,.*\\{\"event\":\"done\",\"exit_code\":0,\"counts\":\\{\"pass\":1,\"fail\":0,\"error\":0,\"skip\":0\\}\\}\n$")
+meshgate_runner_cli_test(list_json 0
+  ARGS list ${_runner_testdata}/smoke.yaml --case "runner-smoke/size-*" --json
+  STDOUT "\"id\": \"runner-smoke/size-4\".*\"id\": \"runner-smoke/size-8\"")
+meshgate_runner_cli_test(unknown_option 2
+  ARGS run ${_runner_testdata}/smoke.yaml --rank 4
+  STDERR "unknown option '--rank' for run \\(did you mean '--ranks'\\?\\)")
