@@ -194,7 +194,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_limit: float,
                 env: dict | None = None) -> LaunchOutcome:
     """Runs the runner once with --progress, feeding its events to `tally` and `view` and
-    passing its human lines through. Kills it after `silence_limit` seconds without output."""
+    passing its human lines through. Kills it when a case has started and nothing has come
+    for `silence_limit` seconds."""
     outcome = LaunchOutcome()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             bufsize=1, env=env, start_new_session=True, errors="replace")
@@ -211,8 +212,11 @@ def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_li
                 stream, line = lines.get(timeout=0.05)
             except queue.Empty:
                 view.tick()
+                # Only a started case can hang the runner past its own --case-timeout; loading
+                # many case files before the plan may legitimately take long.
                 silent = time.monotonic() - last_activity
-                if outcome.hung_after is None and silent > silence_limit:
+                if outcome.running is not None and outcome.hung_after is None \
+                        and silent > silence_limit:
                     outcome.hung_after = silent
                     _stop(proc)
                 continue

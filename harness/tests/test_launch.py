@@ -144,8 +144,8 @@ class RecoveryTest(unittest.TestCase):
 
     def test_a_hung_runner_is_killed_and_resumed(self):
         start = time.monotonic()
-        fake, outcome, tally, text = self.run_fake("hang", case_timeout=0.3)
-        self.assertLess(time.monotonic() - start, 10)
+        fake, outcome, tally, text = self.run_fake("hang", case_timeout=1)
+        self.assertLess(time.monotonic() - start, 15)
         rows = read_jsonl(fake.dir / "out" / "results.jsonl")
         self.assertEqual([r["status"] for r in rows], ["pass", "error", "pass"])
         self.assertIn("stopped responding (no progress for", rows[1]["message"])
