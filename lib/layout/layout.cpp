@@ -276,6 +276,11 @@ Layout coalesce(const Layout& l, const IntTuple& profile) {
   modes.reserve(l.rank());
   for (std::size_t i = 0; i < n; ++i) modes.push_back(coalesce(l[i], profile[i]));
   for (std::size_t i = n; i < l.rank(); ++i) modes.push_back(l[i]);
+  if (modes.empty()) {
+    throw Error(ErrorKind::value, "coalesce(" + to_string(l) + ", profile " + to_string(profile) +
+                                      "): no modes to coalesce; the reference's make_layout() of "
+                                      "no layouts raises ValueError");
+  }
   return make_layout(modes);
 }
 

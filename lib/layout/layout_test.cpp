@@ -159,6 +159,10 @@ TEST(Layout, CoalesceWithProfile) {
   EXPECT_EQ(coalesce(l, parse_int_tuple("((1,1),1)")), L("((2,4),3):((4,1),1)"));
   EXPECT_EQ(error_of([&] { (void)coalesce(l, parse_int_tuple("(1,1,1)")); }).kind(),
             ErrorKind::assertion);
+  EXPECT_EQ(coalesce(l, parse_int_tuple("()")), l);
+  // No modes at all: the reference's make_layout() of nothing raises ValueError.
+  EXPECT_EQ(error_of([] { (void)coalesce(L("():()"), parse_int_tuple("()")); }).kind(),
+            ErrorKind::value);
 }
 
 TEST(Layout, FilterExamples) {
