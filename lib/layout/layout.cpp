@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <string>
 #include <utility>
 
@@ -79,6 +80,17 @@ struct CompositionOperands {
   const Layout& b;
 };
 
+// a / b for a >= 0, b > 0. Mesh extents and strides are mostly powers of two and always small,
+// so a shift or a 32-bit division replaces the slow 64-bit one.
+inline std::int64_t div_positive(std::int64_t a, std::int64_t b) {
+  const auto ub = static_cast<std::uint64_t>(b);
+  if ((ub & (ub - 1)) == 0) return a >> std::countr_zero(ub);
+  if ((static_cast<std::uint64_t>(a) >> 32) == 0 && (ub >> 32) == 0) {
+    return static_cast<std::uint32_t>(a) / static_cast<std::uint32_t>(b);
+  }
+  return a / b;
+}
+
 [[noreturn]] void throw_composition_undefined(const CompositionOperands& ops, std::int64_t s,
                                               std::int64_t d, std::int64_t curr_shape,
                                               std::int64_t curr_stride, std::int64_t rest_stride) {
@@ -116,13 +128,13 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
       // All positive, the usual case: the same arithmetic with one division per branch.
       if (rest_stride >= curr_shape) {
         // curr_shape // rest_stride <= 1, so nothing is emitted and rest_shape stays.
-        const std::int64_t q = rest_stride / curr_shape;
+        const std::int64_t q = div_positive(rest_stride, curr_shape);
         if (q * curr_shape != rest_stride) {
           throw_composition_undefined(ops, s, d, curr_shape, curr_stride, rest_stride);
         }
         rest_stride = q;
       } else {
-        const std::int64_t q = curr_shape / rest_stride;
+        const std::int64_t q = div_positive(curr_shape, rest_stride);
         if (q * rest_stride != curr_shape) {
           throw_composition_undefined(ops, s, d, curr_shape, curr_stride, rest_stride);
         }
@@ -130,7 +142,7 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
         if (new_shape != 1) {
           rs.push_back(new_shape);
           rd.push_back(rest_stride * curr_stride);
-          rest_shape /= new_shape;
+          rest_shape = div_positive(rest_shape, new_shape);
         }
         rest_stride = 1;  // ceil(rest_stride / curr_shape) with rest_stride < curr_shape
       }
@@ -334,11 +346,14 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
                       " already covered by the smaller strides (the reference asserts "
                       "current_idx <= shape * stride)");
     }
-    rs.push_back(floor_div(stride, current, "complement"));
+    rs.push_back(stride > 0 ? div_positive(stride, current)
+                            : floor_div(stride, current, "complement"));
     rd.push_back(current);
     current = shape * stride;
   }
-  rs.push_back(floor_div(cotarget + current - 1, current, "complement"));
+  const std::int64_t covered = cotarget + current - 1;
+  rs.push_back(covered >= 0 ? div_positive(covered, current)
+                            : floor_div(covered, current, "complement"));
   rd.push_back(current);
   // Largest stride first (lexicographic order); coalesce scans the reversed lists directly.
   LeafBuffer shape_lex;
