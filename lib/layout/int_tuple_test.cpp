@@ -212,5 +212,33 @@ TEST(IntTupleContract, ParsePrintRoundTrip) {
   }
 }
 
+// Arbitrary text either parses to a value that prints back to itself or is rejected with
+// Error(value) naming a column inside the text.
+TEST(IntTupleContract, ParseRejectsGarbageCleanly) {
+  testing::LayoutGenerator gen(0xbad);
+  const std::string alphabet = "()(),,0123456789- x";
+  int parsed = 0;
+  int rejected = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string text;
+    const auto len = gen.uniform(0, 12);
+    for (std::int64_t i = 0; i < len; ++i) {
+      text += alphabet[static_cast<std::size_t>(
+          gen.uniform(0, static_cast<std::int64_t>(alphabet.size()) - 1))];
+    }
+    try {
+      const IntTuple t = parse_int_tuple(text);
+      ASSERT_EQ(parse_int_tuple(to_string(t)), t) << text;
+      ++parsed;
+    } catch (const Error& e) {
+      ASSERT_EQ(e.kind(), ErrorKind::value) << text;
+      ASSERT_NE(std::string(e.what()).find("column"), std::string::npos) << e.what();
+      ++rejected;
+    }
+  }
+  EXPECT_GT(parsed, 100);
+  EXPECT_GT(rejected, 100);
+}
+
 }  // namespace
 }  // namespace meshgate
