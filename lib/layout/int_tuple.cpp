@@ -182,9 +182,15 @@ class TupleParser {
                                       "' (found " + found + ")");
   }
 
-  void parse_element(IntTupleAccess::Nodes& out) {
+  void parse_element(IntTupleAccess::Nodes& out, int depth = 0) {
     skip_space();
     if (pos_ < text_.size() && text_[pos_] == '(') {
+      // Layouts nest a few levels; the bound keeps hostile input from exhausting the stack.
+      if (depth == kMaxDepth) {
+        throw Error(ErrorKind::value, "tuple nested deeper than " + std::to_string(kMaxDepth) +
+                                          " levels at column " + std::to_string(pos_) + " in '" +
+                                          std::string(text_) + "'");
+      }
       ++pos_;
       const std::size_t root = out.size();
       out.push_back(Node{0, 0});
@@ -194,7 +200,7 @@ class TupleParser {
         ++pos_;
       } else {
         for (;;) {
-          parse_element(out);
+          parse_element(out, depth + 1);
           ++count;
           skip_space();
           if (pos_ < text_.size() && text_[pos_] == ')') {
@@ -238,6 +244,8 @@ class TupleParser {
     pos_ = end;
     return value;
   }
+
+  static constexpr int kMaxDepth = 64;
 
   std::string_view text_;
   std::size_t pos_;

@@ -106,6 +106,13 @@ TEST(IntTuple, ParseErrorsNameThePosition) {
     EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos)
         << c.text << " -> " << e.what();
   }
+  const std::string deep = std::string(100, '(') + "1" + std::string(100, ')');
+  const Error nested = error_of([&] { (void)T(deep); });
+  EXPECT_EQ(nested.kind(), ErrorKind::value);
+  EXPECT_NE(std::string(nested.what()).find("deeper than 64 levels at column 64"),
+            std::string::npos)
+      << nested.what();
+  EXPECT_EQ(to_string(T(std::string(64, '(') + "1" + std::string(64, ')'))).size(), 129u);
   const Error big = error_of([] { (void)T("(99999999999999999999)"); });
   EXPECT_EQ(big.kind(), ErrorKind::value);
   EXPECT_NE(std::string(big.what()).find("column 1"), std::string::npos) << big.what();
