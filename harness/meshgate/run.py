@@ -151,7 +151,8 @@ def run_command(args: argparse.Namespace) -> int:
         if not first.started:
             view.close()
             if first.last.returncode != 2:
-                print(f"meshgate: meshgate-runner {first.last.death()} before running any case",
+                started_as = " ".join(setup.launcher() + ["meshgate-runner"])
+                print(f"meshgate: {started_as} {first.last.death()} before running any case",
                       file=sys.stderr)
             return 2
         header = {"id": run_id, "backend": args.backend}

@@ -181,6 +181,18 @@ class RunCrashTest(CliTestCase):
         self.assertIn("meshgate: runner crashed with SIGSEGV; resuming with 2 case(s) left", err)
 
 
+class RunnerDeathBeforePlanTest(CliTestCase):
+    scenario = {"exit_before_plan": 3, "cases": [{"id": "s/a", "tags": ["smoke"]}]}
+
+    def test_a_runner_that_dies_before_its_plan_is_an_error(self):
+        code, out, err = self.meshgate("run", "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 2)
+        self.assertIn("meshgate: meshgate-runner exited with code 3 before running any case",
+                      err)
+        self.assertEqual(len(self.fake.run_launches()), 1)
+        self.report.assert_not_called()
+
+
 class RunInputErrorTest(CliTestCase):
     scenario = "input_error"
 
