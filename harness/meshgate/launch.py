@@ -321,8 +321,8 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
         rows_before = len(rows)
         limit = max_launches if max_launches is not None else len(plan_ids) + 2
         if idle_launches >= 2 or len(launches) >= limit:
-            reason = (f"not run: meshgate-runner {outcome.death()} {len(launches)} time(s) "
-                      f"before reaching this case; gave up relaunching")
+            reason = (f"not run: meshgate-runner was launched {len(launches)} time(s) without "
+                      f"reaching this case (last launch {outcome.death()}); gave up relaunching")
             for case_id in remaining:
                 entry = catalogue.get(case_id, {})
                 results.append_row(jsonl, results.error_row(

@@ -171,11 +171,12 @@ class RecoveryTest(unittest.TestCase):
             {"id": "s/b", "tags": ["smoke"], "outcome": "pass"}]}
         fake, outcome, tally, text = self.run_fake(scenario)
         self.assertEqual(len(outcome.launches), 2)
-        self.assertIn("exited with code 3 2 time(s)", outcome.gave_up)
+        self.assertIn("launched 2 time(s) without reaching this case (last launch exited with "
+                      "code 3)", outcome.gave_up)
         rows = read_jsonl(fake.dir / "out" / "results.jsonl")
         self.assertEqual([(r["id"], r["status"]) for r in rows],
                          [("s/a", "error"), ("s/b", "error")])
-        self.assertTrue(rows[0]["message"].startswith("not run: meshgate-runner exited"))
+        self.assertTrue(rows[0]["message"].startswith("not run: meshgate-runner was launched"))
 
     def test_max_launches_caps_a_crash_per_launch(self):
         scenario = {"cases": [{"id": f"s/{i}", "tags": ["smoke"], "outcome": "segv"}
@@ -186,8 +187,8 @@ class RecoveryTest(unittest.TestCase):
         self.assertEqual(len(rows), 5)
         self.assertTrue(all(r["status"] == "error" for r in rows))
         self.assertIn("SIGSEGV while running this case", rows[2]["message"])
-        self.assertIn("not run: meshgate-runner crashed with SIGSEGV 3 time(s)",
-                      rows[3]["message"])
+        self.assertIn("not run: meshgate-runner was launched 3 time(s) without reaching this "
+                      "case (last launch crashed with SIGSEGV)", rows[3]["message"])
 
     def test_input_error_stops_before_any_relaunch(self):
         fake = FakeRunner("input_error")
