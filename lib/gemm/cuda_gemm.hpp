@@ -29,7 +29,8 @@ struct CudaRunInfo {
   Impl requested = Impl::lt_epilogue;
   LtPlan plan;                    // plan.executed != requested after a fallback, with the reason
   bool ran_gemm = false;          // false for K = 0 or empty outputs (no cuBLASLt call needed)
-  LtAlgoInfo algo;                // valid when ran_gemm
+  bool simple_kernel = false;     // cuBLASLt had no algorithm at all: a plain CUDA kernel ran
+  LtAlgoInfo algo;                // valid when ran_gemm and not simple_kernel
   bool heuristic_cached = false;  // the algorithm came from the per-problem cache
 };
 std::string describe(const CudaRunInfo& info);  // "lt_epilogue: BIAS algo 21 tile 18 splitk 1 ..."

@@ -271,7 +271,8 @@ class GemmCase final : public PreparedCase {
       entry["executed"] = g::to_string(info.plan.executed);
       entry["lt_epilogue"] = g::to_string(info.plan.epilogue);
       if (!info.plan.fallback_reason.empty()) entry["fallback_reason"] = info.plan.fallback_reason;
-      if (info.ran_gemm)
+      if (info.simple_kernel) entry["simple_kernel"] = true;
+      if (info.ran_gemm && !info.simple_kernel)
         entry["algo"] = {{"id", info.algo.algo_id},
                          {"tile", info.algo.tile_id},
                          {"splitk_num", info.algo.splitk_num},

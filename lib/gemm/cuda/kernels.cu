@@ -60,6 +60,21 @@ __global__ void broadcast_kernel(T* y, const T* bias, std::int64_t m, std::int64
     y[i] = bias[i % n];
 }
 
+template <class T>
+__global__ void simple_gemm_kernel(const T* x, const T* w, T* y, std::int64_t m, std::int64_t n,
+                                   std::int64_t k, bool x_t, bool w_t, float alpha) {
+  const std::int64_t count = m * n;
+  for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+       idx < count; idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t i = idx / n, j = idx % n;
+    float acc = 0.0f;
+    for (std::int64_t kk = 0; kk < k; ++kk)
+      acc +=
+          to_float(x[x_t ? kk * m + i : i * k + kk]) * to_float(w[w_t ? j * k + kk : kk * n + j]);
+    y[idx] = from_float<T>(alpha * acc);
+  }
+}
+
 unsigned blocks_for(std::int64_t count) {
   constexpr std::int64_t kThreads = 256, kMaxBlocks = 65535;
   return static_cast<unsigned>(
@@ -87,6 +102,20 @@ void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t m, std
     using T = decltype(zero);
     bias_act_kernel<T><<<blocks_for(m * n), 256, 0, stream>>>(
         static_cast<T*>(y), static_cast<const T*>(bias), m, n, epilogue);
+  });
+  MESHGATE_CHECK(cudaGetLastError());
+}
+
+void launch_simple_gemm(const GemmProblem& p, const void* x, const void* w, void* y,
+                        cudaStream_t stream) {
+  if (p.m * p.n == 0) return;
+  const bool x_t = p.layout == GemmLayout::tn || p.layout == GemmLayout::tt;
+  const bool w_t = p.layout == GemmLayout::nt || p.layout == GemmLayout::tt;
+  by_dtype(p.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    simple_gemm_kernel<T><<<blocks_for(p.m * p.n), 256, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), p.m, p.n, p.k, x_t,
+        w_t, p.alpha);
   });
   MESHGATE_CHECK(cudaGetLastError());
 }

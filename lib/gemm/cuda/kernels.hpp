@@ -12,6 +12,10 @@ namespace meshgate::gemm::cuda {
 // A null bias adds nothing (activation only).
 void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
                      Epilogue epilogue, cudaStream_t stream);
+// Y = alpha * op(X) op(W) with fp32 accumulation, one thread per output element: the last resort
+// when cuBLASLt has no algorithm even without an epilogue. Correct, not fast.
+void launch_simple_gemm(const GemmProblem& p, const void* x, const void* w, void* y,
+                        cudaStream_t stream);
 // y[i, j] = bias[j]: the bias broadcast into Y so that the GEMM can add it through C, beta = 1.
 void launch_broadcast_bias(DType dtype, void* y, const void* bias, std::int64_t m, std::int64_t n,
                            cudaStream_t stream);

@@ -287,16 +287,19 @@ struct CudaGemm::State {
     if (out.info.ran_gemm) {
       std::string why;
       if (!build(out, out.info.plan, why)) {
-        if (out.info.plan.executed == Impl::unfused)
-          throw Error(ErrorKind::runtime,
-                      "cuBLASLt cannot run this GEMM even without an epilogue: " + why);
-        out.info.plan = fallback_plan(p.epilogue, why);
-        out.desc.reset();
-        if (!build(out, out.info.plan, why))
-          throw Error(ErrorKind::runtime,
-                      "cuBLASLt cannot run this GEMM even without an epilogue: " + why);
+        if (out.info.plan.executed != Impl::unfused) {
+          out.info.plan = fallback_plan(p.epilogue, why);
+          if (build(out, out.info.plan, why)) return store(impl, std::move(out));
+        }
+        // Not even a plain GEMM has an algorithm (e.g. a degenerate shape): stay correct.
+        out.info.plan = fallback_plan(p.epilogue, why + "; the GEMM runs as a simple CUDA kernel");
+        out.info.simple_kernel = true;
       }
     }
+    return store(impl, std::move(out));
+  }
+
+  Prepared& store(Impl impl, Prepared out) {
     prepared.erase(impl);
     return prepared.emplace(impl, std::move(out)).first->second;
   }
@@ -311,6 +314,12 @@ struct CudaGemm::State {
       MESHGATE_CHECK(cudaMemsetAsync(
           y.get(), 0, static_cast<std::size_t>(p.m * p.n) * element_size(p.dtype), stream.get()));
       cuda::launch_bias_act(p.dtype, y.get(), b, p.m, p.n, p.epilogue, stream.get());
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    if (pr.info.simple_kernel) {
+      cuda::launch_simple_gemm(p, x.get(), w.get(), y.get(), stream.get());
+      if (plan.bias_act_kernel)
+        cuda::launch_bias_act(p.dtype, y.get(), b, p.m, p.n, p.epilogue, stream.get());
       return CUBLAS_STATUS_SUCCESS;
     }
     float beta = 0.0f;
@@ -342,6 +351,7 @@ std::string describe(const CudaRunInfo& info) {
     s << ", no GEMM (empty or K = 0)";
     return s.str();
   }
+  if (info.simple_kernel) return s.str();
   s << ", algo " << info.algo.algo_id << " tile " << info.algo.tile_id << " splitk "
     << info.algo.splitk_num << " reduction " << info.algo.reduction_scheme << " stages "
     << info.algo.stages_id << " workspace " << info.algo.workspace_bytes << " B"
@@ -393,6 +403,17 @@ CudaRunInfo CudaGemm::run(Impl impl) {
                       std::string("cublasLtMatmul returned ") + cublasLtGetStatusName(status) +
                           " for the " + std::string(to_string(pr->info.plan.epilogue)) +
                           " epilogue");
+    status = s_->enqueue(*pr);
+  }
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_EXECUTION_FAILED) {
+    Prepared simple;
+    simple.info.requested = impl;
+    simple.info.ran_gemm = true;
+    simple.info.simple_kernel = true;
+    simple.info.plan = fallback_plan(
+        s_->p.epilogue, std::string("cublasLtMatmul returned ") + cublasLtGetStatusName(status) +
+                            " without an epilogue; the GEMM runs as a simple CUDA kernel");
+    pr = &s_->store(impl, std::move(simple));
     status = s_->enqueue(*pr);
   }
   MESHGATE_CHECK(status);

@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include <cuda_runtime_api.h>
+
+#include "gemm/cuda/kernels.hpp"
 #include "gemm/cuda_gemm.hpp"
 #include "gemm/reference.hpp"
 
@@ -94,6 +97,37 @@ TEST_F(LtGemm, TimingReturnsPositiveSeconds) {
   const GemmProblem p{.m = 512, .n = 512, .k = 512, .dtype = DType::bf16};
   CudaGemm g(p, make_inputs(p));
   for (Impl impl : impls_for(Device::cuda)) EXPECT_GT(g.time(impl, 3), 0.0) << to_string(impl);
+}
+
+// The last-resort GEMM kernel (used when cuBLASLt has no algorithm at all) plus the bias kernel.
+TEST_F(LtGemm, SimpleKernelFallbackIsCorrect) {
+  for (GemmLayout l : {GemmLayout::nt, GemmLayout::nn, GemmLayout::tn, GemmLayout::tt}) {
+    const GemmProblem p{.m = 19,
+                        .n = 23,
+                        .k = 37,
+                        .dtype = DType::bf16,
+                        .epilogue = Epilogue::gelu_bias,
+                        .layout = l,
+                        .alpha = 1.5f};
+    const GemmInputs in = make_inputs(p, 5);
+    void *x = nullptr, *w = nullptr, *bias = nullptr, *y = nullptr;
+    ASSERT_EQ(cudaMalloc(&x, in.x.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&w, in.w.bytes()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&bias, in.bias.bytes()), cudaSuccess);
+    HostTensor out(p.dtype, p.m * p.n);
+    ASSERT_EQ(cudaMalloc(&y, out.bytes()), cudaSuccess);
+    cudaMemcpy(x, in.x.data(), in.x.bytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(w, in.w.data(), in.w.bytes(), cudaMemcpyHostToDevice);
+    cudaMemcpy(bias, in.bias.data(), in.bias.bytes(), cudaMemcpyHostToDevice);
+    cuda::launch_simple_gemm(p, x, w, y, nullptr);
+    cuda::launch_bias_act(p.dtype, y, bias, p.m, p.n, p.epilogue, nullptr);
+    ASSERT_EQ(cudaMemcpy(out.data(), y, out.bytes(), cudaMemcpyDeviceToHost), cudaSuccess);
+    for (void* ptr : {x, w, bias, y}) cudaFree(ptr);
+    const std::vector<std::int64_t> rows = rows_to_check(p);
+    const Comparison c = compare_to_reference(p, rows, reference_rows(p, in, rows), out,
+                                              tolerance_for(p.dtype, p.k));
+    EXPECT_TRUE(c.ok) << to_string(l) << ": " << c.describe();
+  }
 }
 
 }  // namespace
