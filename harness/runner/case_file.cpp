@@ -144,7 +144,8 @@ void merge_defaults(YAML::Node case_node, const YAML::Node& defaults) {
       case_node.force_insert(it->first, it->second);
     } else if (key == "tags" && own.IsSequence() && it->second.IsSequence()) {
       YAML::Node tags = own;
-      for (const YAML::Node& tag : it->second) {
+      const YAML::Node default_tags = it->second;
+      for (const YAML::Node& tag : default_tags) {
         bool present = false;
         for (const YAML::Node& have : own) present = present || have.Scalar() == tag.Scalar();
         if (!present) tags.push_back(tag);
@@ -167,15 +168,17 @@ std::optional<std::vector<std::pair<std::string, std::vector<YAML::Node>>>> read
   }
   for (auto it = matrix.begin(); it != matrix.end(); ++it) {
     const std::string key = it->first.as<std::string>("");
+    // A named copy: `it->second` lives in a temporary that a range-for would outlive.
+    const YAML::Node listed = it->second;
     std::vector<YAML::Node> values;
-    if (it->second.IsSequence()) {
-      for (const YAML::Node& v : it->second) values.push_back(v);
-    } else if (it->second.IsScalar()) {
-      values.push_back(it->second);
+    if (listed.IsSequence()) {
+      for (const YAML::Node& v : listed) values.push_back(v);
+    } else if (listed.IsScalar()) {
+      values.push_back(listed);
     }
     if (values.empty()) {
-      errs.add(it->second.Mark(), "matrix." + key,
-               "expected a non-empty list of values, got " + describe_node(it->second));
+      errs.add(listed.Mark(), "matrix." + key,
+               "expected a non-empty list of values, got " + describe_node(listed));
       return std::nullopt;
     }
     axes.emplace_back(key, std::move(values));

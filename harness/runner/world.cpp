@@ -4,6 +4,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -30,16 +31,23 @@ void ThreadsWorld::run_on_ranks(int ranks, const std::function<void(int rank)>& 
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(ranks));
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        fn(rank);
-      } catch (const std::exception& e) {
-        record(rank, e.what());
-      } catch (...) {
-        record(rank, "an exception that is not a std::exception");
-      }
-    });
+  try {
+    for (int rank = 0; rank < ranks; ++rank) {
+      threads.emplace_back([&, rank] {
+        try {
+          fn(rank);
+        } catch (const std::exception& e) {
+          record(rank, e.what());
+        } catch (...) {
+          record(rank, "an exception that is not a std::exception");
+        }
+      });
+    }
+  } catch (const std::system_error& e) {
+    // The ranks already started may wait for the missing ones; the case's watchdog ends that.
+    for (std::thread& thread : threads) thread.join();
+    throw std::runtime_error("could not start rank thread " + std::to_string(threads.size()) +
+                             " of " + std::to_string(ranks) + ": " + e.what());
   }
   for (std::thread& thread : threads) thread.join();
   if (first_failure) throw *first_failure;
