@@ -29,50 +29,60 @@ FlatModes flat_modes(const Layout& l) {
   return m;
 }
 
-// pycute's coalesce over flat leaves: scan right to left from an accumulator 1:0, skip shape-1
-// leaves, let the first real leaf replace a shape-1 accumulator, merge when the accumulated
-// mode ends where the next one starts (shape * stride == stride), else push a new mode.
-// The modes land in (rs, rd) right to left, i.e. rs[0] is the innermost mode.
-void coalesce_reversed(const std::int64_t* shape, const std::int64_t* stride, std::size_t n,
-                       LeafBuffer& rs, LeafBuffer& rd) {
+// One step of pycute's coalesce, which scans leaves right to left from an accumulator 1:0:
+// skip shape-1 leaves, let the first real leaf replace a shape-1 accumulator, merge when the
+// accumulated mode ends where the next one starts (shape * stride == stride), else push a new
+// mode. The modes land in (rs, rd) right to left, i.e. rs[0] is the innermost mode.
+inline void coalesce_step(std::int64_t s, std::int64_t d, LeafBuffer& rs, LeafBuffer& rd) {
+  if (s == 1) return;
+  if (rs.back() == 1) {
+    rs.back() = s;
+    rd.back() = d;
+  } else if (rs.back() * rd.back() == d) {
+    rs.back() *= s;
+  } else {
+    rs.push_back(s);
+    rd.push_back(d);
+  }
+}
+
+// coalesce straight from the node lists of a layout, modes right to left into (rs, rd): equal
+// nesting puts the leaves of shape and stride at the same node positions, so no leaf lists are
+// gathered first.
+void coalesce_layout_reversed(const Layout& l, LeafBuffer& rs, LeafBuffer& rd) {
+  const Node* shape = IntTupleAccess::nodes(l.shape());
+  const Node* stride = IntTupleAccess::nodes(l.stride());
   rs.clear();
   rd.clear();
   rs.push_back(1);
   rd.push_back(0);
-  for (std::size_t i = n; i-- > 0;) {
-    const std::int64_t s = shape[i];
-    const std::int64_t d = stride[i];
-    if (s == 1) continue;
-    if (rs.back() == 1) {
-      rs.back() = s;
-      rd.back() = d;
-    } else if (rs.back() * rd.back() == d) {
-      rs.back() *= s;
-    } else {
-      rs.push_back(s);
-      rd.push_back(d);
-    }
+  for (std::size_t i = IntTupleAccess::node_count(l.shape()); i-- > 0;) {
+    if (shape[i].span == 0) coalesce_step(shape[i].value, stride[i].value, rs, rd);
   }
 }
 
-Layout coalesce_leaves(const std::int64_t* shape, const std::int64_t* stride, std::size_t n) {
-  LeafBuffer rs;
-  LeafBuffer rd;
-  coalesce_reversed(shape, stride, n, rs, rd);
+// coalesce of the layout whose modes, listed right to left, are (emitted_shape, emitted_stride).
+Layout coalesce_emitted(const LeafBuffer& emitted_shape, const LeafBuffer& emitted_stride) {
+  LeafBuffer rs{1};
+  LeafBuffer rd{0};
+  for (std::size_t i = 0; i < emitted_shape.size(); ++i) {
+    coalesce_step(emitted_shape[i], emitted_stride[i], rs, rd);
+  }
   return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
                 IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
-// Appends `values` (given right to left) as one result mode: an int when there is one value,
-// otherwise a flat tuple.
-void append_mode_reversed(const LeafBuffer& values, Nodes& out) {
-  if (values.size() == 1) {
-    out.push_back(Node{values[0], 0});
+// The leaves after the placeholder at `root` were written right to left: reverse them into
+// a flat tuple, or replace the placeholder by the leaf when there is only one.
+void finish_mode(Nodes& out, std::size_t root) {
+  const std::size_t count = out.size() - root - 1;
+  if (count == 1) {
+    out[root] = out[root + 1];
+    out.pop_back();
     return;
   }
-  out.push_back(
-      Node{static_cast<std::int64_t>(values.size()), static_cast<std::int32_t>(values.size() + 1)});
-  for (std::size_t i = values.size(); i-- > 0;) out.push_back(Node{values[i], 0});
+  std::reverse(out.begin() + root + 1, out.end());
+  out[root] = Node{static_cast<std::int64_t>(count), static_cast<std::int32_t>(count + 1)};
 }
 
 struct CompositionOperands {
@@ -113,8 +123,12 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
     out_stride.push_back(Node{0, 0});
     return;
   }
-  LeafBuffer rs;
-  LeafBuffer rd;
+  // The modes are found right to left: they are written after a placeholder tuple node and
+  // put in order (or collapsed to a single int) at the end.
+  const std::size_t shape_root = out_shape.size();
+  const std::size_t stride_root = out_stride.size();
+  out_shape.push_back(Node{0, 0});
+  out_stride.push_back(Node{0, 0});
   std::int64_t rest_shape = s;
   std::int64_t rest_stride = d;
   constexpr std::string_view where = "composition";
@@ -140,8 +154,8 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
         }
         const std::int64_t new_shape = std::min(q, rest_shape);
         if (new_shape != 1) {
-          rs.push_back(new_shape);
-          rd.push_back(rest_stride * curr_stride);
+          out_shape.push_back(Node{new_shape, 0});
+          out_stride.push_back(Node{rest_stride * curr_stride, 0});
           rest_shape = div_positive(rest_shape, new_shape);
         }
         rest_stride = 1;  // ceil(rest_stride / curr_shape) with rest_stride < curr_shape
@@ -155,18 +169,18 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
     const std::int64_t new_shape =
         std::min(std::max<std::int64_t>(1, floor_div(curr_shape, rest_stride, where)), rest_shape);
     if (new_shape != 1) {
-      rs.push_back(new_shape);
-      rd.push_back(rest_stride * curr_stride);
+      out_shape.push_back(Node{new_shape, 0});
+      out_stride.push_back(Node{rest_stride * curr_stride, 0});
     }
     rest_shape = floor_div(rest_shape, new_shape, where);
     rest_stride = -floor_div(-rest_stride, curr_shape, where);
   }
-  if (rest_shape != 1 || rs.empty()) {
-    rs.push_back(rest_shape);
-    rd.push_back(rest_stride * flat_a.stride[n - 1]);
+  if (rest_shape != 1 || out_shape.size() == shape_root + 1) {
+    out_shape.push_back(Node{rest_shape, 0});
+    out_stride.push_back(Node{rest_stride * flat_a.stride[n - 1], 0});
   }
-  append_mode_reversed(rs, out_shape);
-  append_mode_reversed(rd, out_stride);
+  finish_mode(out_shape, shape_root);
+  finish_mode(out_stride, stride_root);
 }
 
 // composition(A, B) distributes over B's modes, so the result nests like B with each int
@@ -271,8 +285,11 @@ Layout flatten(const Layout& l) {
 }
 
 Layout coalesce(const Layout& l) {
-  const FlatModes m = flat_modes(l);
-  return coalesce_leaves(m.shape.data(), m.stride.data(), m.shape.size());
+  LeafBuffer rs;
+  LeafBuffer rd;
+  coalesce_layout_reversed(l, rs, rd);
+  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
+                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
 Layout coalesce(const Layout& l, const IntTuple& profile) {
@@ -297,22 +314,22 @@ Layout coalesce(const Layout& l, const IntTuple& profile) {
 }
 
 Layout filter(const Layout& l) {
-  const FlatModes m = flat_modes(l);
-  FlatModes kept;
-  for (std::size_t i = 0; i < m.shape.size(); ++i) {
-    if (m.shape[i] == 1 || m.stride[i] == 0) continue;
-    kept.shape.push_back(m.shape[i]);
-    kept.stride.push_back(m.stride[i]);
+  // Coalescing nothing gives 1:0, which is also the reference's answer when nothing is kept.
+  const Node* shape = IntTupleAccess::nodes(l.shape());
+  const Node* stride = IntTupleAccess::nodes(l.stride());
+  LeafBuffer rs{1};
+  LeafBuffer rd{0};
+  for (std::size_t i = IntTupleAccess::node_count(l.shape()); i-- > 0;) {
+    if (shape[i].span != 0 || shape[i].value == 1 || stride[i].value == 0) continue;
+    coalesce_step(shape[i].value, stride[i].value, rs, rd);
   }
-  if (kept.shape.empty()) return Layout();
-  return coalesce_leaves(kept.shape.data(), kept.stride.data(), kept.shape.size());
+  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
+                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
 Layout composition(const Layout& a, const Layout& b) {
-  const FlatModes leaves_of_a = flat_modes(a);
   FlatModes flat_a;
-  coalesce_reversed(leaves_of_a.shape.data(), leaves_of_a.stride.data(), leaves_of_a.shape.size(),
-                    flat_a.shape, flat_a.stride);
+  coalesce_layout_reversed(a, flat_a.shape, flat_a.stride);
   // Built in place in the result's tuples so that no node list is copied afterwards.
   IntTuple shape;
   IntTuple stride;
@@ -355,14 +372,9 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
   rs.push_back(covered >= 0 ? div_positive(covered, current)
                             : floor_div(covered, current, "complement"));
   rd.push_back(current);
-  // Largest stride first (lexicographic order); coalesce scans the reversed lists directly.
-  LeafBuffer shape_lex;
-  LeafBuffer stride_lex;
-  for (std::size_t i = rs.size(); i-- > 0;) {
-    shape_lex.push_back(rs[i]);
-    stride_lex.push_back(rd[i]);
-  }
-  return coalesce_leaves(shape_lex.data(), stride_lex.data(), shape_lex.size());
+  // The result lists the modes largest stride first (lexicographic order); coalesce scans
+  // that right to left, which is the order they were emitted in.
+  return coalesce_emitted(rs, rd);
 }
 
 Layout right_inverse(const Layout& l) {
@@ -387,13 +399,7 @@ Layout right_inverse(const Layout& l) {
     rd.push_back(rstride);
     current = shape * stride;
   }
-  LeafBuffer shape_lex;
-  LeafBuffer stride_lex;
-  for (std::size_t i = rs.size(); i-- > 0;) {
-    shape_lex.push_back(rs[i]);
-    stride_lex.push_back(rd[i]);
-  }
-  return coalesce_leaves(shape_lex.data(), stride_lex.data(), shape_lex.size());
+  return coalesce_emitted(rs, rd);
 }
 
 Layout left_inverse(const Layout& l) {
