@@ -12,6 +12,35 @@
 namespace meshgate::gemm {
 namespace {
 
+// Bulk conversions with the dtype decided once per buffer rather than per element.
+void upcast(const HostTensor& t, float* out) {
+  const std::int64_t n = t.size();
+  if (t.dtype() == DType::f32) {
+    std::copy_n(static_cast<const float*>(t.data()), n, out);
+    return;
+  }
+  const auto* bits = static_cast<const std::uint16_t*>(t.data());
+  if (t.dtype() == DType::f16)
+    for (std::int64_t i = 0; i < n; ++i) out[i] = half_to_float(bits[i]);
+  else
+    for (std::int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
+}
+
+// y[offset + i] = fn(i) rounded to y's dtype, for i < count.
+template <class Fn>
+void store(HostTensor& y, std::int64_t offset, std::int64_t count, Fn&& fn) {
+  if (y.dtype() == DType::f32) {
+    float* out = static_cast<float*>(y.data()) + offset;
+    for (std::int64_t i = 0; i < count; ++i) out[i] = fn(i);
+    return;
+  }
+  auto* out = static_cast<std::uint16_t*>(y.data()) + offset;
+  if (y.dtype() == DType::f16)
+    for (std::int64_t i = 0; i < count; ++i) out[i] = float_to_half(fn(i));
+  else
+    for (std::int64_t i = 0; i < count; ++i) out[i] = float_to_bf16(fn(i));
+}
+
 // op(X) and op(W) as fp32 pointers with their stored leading dimensions. For fp32 the caller's
 // storage is used directly; fp16/bf16 are upcast exactly into `owned`.
 struct Operands {
@@ -29,8 +58,8 @@ Operands upcast(const GemmProblem& p, const GemmInputs& in) {
   } else {
     o.x_owned.resize(static_cast<std::size_t>(in.x.size()));
     o.w_owned.resize(static_cast<std::size_t>(in.w.size()));
-    for (std::int64_t i = 0; i < in.x.size(); ++i) o.x_owned[i] = in.x.get(i);
-    for (std::int64_t i = 0; i < in.w.size(); ++i) o.w_owned[i] = in.w.get(i);
+    upcast(in.x, o.x_owned.data());
+    upcast(in.w, o.w_owned.data());
     o.x = o.x_owned.data();
     o.w = o.w_owned.data();
   }
@@ -68,8 +97,9 @@ void sgemm_rows(const GemmProblem& p, const Operands& o, std::int64_t row0, std:
 // the activation are applied on the way out: one rounding per element, as in the epilogue.
 void run_epilogue(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   const Operands o = upcast(p, in);
-  const std::int64_t block = std::clamp<std::int64_t>((1 << 18) / std::max<std::int64_t>(p.n, 1),
-                                                      32, std::max<std::int64_t>(p.m, 1));
+  const std::int64_t block = std::min<std::int64_t>(
+      std::max<std::int64_t>(p.m, 1),
+      std::max<std::int64_t>(32, (1 << 18) / std::max<std::int64_t>(p.n, 1)));
   std::vector<float> tile;
   for (std::int64_t row0 = 0; row0 < p.m; row0 += block) {
     const std::int64_t rows = std::min(block, p.m - row0);
@@ -81,14 +111,15 @@ void run_epilogue(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
       c = tile.data();
     }
     sgemm_rows(p, o, row0, rows, 0.0f, c);
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < p.n; ++j) {
-        const float v = activate(p.epilogue, c[i * p.n + j] + o.bias[j]);
-        if (p.dtype == DType::f32)
-          c[i * p.n + j] = v;
-        else
-          y.set((row0 + i) * p.n + j, v);
-      }
+    if (p.dtype == DType::f32) {
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < p.n; ++j)
+          c[i * p.n + j] = activate(p.epilogue, c[i * p.n + j] + o.bias[j]);
+    } else {
+      for (std::int64_t i = 0; i < rows; ++i)
+        store(y, (row0 + i) * p.n, p.n,
+              [&](std::int64_t j) { return activate(p.epilogue, c[i * p.n + j] + o.bias[j]); });
+    }
   }
 }
 
@@ -102,13 +133,13 @@ void run_unfused(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   } else {
     std::vector<float> product(static_cast<std::size_t>(count));
     sgemm_rows(p, o, 0, p.m, 0.0f, product.data());
-    for (std::int64_t i = 0; i < count; ++i) y.set(i, product[i]);
+    store(y, 0, count, [&](std::int64_t i) { return product[i]; });
   }
   if (has_bias(p.epilogue))
     for (std::int64_t i = 0; i < p.m; ++i)
-      for (std::int64_t j = 0; j < p.n; ++j) y.set(i * p.n + j, y.get(i * p.n + j) + o.bias[j]);
+      store(y, i * p.n, p.n, [&](std::int64_t j) { return y.get(i * p.n + j) + o.bias[j]; });
   if (p.epilogue == Epilogue::relu_bias || p.epilogue == Epilogue::gelu_bias)
-    for (std::int64_t i = 0; i < count; ++i) y.set(i, activate(p.epilogue, y.get(i)));
+    store(y, 0, count, [&](std::int64_t i) { return activate(p.epilogue, y.get(i)); });
 }
 
 // The bias enters through C at fp32 compute precision (beta = 1), as PyTorch's non-Lt addmm
@@ -128,7 +159,7 @@ void run_beta_bias(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
     if (p.epilogue == Epilogue::relu_bias || p.epilogue == Epilogue::gelu_bias)
       for (std::int64_t i = 0; i < count; ++i) c[i] = activate(p.epilogue, c[i]);
   } else {
-    for (std::int64_t i = 0; i < count; ++i) y.set(i, activate(p.epilogue, c[i]));
+    store(y, 0, count, [&](std::int64_t i) { return activate(p.epilogue, c[i]); });
   }
 }
 
