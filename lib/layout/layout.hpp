@@ -34,10 +34,11 @@ class Layout {
   IntTuple stride_;
 };
 
-std::int64_t size(const Layout& l);                 // product of shape leaves
-std::int64_t cosize(const Layout& l);               // L(size - 1) + 1
-Layout make_layout(std::span<const Layout> modes);  // modes side by side: (s0,s1,..):(d0,d1,..)
-Layout flatten(const Layout& l);                    // all leaves as top-level modes
+std::int64_t size(const Layout& l);    // product of shape leaves
+std::int64_t cosize(const Layout& l);  // L(size - 1) + 1
+// Modes side by side: (s0,s1,..):(d0,d1,..); no modes gives ():().
+Layout make_layout(std::span<const Layout> modes);
+Layout flatten(const Layout& l);  // all leaves as top-level modes
 
 // @post coalesce(L)(i) == L(i) for all i < size(L); shape-1 leaves dropped; all-1 -> 1:0.
 Layout coalesce(const Layout& l);
@@ -47,14 +48,28 @@ Layout coalesce(const Layout& l, const IntTuple& profile);
 Layout filter(const Layout& l);
 // @post composition(A,B)(i) == A(B(i)) for all i < size(B). Error(assertion) when the
 // divisibility condition of the reference fails (e.g. (4,6,8,10):(2,3,5,7) o 6:12).
+// As in the reference, the postcondition needs more than "no assertion": a mode of B whose
+// shape does not divide A's modes is silently truncated ((3,4):(1,3) o 6:1 = 4:3); the result
+// distributes over B's modes, so it is exact for all of B only when those modes do not overlap;
+// and past size(A) it follows coalesce(A), whose outermost mode is unbounded.
+// Error(value) when B contains an empty mode () (the reference's make_layout of nothing).
 Layout composition(const Layout& a, const Layout& b);
-// Error(assertion) on inputs the reference asserts against (e.g. (8,2):(1,2)).
+// Error(assertion) on inputs the reference asserts against (e.g. (8,2):(1,2)). Overlapping or
+// non-dividing strides are not rejected and give the reference's result: 0-size modes
+// ((2,2):(1,1), 8 -> (4,0):(2,2)) or holes.
+// @post for L injective with dividing strides, complement(L, c) and L are disjoint and
+// make_layout(complement(L, c), L) covers [0, c).
 Layout complement(const Layout& l, std::int64_t cotarget = 1);
 // @post L(right_inverse(L)(i)) == i for all i < size(right_inverse(L)).
 Layout right_inverse(const Layout& l);
-// @post left_inverse(L)(L(i)) == i for all i < size(L), for injective L.
+// @post left_inverse(L)(L(i)) == i for all i < size(L), for injective L whose strides divide
+// (sorted by stride, each starts at a multiple of where the smaller ones end); others such as
+// (2,3):(3,2) get the reference's answer, (3,2):(1,6), which is not a left inverse.
 Layout left_inverse(const Layout& l);
+// composition(A, make_layout(B, complement(B, size(A)))).
 Layout logical_divide(const Layout& a, const Layout& b);
+// make_layout(A, composition(complement(A, size(A) * cosize(B)), B)), for int-shaped B too
+// (the reference sends an int B to logical_divide by mistake).
 Layout logical_product(const Layout& a, const Layout& b);
 
 // CuTe notation "shape:stride", e.g. "(2,(1,6)):(1,(6,2))", "8:1", "(8):(1)".

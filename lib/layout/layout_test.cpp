@@ -234,6 +234,9 @@ TEST(Layout, InverseExamples) {
   EXPECT_EQ(right_inverse(L("(2,4):(1,4)")), L("2:4"));
   EXPECT_EQ(left_inverse(L("4:2")), L("(4,2):(1,4)"));
   EXPECT_EQ(left_inverse(L("(2,3):(1,2)")), L("(3,2):(1,3)"));
+  // Injective but with non-dividing strides: the reference's answer is no left inverse.
+  EXPECT_EQ(left_inverse(L("(2,3):(3,2)")), L("(3,2):(1,6)"));
+  EXPECT_NE(left_inverse(L("(2,3):(3,2)"))(L("(2,3):(3,2)")(3)), 3);
 }
 
 TEST(Layout, DivideAndProductExamples) {
