@@ -83,14 +83,13 @@ std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string
     return std::nullopt;
   }
   LoadedCases loaded = load_cases(paths);
-  if (!loaded.errors.empty()) {
-    print_input_errors(loaded.errors, err);
-    return std::nullopt;
-  }
   const std::size_t loaded_count = loaded.cases.size();
+  // The cases that did load are validated too, so one pass shows every mistake of every file.
   PlannedCases planned = prepare_cases(select_cases(filter, std::move(loaded.cases)), kinds);
-  if (!planned.errors.empty()) {
-    print_input_errors(planned.errors, err);
+  std::vector<std::string> errors = std::move(loaded.errors);
+  errors.insert(errors.end(), planned.errors.begin(), planned.errors.end());
+  if (!errors.empty()) {
+    print_input_errors(errors, err);
     return std::nullopt;
   }
   if (planned.cases.empty()) {

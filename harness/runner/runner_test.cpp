@@ -307,9 +307,10 @@ TEST_F(RunCommandTest, ResumeKeepsRowsAndRunsTheRest) {
 TEST_F(RunCommandTest, InputErrorsOfAllFilesStopTheRunWithExitTwo) {
   const std::string a = write("a.yaml", "cases:\n  - {name: x, kind: probe, valeu: 1}\n");
   const std::string b = write("b.yaml", "cases:\n  - {name: y, kind: probe, value: one}\n");
+  const std::string c = write("c.yaml", "cases:\n  - {name: z, kind: probe, value: 1");
   std::ostringstream out, err;
   const int runs_before = probe_counters().runs;
-  EXPECT_EQ(run_command(options({a, b}), test_kinds(), out, err), 2);
+  EXPECT_EQ(run_command(options({a, b, c}), test_kinds(), out, err), 2);
   EXPECT_EQ(probe_counters().runs, runs_before);
   const std::string text = err.str();
   EXPECT_NE(text.find("a.yaml:2:28: case 'a/x': key 'valeu': unknown key (did you mean 'value'?)"),
@@ -318,7 +319,9 @@ TEST_F(RunCommandTest, InputErrorsOfAllFilesStopTheRunWithExitTwo) {
   EXPECT_NE(text.find("b.yaml:2:35: case 'b/y': key 'value': expected an integer, got 'one'"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("; nothing was run"), std::string::npos);
+  EXPECT_NE(text.find("c.yaml:2:1: invalid YAML: end of map flow not found"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("4 input errors; nothing was run"), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
 }
 
