@@ -84,17 +84,18 @@ std::int64_t crd2idx_int(std::int64_t crd, const Node* shape, const Node* stride
     std::int64_t result = 0;
     for (std::size_t i = shapes.size(); i-- > 1;) {
       const std::int64_t mode_size = IntTupleAccess::subtree_product(shapes[i]);
-      result += crd2idx_int(floor_mod(crd, mode_size, "crd2idx"), shapes[i], strides[i]);
+      result = add(result, crd2idx_int(floor_mod(crd, mode_size, "crd2idx"), shapes[i], strides[i]),
+                   "crd2idx");
       crd = floor_div(crd, mode_size, "crd2idx");
     }
-    if (!shapes.empty()) result += crd2idx_int(crd, shapes[0], strides[0]);
+    if (!shapes.empty()) result = add(result, crd2idx_int(crd, shapes[0], strides[0]), "crd2idx");
     return result;
   }
   if (!shape_leaf || !stride_leaf) {
     assertion_failed("crd2idx: shape " + cute_of(shape) + " and stride " + cute_of(stride) +
                      " differ in nesting");
   }
-  return crd * stride->value;
+  return mul(crd, stride->value, "crd2idx");
 }
 
 std::int64_t crd2idx_nodes(const Node* crd, const Node* shape, const Node* stride) {
@@ -114,7 +115,7 @@ std::int64_t crd2idx_nodes(const Node* crd, const Node* shape, const Node* strid
   children_of(stride, strides);
   std::int64_t result = 0;
   for (std::size_t i = 0; i < crds.size(); ++i) {
-    result += crd2idx_nodes(crds[i], shapes[i], strides[i]);
+    result = add(result, crd2idx_nodes(crds[i], shapes[i], strides[i]), "crd2idx");
   }
   return result;
 }
@@ -259,6 +260,12 @@ void throw_division_by_zero(std::string_view op, std::int64_t a, std::string_vie
                                     " 0; the reference raises ZeroDivisionError)");
 }
 
+void throw_overflow(std::string_view op, std::int64_t a, std::int64_t b, std::string_view where) {
+  throw Error(ErrorKind::value, "integer overflow in " + std::string(where) + ": " +
+                                    std::to_string(a) + " " + std::string(op) + " " +
+                                    std::to_string(b) + " does not fit in int64");
+}
+
 IntTuple::IntTuple() {
   nodes_.push_back(Node{0, 1});
 }
@@ -369,7 +376,7 @@ IntTuple suffix_product(const IntTuple& shape, std::int64_t init) {
     if (nodes[i].span != 0) continue;
     const std::int64_t extent = nodes[i].value;
     nodes[i].value = running;
-    running *= extent;
+    running = mul(running, extent, "suffix_product");
   }
   return result;
 }

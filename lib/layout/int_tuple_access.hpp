@@ -13,6 +13,23 @@
 
 namespace meshgate {
 
+// The reference computes with unbounded Python ints; libmeshgate stays in int64 and reports a
+// result that does not fit as Error(value) instead of wrapping around.
+[[noreturn]] void throw_overflow(std::string_view op, std::int64_t a, std::int64_t b,
+                                 std::string_view where);
+
+inline std::int64_t mul(std::int64_t a, std::int64_t b, std::string_view where) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) throw_overflow("*", a, b, where);
+  return r;
+}
+
+inline std::int64_t add(std::int64_t a, std::int64_t b, std::string_view where) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) throw_overflow("+", a, b, where);
+  return r;
+}
+
 // Leaf values of one layout: sixteen inline covers every layout the mesh code builds.
 using LeafBuffer = detail::SmallVector<std::int64_t, 16>;
 
@@ -41,11 +58,11 @@ class IntTupleAccess {
   }
 
   // Product of the leaves of the subtree rooted at `n`; () -> 1.
-  static std::int64_t subtree_product(const Node* n) noexcept {
+  static std::int64_t subtree_product(const Node* n) {
     const std::size_t count = subtree_size(n);
     std::int64_t p = 1;
     for (std::size_t i = 0; i < count; ++i) {
-      if (n[i].span == 0) p *= n[i].value;
+      if (n[i].span == 0) p = mul(p, n[i].value, "product");
     }
     return p;
   }

@@ -38,8 +38,8 @@ inline void coalesce_step(std::int64_t s, std::int64_t d, LeafBuffer& rs, LeafBu
   if (rs.back() == 1) {
     rs.back() = s;
     rd.back() = d;
-  } else if (rs.back() * rd.back() == d) {
-    rs.back() *= s;
+  } else if (mul(rs.back(), rd.back(), "coalesce") == d) {
+    rs.back() = mul(rs.back(), s, "coalesce");
   } else {
     rs.push_back(s);
     rd.push_back(d);
@@ -155,7 +155,7 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
         const std::int64_t new_shape = std::min(q, rest_shape);
         if (new_shape != 1) {
           out_shape.push_back(Node{new_shape, 0});
-          out_stride.push_back(Node{rest_stride * curr_stride, 0});
+          out_stride.push_back(Node{mul(rest_stride, curr_stride, where), 0});
           rest_shape = div_positive(rest_shape, new_shape);
         }
         rest_stride = 1;  // ceil(rest_stride / curr_shape) with rest_stride < curr_shape
@@ -170,14 +170,14 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
         std::min(std::max<std::int64_t>(1, floor_div(curr_shape, rest_stride, where)), rest_shape);
     if (new_shape != 1) {
       out_shape.push_back(Node{new_shape, 0});
-      out_stride.push_back(Node{rest_stride * curr_stride, 0});
+      out_stride.push_back(Node{mul(rest_stride, curr_stride, where), 0});
     }
     rest_shape = floor_div(rest_shape, new_shape, where);
     rest_stride = -floor_div(-rest_stride, curr_shape, where);
   }
   if (rest_shape != 1 || out_shape.size() == shape_root + 1) {
     out_shape.push_back(Node{rest_shape, 0});
-    out_stride.push_back(Node{rest_stride * flat_a.stride[n - 1], 0});
+    out_stride.push_back(Node{mul(rest_stride, flat_a.stride[n - 1], where), 0});
   }
   finish_mode(out_shape, shape_root);
   finish_mode(out_stride, stride_root);
@@ -354,21 +354,22 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
   std::int64_t current = 1;
   for (const auto& [stride, shape] : modes) {
     if (stride == 0 || shape == 1) continue;
-    if (!(current <= shape * stride)) {
+    const std::int64_t end = mul(shape, stride, "complement");
+    if (!(current <= end)) {
       throw Error(ErrorKind::assertion,
                   "complement(" + to_string(l) + ", " + std::to_string(cotarget) +
                       ") is not defined: mode " + std::to_string(shape) + ":" +
-                      std::to_string(stride) + " ends at " + std::to_string(shape * stride) +
-                      ", before the " + std::to_string(current) +
+                      std::to_string(stride) + " ends at " + std::to_string(end) + ", before the " +
+                      std::to_string(current) +
                       " already covered by the smaller strides (the reference asserts "
                       "current_idx <= shape * stride)");
     }
     rs.push_back(stride > 0 ? div_positive(stride, current)
                             : floor_div(stride, current, "complement"));
     rd.push_back(current);
-    current = shape * stride;
+    current = end;
   }
-  const std::int64_t covered = cotarget + current - 1;
+  const std::int64_t covered = add(cotarget, current - 1, "complement");
   rs.push_back(covered >= 0 ? div_positive(covered, current)
                             : floor_div(covered, current, "complement"));
   rd.push_back(current);
@@ -386,7 +387,7 @@ Layout right_inverse(const Layout& l) {
   std::int64_t running = 1;
   for (std::size_t i = n; i-- > 0;) {
     modes[i] = {m.stride[i], m.shape[i], running};
-    running *= m.shape[i];
+    running = mul(running, m.shape[i], "right_inverse");
   }
   std::sort(modes.begin(), modes.end());
   LeafBuffer rs;
@@ -397,7 +398,7 @@ Layout right_inverse(const Layout& l) {
     if (current != stride) break;
     rs.push_back(shape);
     rd.push_back(rstride);
-    current = shape * stride;
+    current = mul(shape, stride, "right_inverse");
   }
   return coalesce_emitted(rs, rd);
 }
@@ -411,7 +412,8 @@ Layout logical_divide(const Layout& a, const Layout& b) {
 }
 
 Layout logical_product(const Layout& a, const Layout& b) {
-  return make_pair_layout(a, composition(complement(a, size(a) * cosize(b)), b));
+  return make_pair_layout(
+      a, composition(complement(a, mul(size(a), cosize(b), "logical_product")), b));
 }
 
 Layout parse_layout(std::string_view text) {

@@ -131,6 +131,22 @@ TEST(Layout, ParseErrorsQuoteTextAndPosition) {
   EXPECT_TRUE(contains(trailing, "expected end of text at column 3")) << trailing.what();
 }
 
+// The reference has unbounded ints; results that leave int64 are errors, never wrapped values.
+TEST(Layout, Int64OverflowIsAnError) {
+  const Layout big = L("(4294967296,4294967296):(1,4294967296)");
+  const Error e = error_of([&] { (void)size(big); });
+  EXPECT_EQ(e.kind(), ErrorKind::value);
+  EXPECT_TRUE(contains(e, "integer overflow in product")) << e.what();
+  EXPECT_EQ(error_of([&] { (void)coalesce(big); }).kind(), ErrorKind::value);
+  EXPECT_EQ(error_of([] { (void)L("4:4611686018427387904")(3); }).kind(), ErrorKind::value);
+  EXPECT_EQ(error_of([] { (void)complement(L("4:4611686018427387904")); }).kind(),
+            ErrorKind::value);
+  EXPECT_EQ(
+      error_of([] { (void)composition(L("(2,2):(4611686018427387904,1)"), L("2:4")); }).kind(),
+      ErrorKind::value);
+  EXPECT_EQ(coalesce(L("(2,2):(4611686018427387904,1)")), L("(2,2):(4611686018427387904,1)"));
+}
+
 TEST(Layout, MakeLayoutAndFlatten) {
   const std::array<Layout, 2> modes{L("(2,3):(1,2)"), L("4:8")};
   EXPECT_EQ(make_layout(modes), L("((2,3),4):((1,2),8)"));

@@ -40,6 +40,14 @@ void for_each_offset(const LeafBuffer& shape, const LeafBuffer& stride, Visit&& 
   for (std::size_t i = 0; i < n; ++i) {
     if (shape[i] <= 0) return;
   }
+  // Every running offset lies between the sums of the negative and of the positive extremes.
+  std::int64_t low = 0;
+  std::int64_t high = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t extreme = mul(shape[i] - 1, stride[i], "rank enumeration");
+    if (extreme < 0) low = add(low, extreme, "rank enumeration");
+    if (extreme > 0) high = add(high, extreme, "rank enumeration");
+  }
   LeafBuffer coord;
   coord.resize(n);
   std::int64_t offset = 0;
@@ -74,7 +82,9 @@ RankTensor gather_strided(const LeafBuffer& shape, const LeafBuffer& stride,
   }
   if (!empty) {
     std::int64_t last = 0;
-    for (std::size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * stride[i];
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      last = add(last, mul(shape[i] - 1, stride[i], "remap_to_tensor"), "remap_to_tensor");
+    }
     if (last + 1 > static_cast<std::int64_t>(rank_map.size())) {
       throw Error(
           ErrorKind::runtime,
@@ -86,9 +96,9 @@ RankTensor gather_strided(const LeafBuffer& shape, const LeafBuffer& stride,
     }
   }
   std::int64_t inner = 1;
-  for (std::int64_t s : top_sizes) inner *= s;
+  for (std::int64_t s : top_sizes) inner = mul(inner, s, "remap_to_tensor");
   std::int64_t total = 1;
-  for (std::int64_t s : shape) total *= s;
+  for (std::int64_t s : shape) total = mul(total, s, "remap_to_tensor");
   if (inner == 0) {
     throw Error(ErrorKind::runtime,
                 "cannot reshape tensor of " + std::to_string(total) + " elements into shape [-1, " +
@@ -194,7 +204,8 @@ std::vector<std::int64_t> all_ranks_from_zero(const Layout& l) {
   append_flat(l, shape, stride);
   std::vector<std::int64_t> ranks;
   std::int64_t total = 1;
-  for (std::int64_t s : shape) total *= std::max<std::int64_t>(s, 0);
+  for (std::int64_t s : shape)
+    total = mul(total, std::max<std::int64_t>(s, 0), "all_ranks_from_zero");
   ranks.reserve(static_cast<std::size_t>(total));
   for_each_offset(shape, stride, [&](std::int64_t offset) { ranks.push_back(offset); });
   return ranks;
@@ -208,7 +219,7 @@ std::vector<std::vector<std::int64_t>> global_ranks(const Layout& l, std::int64_
   for (std::int64_t offset : offsets) {
     std::vector<std::int64_t> group;
     group.reserve(ranks.size());
-    for (std::int64_t r : ranks) group.push_back(offset + r);
+    for (std::int64_t r : ranks) group.push_back(add(offset, r, "global_ranks"));
     groups.push_back(std::move(group));
   }
   return groups;
@@ -245,7 +256,7 @@ Layout unflatten(const Layout& l, std::int64_t dim, std::span<const std::int64_t
   const std::int64_t d = dim < 0 ? dim + n : dim;
   const Layout mode = l[static_cast<std::size_t>(d)];
   std::int64_t product_of_sizes = 1;
-  for (std::int64_t s : sizes) product_of_sizes *= s;
+  for (std::int64_t s : sizes) product_of_sizes = mul(product_of_sizes, s, "unflatten");
   if (product_of_sizes != size(mode)) {
     throw Error(ErrorKind::value, "The product of mesh_sizes=" + python_tuple(sizes) + " is " +
                                       std::to_string(product_of_sizes) +
@@ -278,7 +289,7 @@ bool check_orthogonal(const Layout& l) {
   for (std::size_t i = 0; i < shape.size(); ++i) modes.push_back({stride[i], shape[i]});
   std::sort(modes.begin(), modes.end(), [](const auto& a, const auto& b) { return b < a; });
   for (std::size_t i = 0; i + 1 < modes.size(); ++i) {
-    const std::int64_t span = modes[i + 1][0] * modes[i + 1][1];
+    const std::int64_t span = mul(modes[i + 1][0], modes[i + 1][1], "check_orthogonal");
     if (floor_mod(modes[i][0], span, "check_orthogonal") != 0) return false;
   }
   return true;
