@@ -16,18 +16,11 @@ using Nodes = IntTupleAccess::Nodes;
 
 namespace {
 
-// Leaves of a layout's shape and stride; equal nesting makes the two lists align.
+// The flat modes of a coalesced layout as parallel shape and stride lists.
 struct FlatModes {
   LeafBuffer shape;
   LeafBuffer stride;
 };
-
-FlatModes flat_modes(const Layout& l) {
-  FlatModes m;
-  IntTupleAccess::append_leaves(l.shape(), m.shape);
-  IntTupleAccess::append_leaves(l.stride(), m.stride);
-  return m;
-}
 
 // One step of pycute's coalesce, which scans leaves right to left from an accumulator 1:0:
 // skip shape-1 leaves, let the first real leaf replace a shape-1 accumulator, merge when the
@@ -61,15 +54,15 @@ void coalesce_layout_reversed(const Layout& l, LeafBuffer& rs, LeafBuffer& rd) {
   }
 }
 
-// coalesce of the layout whose modes, listed right to left, are (emitted_shape, emitted_stride).
-Layout coalesce_emitted(const LeafBuffer& emitted_shape, const LeafBuffer& emitted_stride) {
-  LeafBuffer rs{1};
-  LeafBuffer rd{0};
-  for (std::size_t i = 0; i < emitted_shape.size(); ++i) {
-    coalesce_step(emitted_shape[i], emitted_stride[i], rs, rd);
+// Ascending lexicographic order of a handful of tuples; cheaper than std::sort at this size.
+template <class Buffer>
+void insertion_sort(Buffer& v) {
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    const auto key = v[i];
+    std::size_t j = i;
+    for (; j > 0 && key < v[j - 1]; --j) v[j] = v[j - 1];
+    v[j] = key;
   }
-  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
-                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
 // The leaves after the placeholder at `root` were written right to left: reverse them into
@@ -344,13 +337,18 @@ Layout composition(const Layout& a, const Layout& b) {
 }
 
 Layout complement(const Layout& l, std::int64_t cotarget) {
-  const FlatModes m = flat_modes(l);
-  // (stride, shape) pairs in ascending order, ties broken by shape, as Python sorts tuples.
+  // (stride, shape) leaf pairs in ascending order, ties broken by shape, as Python sorts tuples.
   detail::SmallVector<std::array<std::int64_t, 2>, 16> modes;
-  for (std::size_t i = 0; i < m.shape.size(); ++i) modes.push_back({m.stride[i], m.shape[i]});
-  std::sort(modes.begin(), modes.end());
-  LeafBuffer rs;
-  LeafBuffer rd;
+  const Node* shape_nodes = IntTupleAccess::nodes(l.shape());
+  const Node* stride_nodes = IntTupleAccess::nodes(l.stride());
+  for (std::size_t i = 0; i < IntTupleAccess::node_count(l.shape()); ++i) {
+    if (shape_nodes[i].span == 0) modes.push_back({stride_nodes[i].value, shape_nodes[i].value});
+  }
+  insertion_sort(modes);
+  // The modes come out smallest stride first, the order in which coalesce scans a result that
+  // lists the largest stride first, so they go straight into coalesce's accumulator.
+  LeafBuffer rs{1};
+  LeafBuffer rd{0};
   std::int64_t current = 1;
   for (const auto& [stride, shape] : modes) {
     if (stride == 0 || shape == 1) continue;
@@ -364,43 +362,43 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
                       " already covered by the smaller strides (the reference asserts "
                       "current_idx <= shape * stride)");
     }
-    rs.push_back(stride > 0 ? div_positive(stride, current)
-                            : floor_div(stride, current, "complement"));
-    rd.push_back(current);
+    coalesce_step(
+        stride > 0 ? div_positive(stride, current) : floor_div(stride, current, "complement"),
+        current, rs, rd);
     current = end;
   }
   const std::int64_t covered = add(cotarget, current - 1, "complement");
-  rs.push_back(covered >= 0 ? div_positive(covered, current)
-                            : floor_div(covered, current, "complement"));
-  rd.push_back(current);
-  // The result lists the modes largest stride first (lexicographic order); coalesce scans
-  // that right to left, which is the order they were emitted in.
-  return coalesce_emitted(rs, rd);
+  coalesce_step(
+      covered >= 0 ? div_positive(covered, current) : floor_div(covered, current, "complement"),
+      current, rs, rd);
+  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
+                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
 Layout right_inverse(const Layout& l) {
-  const FlatModes m = flat_modes(l);
-  const std::size_t n = m.shape.size();
   // (stride, shape, compact stride of that leaf in the domain), sorted as Python sorts tuples.
   detail::SmallVector<std::array<std::int64_t, 3>, 16> modes;
-  modes.resize(n);
+  const Node* shape_nodes = IntTupleAccess::nodes(l.shape());
+  const Node* stride_nodes = IntTupleAccess::nodes(l.stride());
   std::int64_t running = 1;
-  for (std::size_t i = n; i-- > 0;) {
-    modes[i] = {m.stride[i], m.shape[i], running};
-    running = mul(running, m.shape[i], "right_inverse");
+  for (std::size_t i = IntTupleAccess::node_count(l.shape()); i-- > 0;) {
+    if (shape_nodes[i].span != 0) continue;
+    modes.push_back({stride_nodes[i].value, shape_nodes[i].value, running});
+    running = mul(running, shape_nodes[i].value, "right_inverse");
   }
-  std::sort(modes.begin(), modes.end());
-  LeafBuffer rs;
-  LeafBuffer rd;
+  insertion_sort(modes);
+  LeafBuffer rs{1};
+  LeafBuffer rd{0};
   std::int64_t current = 1;
   for (const auto& [stride, shape, rstride] : modes) {
     if (shape == 1) continue;
     if (current != stride) break;
-    rs.push_back(shape);
-    rd.push_back(rstride);
+    // Taken smallest stride first: the coalesce scan order of the result (largest first).
+    coalesce_step(shape, rstride, rs, rd);
     current = mul(shape, stride, "right_inverse");
   }
-  return coalesce_emitted(rs, rd);
+  return Layout(IntTupleAccess::flat_reversed(rs.data(), rs.size(), true),
+                IntTupleAccess::flat_reversed(rd.data(), rd.size(), true));
 }
 
 Layout left_inverse(const Layout& l) {
