@@ -239,6 +239,18 @@ void add_case(const YAML::Node& node, const std::string& file, const std::string
 
 }  // namespace
 
+CaseSpec& CaseSpec::operator=(const CaseSpec& other) {
+  file = other.file;
+  mark = other.mark;
+  suite = other.suite;
+  name = other.name;
+  id = other.id;
+  kind = other.kind;
+  tags = other.tags;
+  node.reset(other.node);
+  return *this;
+}
+
 std::vector<std::string> find_case_files(const std::vector<std::string>& paths,
                                          std::vector<std::string>& errors) {
   std::vector<std::string> files;

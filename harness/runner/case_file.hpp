@@ -19,6 +19,12 @@ struct CaseSpec {
   std::string kind;  // as written; checked against the registry when the case is prepared
   std::vector<std::string> tags;
   YAML::Node node;  // the whole mapping, positions of the original text kept
+
+  // Assignment rebinds `node` (yaml-cpp's operator= would overwrite the node it refers to),
+  // so CaseSpecs can be sorted and stored like any value.
+  CaseSpec() = default;
+  CaseSpec(const CaseSpec&) = default;
+  CaseSpec& operator=(const CaseSpec& other);
 };
 
 struct LoadedCases {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -80,6 +81,16 @@ TEST(CaseFile, DefaultsMergeUnderCasesAndTagsUnite) {
   EXPECT_EQ(loaded.cases[1].tags, (std::vector<std::string>{"smoke"}));
   EXPECT_EQ(loaded.cases[1].kind, "echo");
   EXPECT_EQ(loaded.cases[1].node["value"].as<int>(), 3);
+}
+
+TEST(CaseFile, CaseSpecsSortWithoutRewritingTheirNodes) {
+  LoadedCases loaded =
+      load("cases:\n  - {name: b, kind: echo, v: 2}\n  - {name: a, kind: echo, v: 1}\n");
+  std::sort(loaded.cases.begin(), loaded.cases.end(),
+            [](const CaseSpec& l, const CaseSpec& r) { return l.name < r.name; });
+  EXPECT_EQ(loaded.cases[0].name, "a");
+  EXPECT_EQ(loaded.cases[0].node["v"].as<int>(), 1);
+  EXPECT_EQ(loaded.cases[1].node["v"].as<int>(), 2);
 }
 
 TEST(CaseFile, DuplicateNamesNameBothLines) {

@@ -29,6 +29,10 @@ class InputError : public std::runtime_error {
 class CaseNode {
  public:
   CaseNode(YAML::Node node, std::string file, std::string case_id, std::string key_path = "");
+  // Copies share the record of read keys. Assignment rebinds to the other node: yaml-cpp's
+  // own operator= would instead overwrite the node this one refers to, inside the case file.
+  CaseNode(const CaseNode&) = default;
+  CaseNode& operator=(const CaseNode& other);
 
   bool has(std::string_view key) const;
   YAML::Node raw(std::string_view key);  // marks the key read; null node when absent

@@ -29,6 +29,16 @@ CaseNode::CaseNode(YAML::Node node, std::string file, std::string case_id, std::
       read_keys_(std::make_shared<std::vector<std::string>>()),
       child_paths_(std::make_shared<std::vector<std::string>>()) {}
 
+CaseNode& CaseNode::operator=(const CaseNode& other) {
+  node_.reset(other.node_);
+  file_ = other.file_;
+  case_id_ = other.case_id_;
+  key_path_ = other.key_path_;
+  read_keys_ = other.read_keys_;
+  child_paths_ = other.child_paths_;
+  return *this;
+}
+
 YAML::Node CaseNode::value_of(std::string_view key) const {
   // Const access: yaml-cpp's non-const operator[] would insert the key.
   const YAML::Node& map = node_;

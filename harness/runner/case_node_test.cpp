@@ -77,6 +77,16 @@ TEST(CaseNode, FailAtPointsAtTheGivenNode) {
             "f.yaml:3:5: case 's/x': key 'args': not a layout");
 }
 
+TEST(CaseNode, AssignmentRebindsWithoutTouchingTheCaseFile) {
+  const YAML::Node root = YAML::Load("{a: {x: 1}, b: {y: 2}}");
+  CaseNode a(root["a"], "f.yaml", "s/a");
+  const CaseNode b(root["b"], "f.yaml", "s/b");
+  a = b;
+  EXPECT_EQ(a.required<int>("y"), 2);
+  EXPECT_EQ(a.case_id(), "s/b");
+  EXPECT_EQ(root["a"]["x"].as<int>(), 1);
+}
+
 TEST(Diagnostics, ClosestMatchNeedsToBeClose) {
   EXPECT_EQ(closest_match("exepct", {"expect", "expect_error"}), "expect");
   EXPECT_EQ(closest_match("iter", {"iters", "warmup", "runs"}), "iters");
