@@ -40,7 +40,8 @@ void for_each_offset(const LeafBuffer& shape, const LeafBuffer& stride, Visit&& 
   for (std::size_t i = 0; i < n; ++i) {
     if (shape[i] <= 0) return;
   }
-  // Every running offset lies between the sums of the negative and of the positive extremes.
+  // Every running offset lies between the sums of the negative and of the positive extremes,
+  // so checking those sums once keeps the unchecked arithmetic of the loop below in range.
   std::int64_t low = 0;
   std::int64_t high = 0;
   for (std::size_t i = 0; i < n; ++i) {
