@@ -138,6 +138,10 @@ struct Outcome {
   std::string message;            // why it failed/errored/skipped; expected vs actual on fail
   std::vector<std::string> plan;  // issued collectives / chosen algorithm, when the kind has one
   nlohmann::json metrics = nlohmann::json::object();
+  // The op was rejected with this message, but the kind has metrics worth keeping (e.g. the
+  // model comparison of a mesh case). The runner judges it against expect_error exactly like a
+  // thrown meshgate::Error, and keeps `metrics` and `plan`.
+  std::optional<std::string> rejection;
 };
 
 // What a kind may ask of the runner while running a case.

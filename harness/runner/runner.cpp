@@ -27,26 +27,30 @@ Outcome error_outcome(std::string message) {
   return outcome;
 }
 
+// A rejection by the library: what the case expects (expect_error) or a wrong answer.
+Outcome judge_rejection(const PlannedCase& planned, std::string_view message) {
+  Outcome outcome;
+  if (!planned.expect_error) {
+    outcome.status = Status::fail;
+    outcome.message = "rejected: " + std::string(message);
+  } else if (planned.expected_message.empty() ||
+             message.find(planned.expected_message) != std::string_view::npos) {
+    outcome.status = Status::pass;
+  } else {
+    outcome.status = Status::fail;
+    outcome.message = "expected a rejection containing '" + planned.expected_message +
+                      "'\n  actual: " + std::string(message);
+  }
+  return outcome;
+}
+
 // Runs `body`, turning what escapes it into the outcome the results CONTRACT asks for.
 template <class Body>
 Outcome guarded(const PlannedCase& planned, Body&& body) {
   try {
     return body();
   } catch (const meshgate::Error& e) {
-    Outcome outcome;
-    if (!planned.expect_error) {
-      outcome.status = Status::fail;
-      outcome.message = std::string("rejected: ") + e.what();
-    } else if (planned.expected_message.empty() ||
-               std::string_view(e.what()).find(planned.expected_message) !=
-                   std::string_view::npos) {
-      outcome.status = Status::pass;
-    } else {
-      outcome.status = Status::fail;
-      outcome.message = "expected a rejection containing '" + planned.expected_message +
-                        "'\n  actual: " + e.what();
-    }
-    return outcome;
+    return judge_rejection(planned, e.what());
   } catch (const RankFailure& e) {
     return error_outcome(e.what());
   } catch (const InputError& e) {
@@ -126,8 +130,14 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
 
   result.outcome = guarded(planned, [&] {
     Outcome outcome = prepared.run(world);
-    if (planned.expect_error &&
-        (outcome.status == Status::pass || outcome.status == Status::fail)) {
+    if (outcome.rejection) {
+      Outcome judged = judge_rejection(planned, *outcome.rejection);
+      judged.metrics = std::move(outcome.metrics);
+      judged.plan = std::move(outcome.plan);
+      return judged;
+    }
+    // A kind's own fail (e.g. a check beside the op) keeps its message.
+    if (planned.expect_error && outcome.status == Status::pass) {
       outcome.status = Status::fail;
       outcome.message = "expected the op to be rejected but it succeeded";
       if (!planned.expected_message.empty()) {

@@ -67,6 +67,26 @@ TEST(ExecuteCase, ExpectErrorSemantics) {
   EXPECT_EQ(flag_off.outcome.status, Status::pass);
 }
 
+TEST(ExecuteCase, AReportedRejectionIsJudgedLikeAThrownOneAndKeepsMetrics) {
+  const CaseRun expected = run_one(
+      "{name: a, kind: probe, value: 1, report_reject: 'KeyError: no dim tp', expect_error: 'no "
+      "dim'}");
+  EXPECT_EQ(expected.outcome.status, Status::pass);
+  EXPECT_EQ(expected.outcome.metrics, (nlohmann::json{{"kept", true}}));
+
+  const CaseRun unexpected =
+      run_one("{name: a, kind: probe, value: 1, report_reject: 'KeyError: no dim tp'}");
+  EXPECT_EQ(unexpected.outcome.status, Status::fail);
+  EXPECT_EQ(unexpected.outcome.message, "rejected: KeyError: no dim tp");
+  EXPECT_EQ(unexpected.outcome.metrics, (nlohmann::json{{"kept", true}}));
+}
+
+TEST(ExecuteCase, AKindsOwnFailureKeepsItsMessageUnderExpectError) {
+  const CaseRun failed = run_one("{name: a, kind: probe, value: 3, expect: 4, expect_error: true}");
+  EXPECT_EQ(failed.outcome.status, Status::fail);
+  EXPECT_EQ(failed.outcome.message, "expected 4\n  actual: 3");
+}
+
 TEST(ExecuteCase, ARankThatThrowsBecomesAnErrorNamingTheRank) {
   const CaseRun run = run_one("{name: a, kind: probe, value: 1, ranks: 4, throw_on_rank: 2}");
   EXPECT_EQ(run.outcome.status, Status::error);

@@ -18,6 +18,7 @@ namespace meshgate::runner::testing {
 //   ranks: int (default 1)         runs on that many rank threads
 //   throw_on_rank: int             that rank throws std::runtime_error("boom on rank N")
 //   reject: string                 the op throws meshgate::Error(KeyError, reject)
+//   report_reject: string          run() returns Outcome::rejection = report_reject, with a metric
 //   sleep_ms: int                  run() sleeps that long
 //   iter_s: number                 what each timed iteration reports
 //   options: {verbose: bool}       a nested mapping, to test child() validation
@@ -38,6 +39,7 @@ class ProbeCase final : public PreparedCase {
   int rank_count = 1;
   std::optional<int> throw_on_rank;
   std::optional<std::string> reject;
+  std::optional<std::string> report_reject;
   int sleep_ms = 0;
   double iter_s = 1e-3;
 
@@ -47,6 +49,12 @@ class ProbeCase final : public PreparedCase {
     ++probe_counters().runs;
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     if (reject) throw meshgate::Error(meshgate::ErrorKind::key, *reject);
+    if (report_reject) {
+      Outcome rejected;
+      rejected.rejection = *report_reject;
+      rejected.metrics["kept"] = true;
+      return rejected;
+    }
     std::atomic<int> ran{0};
     ctx.run_on_ranks(rank_count, [&](int rank) {
       if (throw_on_rank && rank == *throw_on_rank) {
@@ -77,6 +85,7 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
   if (probe->rank_count < 1) node.fail("ranks", "must be at least 1");
   probe->throw_on_rank = node.optional<int>("throw_on_rank");
   probe->reject = node.optional<std::string>("reject");
+  probe->report_reject = node.optional<std::string>("report_reject");
   probe->sleep_ms = node.optional<int>("sleep_ms").value_or(0);
   probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
   if (node.has("options")) {

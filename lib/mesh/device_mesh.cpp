@@ -172,7 +172,9 @@ struct DeviceMesh::Root {
 DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes axes,
                             std::vector<std::string> names, bool is_root) {
   const bool two_level = root->model == LayoutModel::two_level;
-  if (two_level) layout = to_layout(axes);
+  // The axes side by side as they are, so a size-1 dim prints as its 0-dim canonical form ()
+  // (to_layout would read it as pycute's 1:0, which is for arithmetic, not for display).
+  if (two_level) layout = make_layout(axes.axes);
   // two_level checks the collapsed layout, as PR #172089's constructor does with
   // `_layout.collapse().check_non_overlap()`: the same function as the axes side by side, and
   // the same set-based check as one_level (check_orthogonal only arrived with #172343).
@@ -500,12 +502,13 @@ DeviceMesh DeviceMesh::flatten(std::optional<std::string> name) const {
     const bool same =
         model() == LayoutModel::one_level ? f.layout == flat_layout : f.axes == flat_axes;
     if (same) return flat;
-    throw Error(ErrorKind::value,
-                "Flatten mesh with mesh_dim_name " + flat_name +
-                    " has been created before, Please specify another valid mesh_dim_name. "
-                    "(registered layout " +
-                    to_string(model() == LayoutModel::one_level ? f.layout : to_layout(f.axes)) +
-                    ", this mesh flattens to " + to_string(flat.layout_) + ")");
+    throw Error(
+        ErrorKind::value,
+        "Flatten mesh with mesh_dim_name " + flat_name +
+            " has been created before, Please specify another valid mesh_dim_name. "
+            "(registered layout " +
+            to_string(model() == LayoutModel::one_level ? f.layout : make_layout(f.axes.axes)) +
+            ", this mesh flattens to " + to_string(flat.layout_) + ")");
   }
   root_->flattened.push_back(Root::Flattened{flat_name, flat_layout, flat_axes});
   return flat;
@@ -674,7 +677,8 @@ std::vector<std::pair<std::string, Layout>> DeviceMesh::flattened() const {
   std::lock_guard lock(root_->mutex);
   std::vector<std::pair<std::string, Layout>> out;
   for (const Root::Flattened& f : root_->flattened) {
-    out.emplace_back(f.name, model() == LayoutModel::one_level ? f.layout : to_layout(f.axes));
+    out.emplace_back(f.name,
+                     model() == LayoutModel::one_level ? f.layout : make_layout(f.axes.axes));
   }
   return out;
 }

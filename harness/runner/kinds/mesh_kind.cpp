@@ -153,8 +153,12 @@ class MeshCase final : public PreparedCase {
       }
     }
     if (primary_error) {
-      // The primary model rejected the case: the runner judges that against expect_error.
-      if (mismatches.empty()) std::rethrow_exception(primary_error);
+      // The primary model rejected the case: the runner judges that against expect_error and
+      // keeps the model comparison.
+      if (mismatches.empty()) {
+        outcome.rejection = rejection_message(primary_error);
+        return outcome;
+      }
       outcome.status = Status::fail;
       outcome.message = join(mismatches) + "; and " + to_string_model() +
                         " rejected the case: " + rejection_message(primary_error);
