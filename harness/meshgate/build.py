@@ -1,5 +1,5 @@
-"""Getting a runner to launch: MESHGATE_RUNNER when set, otherwise configure (once) and build
-the meshgate-runner target with the CMake preset ci/preset chooses. CMake decides what is
+"""Getting a runner to launch: MESHGATE_RUNNER when set, otherwise install missing system
+packages (ci/bootstrap) and configure once, then build the meshgate-runner target with the CMake preset ci/preset chooses. CMake decides what is
 stale; its output is shown only when it compiles something or fails."""
 
 from __future__ import annotations
@@ -69,6 +69,23 @@ def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
                          f"{failure_hint}")
 
 
+def ensure_system_packages(root: Path, out: TextIO, env: dict) -> None:
+    """Runs ci/bootstrap, which installs missing Debian packages when root and otherwise
+    prints the exact apt-get command; its output is shown unless everything was present."""
+    script = root / "ci" / "bootstrap"
+    try:
+        proc = subprocess.run([str(script)], cwd=root, env=env, capture_output=True, text=True,
+                              errors="replace")
+    except OSError as e:
+        raise BuildError(f"cannot run {script}: {e}") from None
+    if proc.returncode != 0 or "missing" in proc.stdout:
+        out.write(proc.stdout + proc.stderr)
+        out.flush()
+    if proc.returncode != 0:
+        raise BuildError(f"{script} could not install the packages meshgate needs "
+                         f"(exit code {proc.returncode}); see its message above")
+
+
 def find_runner(build_dir: Path) -> Path:
     """The meshgate-runner executable inside a build folder."""
     for candidate in (build_dir / "harness" / "runner" / RUNNER_TARGET,
@@ -95,11 +112,17 @@ def runner_command(root: Path | None = None, preset: str | None = None,
                              f"build the runner, or point it at a built meshgate-runner")
         return [str(path)]
     root = root or source_root()
+    checked_packages = False
+    if shutil.which("cmake", path=env.get("PATH")) is None:
+        ensure_system_packages(root, out, env)
+        checked_packages = True
     if shutil.which("cmake", path=env.get("PATH")) is None:
         raise BuildError(f"cmake not found on PATH: {BOOTSTRAP_HINT}")
     preset = preset_for(root, preset, env)
     build_dir = root / "build" / preset
     if not (build_dir / "CMakeCache.txt").exists():
+        if not checked_packages:
+            ensure_system_packages(root, out, env)
         out.write(f"meshgate: configuring build/{preset} (cmake --preset {preset})\n")
         _run_quietly(["cmake", "--preset", preset], root, out,
                      f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)

@@ -21,6 +21,19 @@ class BuildTest(unittest.TestCase):
         self.root = Path(tmp.name) / "repo"
         (self.root / "ci").mkdir(parents=True)
         shutil.copy(REPO / "ci" / "preset", self.root / "ci" / "preset")
+        # A stand-in for ci/bootstrap that records each call and can report missing packages.
+        self.bootstrap_log = Path(tmp.name) / "bootstrap.log"
+        bootstrap = self.root / "ci" / "bootstrap"
+        bootstrap.write_text(
+            "#!/bin/sh\n"
+            f"echo called >> {self.bootstrap_log}\n"
+            'if [ -n "$FAKE_BOOTSTRAP_MISSING" ]; then\n'
+            '  echo "bootstrap: missing packages: $FAKE_BOOTSTRAP_MISSING"\n'
+            '  echo "  sudo apt-get install -y $FAKE_BOOTSTRAP_MISSING" >&2\n'
+            "  exit 1\n"
+            "fi\n"
+            "echo 'bootstrap: all 14 packages present'\n")
+        bootstrap.chmod(0o755)
         bin_dir = Path(tmp.name) / "bin"
         bin_dir.mkdir()
         (bin_dir / "cmake").symlink_to(FIXTURES / "fake_cmake.py")
@@ -45,6 +58,23 @@ class BuildTest(unittest.TestCase):
         self.assertEqual(self.calls(), [["--preset", "cpu"],
                                         ["--build", "--preset", "cpu", "--target",
                                          "meshgate-runner"]])
+
+    def bootstrap_calls(self):
+        return len(self.bootstrap_log.read_text().splitlines()) if self.bootstrap_log.exists() else 0
+
+    def test_first_build_checks_system_packages_quietly(self):
+        self.build()
+        self.assertEqual(self.bootstrap_calls(), 1)
+        self.assertNotIn("bootstrap", self.out.getvalue())
+        self.build()
+        self.assertEqual(self.bootstrap_calls(), 1)  # a configured tree skips the check
+
+    def test_missing_packages_stop_the_build_with_the_install_command(self):
+        env = dict(self.env, FAKE_BOOTSTRAP_MISSING="libyaml-cpp-dev")
+        with self.assertRaisesRegex(BuildError, "could not install"):
+            build.runner_command(self.root, None, env, self.out)
+        self.assertIn("sudo apt-get install -y libyaml-cpp-dev", self.out.getvalue())
+        self.assertEqual(self.calls(), [])
 
     def test_configured_tree_is_only_built_and_a_noop_build_is_quiet(self):
         self.build()
