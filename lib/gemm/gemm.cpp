@@ -220,8 +220,9 @@ void HostTensor::set(std::int64_t i, float value) {
 }
 
 void HostTensor::fill_nan() {
-  // All-ones bytes are a NaN in every supported dtype.
-  std::memset(storage_.data(), 0xFF, storage_.size());
+  // All-ones bytes are a NaN in every supported dtype. An empty tensor (an M, N or K of 0) has
+  // no storage, and memset on its null pointer is undefined even for zero bytes.
+  if (!storage_.empty()) std::memset(storage_.data(), 0xFF, storage_.size());
 }
 
 GemmInputs make_inputs(const GemmProblem& p, std::uint64_t seed) {
