@@ -142,12 +142,10 @@ std::shared_ptr<const Plan> cached_plan_redistribute(const DTensorSpec& src, con
 std::vector<TransformStep> greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
                                              std::span<const std::int64_t> coordinate = {},
                                              Api api = Api::internal);
-std::vector<TransformStep> merge_flattened_runs(const DeviceMesh& mesh,
-                                                std::span<const Placement> src,
-                                                std::span<const Placement> dst,
-                                                const std::vector<TransformStep>& steps,
-                                                std::vector<RunDecision>* runs = nullptr,
-                                                std::vector<PlanWarning>* warnings = nullptr);
+std::vector<TransformStep> merge_flattened_runs(
+    const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
+    const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs = nullptr,
+    std::vector<PlanWarning>* warnings = nullptr, std::int64_t element_size = 4);
 
 // _get_flattened_mesh_by_layout: the name of the root's registered flattened dim whose layout
 // equals the layout of `dims` of `mesh` (names do not matter, size-1 dims vanish); nullopt
@@ -173,7 +171,8 @@ std::vector<PlanWarning> first_time_warnings(const DeviceMesh& mesh, const Plan&
 // The CONTRACT comm-string of a collective step: "all_reduce(A+C, sum)",
 // "reduce_scatter(B, avg, dim=0)", "all_gather(B+C, dim=1)", "all_to_all(B, dim=0->1)"; mesh
 // dims by name (by index on an unnamed mesh). Local steps: "chunk(B, dim=0)",
-// "partial(B, sum)" and, for a merged avg, "divide(A+C, 4)" (not part of comm lists).
+// "partial(B, sum)" (not part of comm lists). A merged step's division by avg_scale is a
+// local step and not part of the string.
 std::string to_string(const TransformStep& step, const DeviceMesh& mesh);
 // The comm strings of the collective steps with group size > 1, in issue order: what the
 // executor issues and `expect.comms` lists.

@@ -1,0 +1,839 @@
+#include "plan/plan.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "layout/mesh_layout.hpp"
+
+namespace meshgate {
+namespace {
+
+std::atomic<int> g_disable_depth{0};
+
+std::int64_t product(std::span<const std::int64_t> v) {
+  std::int64_t p = 1;
+  for (std::int64_t x : v) p *= x;
+  return p;
+}
+
+std::int64_t numel(const Shape& s) {
+  return product(s);
+}
+
+CollectiveOp collective_of(StepKind kind) {
+  switch (kind) {
+    case StepKind::all_reduce:
+      return CollectiveOp::all_reduce;
+    case StepKind::reduce_scatter:
+      return CollectiveOp::reduce_scatter;
+    case StepKind::all_gather:
+      return CollectiveOp::all_gather;
+    default:
+      return CollectiveOp::all_to_all;
+  }
+}
+
+// What the planner knows about the mesh, read once: sizes and the rank's coordinate.
+struct MeshView {
+  const DeviceMesh* mesh;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> coord;
+};
+
+// The rank's index inside the (row-major, ascending dims) group of `dims`.
+std::int64_t group_index(const MeshView& v, std::span<const std::int64_t> dims) {
+  std::int64_t idx = 0;
+  for (std::int64_t d : dims) {
+    idx = idx * v.shape[static_cast<std::size_t>(d)] + v.coord[static_cast<std::size_t>(d)];
+  }
+  return idx;
+}
+
+// Fills shapes and bytes of a step whose kind, dims and tensor dims are set.
+void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::int64_t es) {
+  const std::int64_t n = s.group_size;
+  const std::int64_t idx = group_index(v, s.mesh_dims);
+  s.input_shape = input;
+  s.output_shape = input;
+  s.bytes = 0;
+  // The executor skips size-1 groups: the local tensor stays as it is.
+  if (n == 1) return;
+  switch (s.kind) {
+    case StepKind::all_reduce:
+      s.bytes = numel(input) * es;
+      break;
+    case StepKind::reduce_scatter:
+    case StepKind::local_chunk: {
+      const auto d = static_cast<std::size_t>(s.dst_tensor_dim);
+      s.output_shape[d] = chunk_range(input[d], n, idx).length;
+      if (s.kind == StepKind::reduce_scatter) {
+        Shape padded = input;
+        padded[d] = padded_chunk(input[d], n) * n;
+        s.bytes = numel(padded) * es;
+      }
+      break;
+    }
+    case StepKind::all_gather: {
+      const auto d = static_cast<std::size_t>(s.src_tensor_dim);
+      s.output_shape[d] = s.logical_shape[d];
+      Shape gathered = input;
+      gathered[d] = padded_chunk(s.logical_shape[d], n) * n;
+      s.bytes = numel(gathered) * es;
+      break;
+    }
+    case StepKind::all_to_all: {
+      const auto a = static_cast<std::size_t>(s.src_tensor_dim);
+      const auto b = static_cast<std::size_t>(s.dst_tensor_dim);
+      s.output_shape[a] = s.logical_shape[a];
+      s.output_shape[b] = chunk_range(input[b], n, idx).length;
+      Shape padded = input;
+      padded[a] = padded_chunk(s.logical_shape[a], n);
+      padded[b] = padded_chunk(input[b], n) * n;
+      s.bytes = numel(padded) * es;
+      break;
+    }
+    case StepKind::local_partial:
+      break;
+  }
+}
+
+void fill_cost(TransformStep& s, const DeviceMesh& mesh, const Topology& topology) {
+  s.modeled_time = 0;
+  if (!is_collective(s.kind) || s.group_size <= 1) return;
+  s.modeled_time = modeled_time(mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+}
+
+std::string placement_pair(const Placement& a, const Placement& b) {
+  return to_long_string(a) + " to " + to_long_string(b);
+}
+
+// One transform of the greedy planner: (mesh dim m, cur -> tgt), with the op-table errors.
+TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placement tgt,
+                        const Shape& logical, const Shape& input, std::int64_t es) {
+  TransformStep s;
+  s.mesh_dims = {m};
+  s.src = cur;
+  s.dst = tgt;
+  s.group_size = v.shape[static_cast<std::size_t>(m)];
+  s.logical_shape = logical;
+  // The executor skips size-1 groups before looking at the pair (test_one_chunk_mesh), so
+  // unsupported pairs there are not errors.
+  const bool trivial = s.group_size == 1;
+  if (cur.is_partial() && tgt.is_replicate()) {
+    s.kind = StepKind::all_reduce;
+    s.reduce_op = cur.reduce_op();
+  } else if (cur.is_partial() && tgt.is_shard()) {
+    s.kind = StepKind::reduce_scatter;
+    s.reduce_op = cur.reduce_op();
+    s.dst_tensor_dim = tgt.dim();
+  } else if (cur.is_shard() && tgt.is_replicate()) {
+    s.kind = StepKind::all_gather;
+    s.src_tensor_dim = cur.dim();
+  } else if (cur.is_shard() && tgt.is_shard()) {
+    s.kind = StepKind::all_to_all;
+    s.src_tensor_dim = cur.dim();
+    s.dst_tensor_dim = tgt.dim();
+  } else if (cur.is_replicate() && tgt.is_shard()) {
+    s.kind = StepKind::local_chunk;
+    s.dst_tensor_dim = tgt.dim();
+  } else if (cur.is_replicate() && tgt.is_partial()) {
+    s.kind = StepKind::local_partial;
+    s.reduce_op = tgt.reduce_op();
+  } else if (cur.is_shard() && tgt.is_partial()) {
+    if (!trivial) {
+      throw Error(ErrorKind::runtime, "redistribute from " + placement_pair(cur, tgt) +
+                                          " not supported yet (mesh dim " + std::to_string(m) +
+                                          "): go through Replicate() instead");
+    }
+    s.kind = StepKind::local_partial;
+    s.reduce_op = tgt.reduce_op();
+  } else {  // Partial(x) -> Partial(y), x != y
+    if (!trivial) {
+      throw Error(ErrorKind::assertion, "Redistribution from one partial type (" +
+                                            to_long_string(cur) + ") to another (" +
+                                            to_long_string(tgt) + ") is unsupported (mesh dim " +
+                                            std::to_string(m) + "): reduce to Replicate() first");
+    }
+    s.kind = StepKind::local_partial;
+    s.reduce_op = tgt.reduce_op();
+  }
+  fill_shapes(s, v, input, es);
+  return s;
+}
+
+MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
+                        std::span<const std::int64_t> coordinate) {
+  if (!(src.mesh.layout() == dst.mesh.layout() && src.mesh.names() == dst.mesh.names())) {
+    throw Error(ErrorKind::value, "source and target specs are on different meshes (" +
+                                      to_string(src.mesh.layout()) + " vs " +
+                                      to_string(dst.mesh.layout()) + "): redistribute on one mesh");
+  }
+  if (src.shape != dst.shape || src.element_size != dst.element_size) {
+    throw Error(ErrorKind::value,
+                "source and target specs describe different tensors (shape or dtype): "
+                "redistribution keeps the global tensor");
+  }
+  const std::size_t nd = src.mesh.ndim();
+  if (src.placements.size() != nd || dst.placements.size() != nd) {
+    throw Error(ErrorKind::value, "placements " + to_string(src.placements) + " -> " +
+                                      to_string(dst.placements) + " need one entry per mesh dim (" +
+                                      std::to_string(nd) + ")");
+  }
+  check_no_mixed_partial_types(src.placements);
+  check_no_mixed_partial_types(dst.placements);
+  MeshView v{&src.mesh, src.mesh.shape(), {}};
+  if (coordinate.empty()) {
+    v.coord.assign(nd, 0);
+  } else {
+    if (coordinate.size() != nd) {
+      throw Error(ErrorKind::value, "coordinate has " + std::to_string(coordinate.size()) +
+                                        " entries but the mesh has " + std::to_string(nd) +
+                                        " dims");
+    }
+    v.coord.assign(coordinate.begin(), coordinate.end());
+    for (std::size_t i = 0; i < nd; ++i) {
+      if (v.coord[i] < 0 || v.coord[i] >= v.shape[i]) {
+        throw Error(ErrorKind::value, "coordinate entry " + std::to_string(v.coord[i]) +
+                                          " is outside mesh dim " + std::to_string(i) +
+                                          " of size " + std::to_string(v.shape[i]));
+      }
+    }
+  }
+  return v;
+}
+
+std::vector<TransformStep> greedy(const DTensorSpec& src, const DTensorSpec& dst, const MeshView& v,
+                                  Api api) {
+  const std::vector<Placement>& sp = src.placements;
+  const std::vector<Placement>& dp = dst.placements;
+  const std::size_t nd = sp.size();
+  std::vector<TransformStep> out;
+  if (sp == dp) return out;
+  if (api == Api::public_) {
+    for (std::size_t i = 0; i < nd; ++i) {
+      if (dp[i].is_partial() && sp[i] != dp[i]) {
+        throw Error(ErrorKind::runtime,
+                    "Can not redistribute from " + to_long_string(sp[i]) + " to " +
+                        to_long_string(dp[i]) +
+                        ", redistributing to Partial is for internal use only! (mesh dim " +
+                        std::to_string(i) + ")");
+      }
+    }
+  }
+  // Logical shapes: entry i is the tensor as seen at mesh dim i on this rank.
+  std::vector<Shape> logical;
+  logical.reserve(nd);
+  logical.push_back(src.shape);
+  for (std::size_t i = 0; i + 1 < nd; ++i) {
+    Shape next = logical.back();
+    if (sp[i].is_shard()) {
+      const auto d = static_cast<std::size_t>(sp[i].dim());
+      next[d] = chunk_range(next[d], v.shape[i], v.coord[i]).length;
+    }
+    logical.push_back(std::move(next));
+  }
+  Shape local = local_shard(v.shape, sp, src.shape, v.coord).shape;
+  std::vector<Placement> cur = sp;
+  auto emit = [&](std::size_t m, Placement tgt) {
+    out.push_back(make_step(v, static_cast<std::int64_t>(m), cur[m], tgt, logical[m], local,
+                            src.element_size));
+    local = out.back().output_shape;
+    cur[m] = tgt;
+  };
+  if (nd == 1) {
+    emit(0, dp[0]);
+    return out;
+  }
+  if (num_shards(v.shape, sp) > 1) {
+    for (std::size_t m = nd; m-- > 0;) {
+      Placement t = dp[m];
+      if (t.is_shard()) {
+        // Nested sharding of the same tensor dim before m must line up, else replicate first.
+        bool misaligned = false;
+        for (std::size_t i = 0; i < m && !misaligned; ++i) {
+          misaligned = cur[i].is_shard(t.dim()) != dp[i].is_shard(t.dim());
+        }
+        if (misaligned) t = Placement::replicate();
+      }
+      if (cur[m] != t) emit(m, t);
+    }
+  }
+  for (std::size_t m = 0; m < nd; ++m) {
+    if (cur[m] != dp[m]) emit(m, dp[m]);
+  }
+  return out;
+}
+
+bool mergeable_kind(StepKind k) {
+  return k == StepKind::all_reduce || k == StepKind::reduce_scatter || k == StepKind::all_gather;
+}
+
+bool linear(ReduceOp op) {
+  return op == ReduceOp::sum || op == ReduceOp::avg;
+}
+
+bool mergeable_pair(const TransformStep& a, const TransformStep& b) {
+  if (a.src == b.src && a.dst == b.dst) return true;
+  return a.dst == b.dst && a.src.is_partial() && b.src.is_partial() && linear(a.src.reduce_op()) &&
+         linear(b.src.reduce_op());
+}
+
+std::string dims_label(const DeviceMesh& mesh, std::span<const std::int64_t> dims,
+                       std::string_view sep) {
+  std::string s;
+  const auto& names = mesh.names();
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += sep;
+    const auto d = static_cast<std::size_t>(dims[i]);
+    s += d < names.size() ? names[d] : std::to_string(dims[i]);
+  }
+  return s;
+}
+
+std::string warning_message(const DeviceMesh& mesh, std::span<const Placement> src,
+                            std::span<const Placement> dst, std::span<const std::int64_t> dims,
+                            std::size_t count, StepKind kind, MergeReason reason) {
+  std::string quoted;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    quoted += (i ? ", \"" : "\"") + dims_label(mesh, dims.subspan(i, 1), "") + "\"";
+  }
+  std::string msg = "While redistributing from " + to_string(src, true) + " to " +
+                    to_string(dst, true) + ", " + std::to_string(count) + " sequential " +
+                    std::string(to_string(kind)) +
+                    " operations will be performed. This is suboptimal for performance and can "
+                    "give replicas different bits from different reduction orders. ";
+  switch (reason) {
+    case MergeReason::no_flattened_mesh:
+      msg += "To merge them into one collective, flatten mesh dimensions [" + quoted +
+             "] (mesh._flatten()) before redistributing.";
+      break;
+    case MergeReason::non_ascending_mesh_dims:
+      msg += "It is not possible to merge non-ascending order mesh dims [" + quoted + "] for " +
+             std::string(to_string(kind)) + ".";
+      break;
+    case MergeReason::uneven_tensor_shape:
+      msg += "The tensor dim is not evenly divisible by the size of mesh dims [" + quoted +
+             "], so a merged collective would move elements to other ranks.";
+      break;
+    default:
+      break;
+  }
+  return msg;
+}
+
+struct MergeResult {
+  std::optional<TransformStep> step;
+  MergeReason reason = MergeReason::merged;
+};
+
+// try_create_flattened for a run of >= 2 mergeable steps (indices [first, last)).
+MergeResult try_merge(const DeviceMesh& mesh, std::span<const TransformStep> run,
+                      std::span<const std::int64_t> shape) {
+  const StepKind kind = run.front().kind;
+  std::vector<std::int64_t> dims;
+  dims.reserve(run.size());
+  for (const TransformStep& s : run) dims.push_back(s.mesh_dims.front());
+  std::vector<std::int64_t> sorted = dims;
+  std::sort(sorted.begin(), sorted.end());
+  if (kind == StepKind::reduce_scatter && dims != sorted) {
+    return {std::nullopt, MergeReason::non_ascending_mesh_dims};
+  }
+  if (kind == StepKind::all_gather && !std::equal(dims.begin(), dims.end(), sorted.rbegin())) {
+    return {std::nullopt, MergeReason::non_ascending_mesh_dims};
+  }
+  std::optional<std::string> flat = find_flattened_dim(mesh, sorted);
+  if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
+
+  std::int64_t n = 1;
+  for (std::int64_t d : sorted) n *= shape[static_cast<std::size_t>(d)];
+  const TransformStep* outer = &run.front();
+  if (kind != StepKind::all_reduce) {
+    const auto d = static_cast<std::size_t>(kind == StepKind::all_gather ? outer->src_tensor_dim
+                                                                         : outer->dst_tensor_dim);
+    for (const TransformStep& s : run) {
+      if (s.logical_shape[d] > outer->logical_shape[d]) outer = &s;
+    }
+    // reduce_scatter as the reference; all_gather as the fix of #194457: a flat gather of
+    // uneven nested shards would put rows in the wrong place.
+    if (outer->logical_shape[d] % n != 0) return {std::nullopt, MergeReason::uneven_tensor_shape};
+  }
+  TransformStep m;
+  m.kind = kind;
+  m.mesh_dims = std::move(sorted);
+  m.src = run.front().src;
+  m.dst = run.front().dst;
+  m.reduce_op = run.front().reduce_op;
+  m.src_tensor_dim = run.front().src_tensor_dim;
+  m.dst_tensor_dim = run.front().dst_tensor_dim;
+  m.group_size = n;
+  m.logical_shape = outer->logical_shape;
+  m.flattened_name = std::move(*flat);
+  if (m.src.is_partial()) {
+    bool any_avg = false;
+    for (const TransformStep& s : run) {
+      if (s.src.reduce_op() == ReduceOp::avg) {
+        any_avg = true;
+        m.avg_scale *= shape[static_cast<std::size_t>(s.mesh_dims.front())];
+      }
+    }
+    // A sum/avg run reduces with sum and divides by the avg dims' size afterwards (pure avg
+    // too). Unlike the reference, a mix whose avg dims all have size 1 also reduces with sum:
+    // an avg over the whole flattened group would divide by the sum dims' size.
+    if (any_avg) {
+      m.src = Placement::partial(ReduceOp::sum);
+      m.reduce_op = ReduceOp::sum;
+    }
+  }
+  return {std::move(m), MergeReason::merged};
+}
+
+// A merged step's shapes: the run's input, its last output, and the collective's buffer.
+void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, std::int64_t es) {
+  m.input_shape = run.front().input_shape;
+  m.output_shape = run.back().output_shape;
+  const std::int64_t n = m.group_size;
+  switch (m.kind) {
+    case StepKind::all_reduce:
+      m.bytes = numel(m.input_shape) * es;
+      break;
+    case StepKind::reduce_scatter: {
+      Shape padded = m.input_shape;
+      const auto d = static_cast<std::size_t>(m.dst_tensor_dim);
+      padded[d] = padded_chunk(padded[d], n) * n;
+      m.bytes = numel(padded) * es;
+      break;
+    }
+    case StepKind::all_gather: {
+      Shape gathered = m.input_shape;
+      const auto d = static_cast<std::size_t>(m.src_tensor_dim);
+      gathered[d] = padded_chunk(m.logical_shape[d], n) * n;
+      m.bytes = numel(gathered) * es;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+std::vector<TransformStep> merge_pass(
+    const DeviceMesh& mesh, const std::vector<std::int64_t>& shape, std::span<const Placement> src,
+    std::span<const Placement> dst, const std::vector<TransformStep>& steps, std::int64_t es,
+    std::vector<RunDecision>* runs, std::vector<PlanWarning>* warnings) {
+  if (steps.size() < 2 || !transform_optimization_enabled()) return steps;
+  std::vector<TransformStep> out;
+  out.reserve(steps.size());
+  std::size_t i = 0;
+  while (i < steps.size()) {
+    if (!mergeable_kind(steps[i].kind)) {
+      out.push_back(steps[i++]);
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < steps.size() && mergeable_kind(steps[j].kind) &&
+           mergeable_pair(steps[i], steps[j])) {
+      ++j;
+    }
+    const std::span<const TransformStep> run(steps.data() + i, j - i);
+    MergeResult r{std::nullopt, MergeReason::too_few_transforms};
+    if (run.size() >= 2) r = try_merge(mesh, run, shape);
+    if (r.step) {
+      fill_merged_shapes(*r.step, run, es);
+      out.push_back(std::move(*r.step));
+    } else {
+      out.insert(out.end(), run.begin(), run.end());
+    }
+    if (runs) {
+      RunDecision d;
+      d.kind = run.front().kind;
+      for (std::size_t k = i; k < j; ++k) {
+        d.mesh_dims.push_back(steps[k].mesh_dims.front());
+        d.steps.push_back(k);
+      }
+      d.reason = r.reason;
+      if (r.reason == MergeReason::merged) d.flattened_name = out.back().flattened_name;
+      runs->push_back(std::move(d));
+    }
+    if (warnings && (r.reason == MergeReason::no_flattened_mesh ||
+                     r.reason == MergeReason::non_ascending_mesh_dims ||
+                     r.reason == MergeReason::uneven_tensor_shape)) {
+      PlanWarning w;
+      for (const TransformStep& s : run) w.mesh_dims.push_back(s.mesh_dims.front());
+      std::sort(w.mesh_dims.begin(), w.mesh_dims.end());
+      w.reason = r.reason;
+      const bool seen = std::any_of(warnings->begin(), warnings->end(), [&](const PlanWarning& o) {
+        return o.reason == w.reason && o.mesh_dims == w.mesh_dims;
+      });
+      if (!seen) {
+        w.message =
+            warning_message(mesh, src, dst, w.mesh_dims, run.size(), run.front().kind, r.reason);
+        warnings->push_back(std::move(w));
+      }
+    }
+    i = j;
+  }
+  return out;
+}
+
+double total_cost(const std::vector<TransformStep>& steps) {
+  double t = 0;
+  for (const TransformStep& s : steps) t += s.modeled_time;
+  return t;
+}
+
+// ---- min_cost: per run of like-kind collectives, the cheapest way to split it ----
+
+// A merged step over the run members `members` (indices into `run`, in their issue order), or
+// nullopt when that merge is not valid (order, flattened dim, evenness).
+std::optional<TransformStep> merge_members(const DeviceMesh& mesh, const MeshView& v,
+                                           std::span<const TransformStep> run,
+                                           std::span<const std::size_t> members, std::int64_t es,
+                                           const Topology& topology) {
+  if (members.size() == 1) return run[members.front()];
+  std::vector<TransformStep> sub;
+  sub.reserve(members.size());
+  for (std::size_t k : members) sub.push_back(run[k]);
+  MergeResult r = try_merge(mesh, sub, v.shape);
+  if (!r.step) return std::nullopt;
+  fill_merged_shapes(*r.step, sub, es);
+  fill_cost(*r.step, mesh, topology);
+  return r.step;
+}
+
+// All-reduces of one run commute: try every partition of the run into groups (subset DP).
+std::vector<TransformStep> best_all_reduce_partition(const DeviceMesh& mesh, const MeshView& v,
+                                                     std::span<const TransformStep> run,
+                                                     std::int64_t es, const Topology& topology) {
+  const std::size_t k = run.size();
+  const std::size_t full = (std::size_t{1} << k) - 1;
+  std::vector<std::optional<TransformStep>> group(full + 1);
+  std::vector<double> group_cost(full + 1, -1);
+  for (std::size_t mask = 1; mask <= full; ++mask) {
+    std::vector<std::size_t> members;
+    for (std::size_t b = 0; b < k; ++b) {
+      if (mask >> b & 1) members.push_back(b);
+    }
+    group[mask] = merge_members(mesh, v, run, members, es, topology);
+    if (group[mask]) group_cost[mask] = group[mask]->modeled_time;
+  }
+  std::vector<double> best(full + 1, -1);
+  std::vector<std::size_t> choice(full + 1, 0);
+  best[0] = 0;
+  for (std::size_t mask = 1; mask <= full; ++mask) {
+    // The group holding the lowest member of `mask`, so each partition is counted once.
+    const std::size_t low = mask & (~mask + 1);
+    for (std::size_t sub = mask; sub; sub = (sub - 1) & mask) {
+      if (!(sub & low) || group_cost[sub] < 0 || best[mask ^ sub] < 0) continue;
+      const double c = group_cost[sub] + best[mask ^ sub];
+      if (best[mask] < 0 || c < best[mask]) {
+        best[mask] = c;
+        choice[mask] = sub;
+      }
+    }
+  }
+  std::vector<TransformStep> out;
+  for (std::size_t mask = full; mask; mask ^= choice[mask]) out.push_back(*group[choice[mask]]);
+  return out;
+}
+
+// Reduce-scatters and all-gathers must keep their order: try every split into consecutive
+// segments.
+std::vector<TransformStep> best_segmentation(const DeviceMesh& mesh, const MeshView& v,
+                                             std::span<const TransformStep> run, std::int64_t es,
+                                             const Topology& topology) {
+  const std::size_t k = run.size();
+  std::vector<double> best(k + 1, -1);
+  std::vector<std::size_t> from(k + 1, 0);
+  std::vector<std::vector<std::optional<TransformStep>>> seg(k + 1);
+  best[0] = 0;
+  for (std::size_t end = 1; end <= k; ++end) {
+    seg[end].resize(end);
+    for (std::size_t start = 0; start < end; ++start) {
+      std::vector<std::size_t> members;
+      for (std::size_t q = start; q < end; ++q) members.push_back(q);
+      seg[end][start] = merge_members(mesh, v, run, members, es, topology);
+      if (!seg[end][start] || best[start] < 0) continue;
+      const double c = best[start] + seg[end][start]->modeled_time;
+      if (best[end] < 0 || c < best[end]) {
+        best[end] = c;
+        from[end] = start;
+      }
+    }
+  }
+  std::vector<TransformStep> out;
+  for (std::size_t end = k; end > 0; end = from[end]) out.push_back(*seg[end][from[end]]);
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::vector<TransformStep> min_cost_steps(const DeviceMesh& mesh, const MeshView& v,
+                                          const std::vector<TransformStep>& steps, std::int64_t es,
+                                          const Topology& topology) {
+  std::vector<TransformStep> out;
+  std::size_t i = 0;
+  while (i < steps.size()) {
+    if (!mergeable_kind(steps[i].kind)) {
+      out.push_back(steps[i++]);
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < steps.size() && mergeable_kind(steps[j].kind) &&
+           mergeable_pair(steps[i], steps[j])) {
+      ++j;
+    }
+    const std::span<const TransformStep> run(steps.data() + i, j - i);
+    std::vector<TransformStep> best;
+    // 2^k subsets: the run is at most one step per mesh dim, so k <= ndim.
+    if (run.size() >= 2 && run.front().kind == StepKind::all_reduce && run.size() <= 12) {
+      best = best_all_reduce_partition(mesh, v, run, es, topology);
+    } else if (run.size() >= 2) {
+      best = best_segmentation(mesh, v, run, es, topology);
+    } else {
+      best.assign(run.begin(), run.end());
+    }
+    out.insert(out.end(), best.begin(), best.end());
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(StepKind kind) {
+  switch (kind) {
+    case StepKind::all_reduce:
+      return "all_reduce";
+    case StepKind::reduce_scatter:
+      return "reduce_scatter";
+    case StepKind::all_gather:
+      return "all_gather";
+    case StepKind::all_to_all:
+      return "all_to_all";
+    case StepKind::local_chunk:
+      return "chunk";
+    case StepKind::local_partial:
+      return "partial";
+  }
+  return "?";
+}
+
+bool is_collective(StepKind kind) {
+  return kind == StepKind::all_reduce || kind == StepKind::reduce_scatter ||
+         kind == StepKind::all_gather || kind == StepKind::all_to_all;
+}
+
+std::string_view to_string(MergeReason reason) {
+  switch (reason) {
+    case MergeReason::merged:
+      return "merged";
+    case MergeReason::too_few_transforms:
+      return "too_few_transforms";
+    case MergeReason::non_ascending_mesh_dims:
+      return "non_ascending_mesh_dims";
+    case MergeReason::no_flattened_mesh:
+      return "no_flattened_mesh";
+    case MergeReason::uneven_tensor_shape:
+      return "uneven_tensor_shape";
+    case MergeReason::optimization_disabled:
+      return "optimization_disabled";
+  }
+  return "?";
+}
+
+std::string_view to_string(Planner p) {
+  return p == Planner::greedy ? "greedy" : "min_cost";
+}
+Planner parse_planner(std::string_view text) {
+  if (text == "greedy") return Planner::greedy;
+  if (text == "min_cost") return Planner::min_cost;
+  throw Error(ErrorKind::value,
+              "unknown planner '" + std::string(text) + "': use greedy or min_cost");
+}
+std::string_view to_string(Api a) {
+  return a == Api::internal ? "internal" : "public";
+}
+Api parse_api(std::string_view text) {
+  if (text == "internal") return Api::internal;
+  if (text == "public") return Api::public_;
+  throw Error(ErrorKind::value, "unknown api '" + std::string(text) + "': use internal or public");
+}
+
+std::optional<std::string> find_flattened_dim(const DeviceMesh& mesh,
+                                              std::span<const std::int64_t> dims) {
+  if (mesh.names().empty()) return std::nullopt;
+  std::vector<Layout> modes;
+  modes.reserve(dims.size());
+  const Layout& layout = mesh.layout();
+  for (std::int64_t d : dims) {
+    // Mesh dims index the current mesh; a dim past its end cannot have been flattened (#174006).
+    if (d < 0 || static_cast<std::size_t>(d) >= mesh.ndim()) return std::nullopt;
+    modes.push_back(mesh_mode(layout, d));
+  }
+  const Layout sliced = make_layout(modes);
+  Layout expected;
+  if (mesh.model() == LayoutModel::one_level) {
+    // As DeviceMesh::flatten registers it: coalesce (stride 0 -> 1), nest what has several modes.
+    expected = mesh_coalesce(sliced);
+    if (expected.rank() > 1) expected = nest(expected);
+  } else {
+    const Layout axis = collapse(mesh_axes_from_layout(sliced));
+    expected = make_layout(std::span<const Layout>(&axis, 1));
+  }
+  for (const auto& [name, flat] : mesh.flattened()) {
+    if (flat == expected) return name;
+  }
+  return std::nullopt;
+}
+
+std::vector<TransformStep> greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
+                                             std::span<const std::int64_t> coordinate, Api api) {
+  const MeshView v = check_and_view(src, dst, coordinate);
+  return greedy(src, dst, v, api);
+}
+
+std::vector<TransformStep> merge_flattened_runs(
+    const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
+    const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs,
+    std::vector<PlanWarning>* warnings, std::int64_t element_size) {
+  return merge_pass(mesh, mesh.shape(), src, dst, steps, element_size, runs, warnings);
+}
+
+Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
+                       std::span<const std::int64_t> coordinate, const PlanOptions& options) {
+  const MeshView v = check_and_view(src, dst, coordinate);
+  Plan plan;
+  plan.unmerged = greedy(src, dst, v, options.api);
+  for (TransformStep& s : plan.unmerged) fill_cost(s, src.mesh, options.topology);
+  const bool optimize = options.optimize && transform_optimization_enabled();
+  if (optimize) {
+    plan.steps = merge_pass(src.mesh, v.shape, src.placements, dst.placements, plan.unmerged,
+                            src.element_size, &plan.runs, &plan.warnings);
+    for (TransformStep& s : plan.steps) {
+      if (s.merged()) fill_cost(s, src.mesh, options.topology);
+    }
+  } else {
+    plan.steps = plan.unmerged;
+  }
+  plan.greedy_cost = total_cost(plan.steps);
+  plan.cost = plan.greedy_cost;
+  if (options.planner == Planner::min_cost && optimize) {
+    std::vector<TransformStep> candidate =
+        min_cost_steps(src.mesh, v, plan.unmerged, src.element_size, options.topology);
+    const double c = total_cost(candidate);
+    // Keep the greedy plan on ties so min_cost only differs when it is strictly cheaper.
+    if (c < plan.greedy_cost * (1 - 1e-12)) {
+      plan.steps = std::move(candidate);
+      plan.cost = c;
+    }
+  }
+  return plan;
+}
+
+namespace {
+
+std::string cache_key(const DTensorSpec& src, const DTensorSpec& dst,
+                      std::span<const std::int64_t> coordinate, const PlanOptions& o) {
+  std::string k;
+  k.reserve(256);
+  k += to_string(src.mesh.model());
+  k += '|';
+  k += to_string(src.mesh.layout());
+  for (const std::string& n : src.mesh.names()) k += "|" + n;
+  k += "|flat";
+  for (const auto& [name, layout] : src.mesh.flattened()) k += "|" + name + "=" + to_string(layout);
+  k += "|" + to_string(src.placements) + to_string(dst.placements) + to_string(dst.mesh.layout());
+  for (std::int64_t s : src.shape) k += "," + std::to_string(s);
+  k += "|" + std::to_string(src.element_size) + "|";
+  for (std::int64_t c : coordinate) k += std::to_string(c) + ",";
+  k += "|" + std::to_string(o.optimize) + std::to_string(static_cast<int>(o.planner)) +
+       std::to_string(static_cast<int>(o.api)) + std::to_string(transform_optimization_enabled());
+  const Topology& t = o.topology;
+  for (double x : {static_cast<double>(t.ranks_per_node), t.intra_bandwidth, t.intra_latency,
+                   t.inter_bandwidth, t.inter_latency, t.launch_overhead, t.ring_latency_factor,
+                   t.tree_latency_factor}) {
+    k += "|" + std::to_string(x);
+  }
+  return k;
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> cached_plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
+                                                     std::span<const std::int64_t> coordinate,
+                                                     const PlanOptions& options) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
+  std::vector<std::int64_t> coord(coordinate.begin(), coordinate.end());
+  if (coord.empty()) coord.assign(src.mesh.ndim(), 0);
+  const std::string key = cache_key(src, dst, coord, options);
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  auto plan = std::make_shared<const Plan>(plan_redistribute(src, dst, coord, options));
+  std::lock_guard lock(mutex);
+  // Bounded like an lru_cache: a sweep over many shapes must not grow memory without end.
+  if (cache.size() >= 4096) cache.clear();
+  return cache.emplace(key, std::move(plan)).first->second;
+}
+
+DisableTransformOptimization::DisableTransformOptimization() {
+  ++g_disable_depth;
+}
+DisableTransformOptimization::~DisableTransformOptimization() {
+  --g_disable_depth;
+}
+bool transform_optimization_enabled() {
+  return g_disable_depth.load() == 0;
+}
+
+std::vector<PlanWarning> first_time_warnings(const DeviceMesh& mesh, const Plan& plan) {
+  static std::mutex mutex;
+  static std::set<std::tuple<std::string, std::vector<std::int64_t>, MergeReason>> warned;
+  std::string mesh_key = to_string(mesh.layout());
+  for (const std::string& n : mesh.names()) mesh_key += "|" + n;
+  std::vector<PlanWarning> out;
+  std::lock_guard lock(mutex);
+  for (const PlanWarning& w : plan.warnings) {
+    if (warned.emplace(mesh_key, w.mesh_dims, w.reason).second) out.push_back(w);
+  }
+  return out;
+}
+
+std::string to_string(const TransformStep& s, const DeviceMesh& mesh) {
+  const std::string dims = dims_label(mesh, s.mesh_dims, "+");
+  const std::string kind(to_string(s.kind));
+  switch (s.kind) {
+    case StepKind::all_reduce:
+      return kind + "(" + dims + ", " + std::string(to_string(s.reduce_op)) + ")";
+    case StepKind::reduce_scatter:
+      return kind + "(" + dims + ", " + std::string(to_string(s.reduce_op)) +
+             ", dim=" + std::to_string(s.dst_tensor_dim) + ")";
+    case StepKind::all_gather:
+      return kind + "(" + dims + ", dim=" + std::to_string(s.src_tensor_dim) + ")";
+    case StepKind::all_to_all:
+      return kind + "(" + dims + ", dim=" + std::to_string(s.src_tensor_dim) + "->" +
+             std::to_string(s.dst_tensor_dim) + ")";
+    case StepKind::local_chunk:
+      return kind + "(" + dims + ", dim=" + std::to_string(s.dst_tensor_dim) + ")";
+    case StepKind::local_partial:
+      return kind + "(" + dims + ", " + std::string(to_string(s.reduce_op)) + ")";
+  }
+  return kind;
+}
+
+std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,
+                                      const DeviceMesh& mesh) {
+  std::vector<std::string> out;
+  for (const TransformStep& s : steps) {
+    if (is_collective(s.kind) && s.group_size > 1) out.push_back(to_string(s, mesh));
+  }
+  return out;
+}
+
+}  // namespace meshgate
