@@ -1,0 +1,116 @@
+#include "comm/communicator.hpp"
+
+#include <array>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace meshgate::comm {
+namespace {
+
+constexpr std::array<DType, 8> kDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                          DType::i32, DType::i64, DType::i8,  DType::u8};
+constexpr std::array<ReduceOp, 5> kReduceOps = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max,
+                                                ReduceOp::min, ReduceOp::product};
+
+}  // namespace
+
+std::size_t element_size(DType d) {
+  switch (d) {
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
+    case DType::i8:
+      return 1;
+    case DType::u8:
+      return 1;
+  }
+  throw Error(ErrorKind::value,
+              "element_size: unknown dtype value " + std::to_string(static_cast<int>(d)));
+}
+
+std::string_view to_string(DType d) {
+  switch (d) {
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "bfloat16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::i8:
+      return "int8";
+    case DType::u8:
+      return "uint8";
+  }
+  return "unknown-dtype";
+}
+
+std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::product:
+      return "product";
+  }
+  return "unknown-reduce-op";
+}
+
+DType parse_dtype(std::string_view text) {
+  std::string known;
+  for (DType d : kDTypes) {
+    if (to_string(d) == text) return d;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(d));
+  }
+  throw Error(ErrorKind::value,
+              "unknown dtype '" + std::string(text) + "': expected one of " + known);
+}
+
+ReduceOp parse_reduce_op(std::string_view text) {
+  std::string known;
+  for (ReduceOp op : kReduceOps) {
+    if (to_string(op) == text) return op;
+    known += (known.empty() ? "" : ", ") + std::string(to_string(op));
+  }
+  throw Error(ErrorKind::value,
+              "unknown reduce op '" + std::string(text) + "': expected one of " + known);
+}
+
+bool is_floating(DType d) {
+  return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16;
+}
+
+Error unsupported(std::string_view backend, std::string_view collective, DType dtype,
+                  std::string_view reason) {
+  return Error(ErrorKind::runtime, "backend '" + std::string(backend) + "' does not support " +
+                                       std::string(collective) + " for " +
+                                       std::string(to_string(dtype)) + ": " + std::string(reason));
+}
+
+Error unsupported(std::string_view backend, std::string_view collective, ReduceOp op, DType dtype,
+                  std::string_view reason) {
+  return unsupported(backend, std::string(collective) + "(" + std::string(to_string(op)) + ")",
+                     dtype, reason);
+}
+
+}  // namespace meshgate::comm

@@ -1,0 +1,77 @@
+#pragma once
+// One Communicator interface over every backend (threads, mpi, nccl), as c10d's Backend: a
+// rank in a group of ranks, the collectives on typed buffers, and split into sub-groups.
+// Buffers live in the backend's memory space (host for threads and mpi, device for nccl):
+// allocate them with allocate() and move data with copy_to/copy_from.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace meshgate::comm {
+
+enum class DType { f32, f64, f16, bf16, i32, i64, i8, u8 };
+enum class ReduceOp { sum, avg, max, min, product };
+
+std::size_t element_size(DType d);
+std::string_view to_string(DType d);  // "float32", "float64", "float16", "bfloat16", "int32", ...
+std::string_view to_string(ReduceOp op);          // "sum", "avg", "max", "min", "product"
+DType parse_dtype(std::string_view text);         // Error(value) naming the known dtypes
+ReduceOp parse_reduce_op(std::string_view text);  // Error(value) naming the known ops
+bool is_floating(DType d);                        // float32, float64, float16, bfloat16
+
+// The error a backend raises for a combination it does not support (RuntimeError, as c10d's
+// TORCH_CHECK): "backend 'threads' does not support all_reduce(avg) for int32: <reason>".
+Error unsupported(std::string_view backend, std::string_view collective, DType dtype,
+                  std::string_view reason);
+Error unsupported(std::string_view backend, std::string_view collective, ReduceOp op, DType dtype,
+                  std::string_view reason);
+
+// Element counts are per rank, as in NCCL:
+//   all_reduce:     send/recv hold `count` elements
+//   all_gather:     send holds `count`, recv holds size() * count (rank r's block at r * count)
+//   reduce_scatter: send holds size() * count, recv holds `count` (rank r gets block r)
+//   all_to_all:     send and recv hold size() * count; block j of rank i goes to block i of rank j
+//   broadcast:      buffer holds `count`; root's values everywhere
+// In place: send == recv for all_reduce / all_to_all; for all_gather send == recv + rank*count;
+// for reduce_scatter recv == send + rank*count (NCCL's in-place conventions).
+// Every call is collective over all ranks of the communicator and blocks until this rank's
+// part is complete (for nccl: until the stream work is enqueued; synchronize() waits).
+// An unsupported (op, dtype, reduce) combination throws meshgate::Error naming the backend,
+// the op and the dtype, e.g. "backend 'mpi' does not support all_reduce(product) for bfloat16".
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual std::string_view backend() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
+                          ReduceOp op) = 0;
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
+                              ReduceOp op) = 0;
+  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  virtual void barrier() = 0;
+
+  // Collective over all ranks of this communicator: `groups` lists disjoint groups of ranks
+  // (of this communicator). Returns this rank's communicator for the group that contains it
+  // (its rank there = its position in the group), or nullptr when no group contains it.
+  virtual std::unique_ptr<Communicator> split(const std::vector<std::vector<int>>& groups) = 0;
+
+  // Memory of the backend's space (host memory for threads/mpi, device memory for nccl).
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* ptr) = 0;
+  virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  // Waits until every collective this rank issued has completed (a no-op for host backends).
+  virtual void synchronize() = 0;
+};
+
+}  // namespace meshgate::comm

@@ -1,0 +1,284 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "comm/comm_test_support.hpp"
+#include "comm/threads_world.hpp"
+
+namespace meshgate::comm {
+namespace {
+
+using testing::CheckSpec;
+using testing::Collective;
+using testing::describe;
+using testing::run_and_count_wrong;
+
+constexpr DType kDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                             DType::i32, DType::i64, DType::i8,  DType::u8};
+constexpr ReduceOp kReduceOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min,
+                                   ReduceOp::product};
+constexpr Collective kCollectives[] = {Collective::all_reduce, Collective::all_gather,
+                                       Collective::reduce_scatter, Collective::all_to_all,
+                                       Collective::broadcast};
+
+// Runs body(comm) on `ranks` threads of a fresh world and returns each rank's result; an
+// exception on any rank is rethrown here after every thread has finished.
+template <typename Result>
+std::vector<Result> on_ranks(int ranks, const std::function<Result(Communicator&)>& body) {
+  ThreadsWorld world(ranks);
+  std::vector<Result> results(static_cast<std::size_t>(ranks));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r, comm = world.communicator(r)] {
+      try {
+        results[r] = body(*comm);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return results;
+}
+
+// Every valid (collective, dtype, reduce) at the given counts and both placements; returns
+// the failing descriptions (empty when all pass).
+std::vector<std::string> check_matrix(Communicator& comm, const std::vector<std::size_t>& counts,
+                                      std::uint64_t seed) {
+  std::vector<std::string> failures;
+  for (Collective c : kCollectives) {
+    for (DType d : kDTypes) {
+      for (ReduceOp op : kReduceOps) {
+        if (!testing::is_reduction(c) && op != ReduceOp::sum) continue;
+        if (op == ReduceOp::avg && !is_floating(d)) continue;
+        for (std::size_t count : counts) {
+          for (bool in_place : {false, true}) {
+            CheckSpec spec{c, d, op, count, in_place, seed++, 0};
+            spec.root = static_cast<int>(seed % static_cast<std::uint64_t>(comm.size()));
+            const std::size_t wrong = run_and_count_wrong(comm, spec);
+            if (wrong) {
+              failures.push_back(describe(spec) + ": " + std::to_string(wrong) + " wrong");
+            }
+          }
+        }
+      }
+    }
+  }
+  return failures;
+}
+
+class ThreadsRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadsRanks, EveryCollectiveDtypeAndReduceIsExact) {
+  const int ranks = GetParam();
+  const auto failures = on_ranks<std::vector<std::string>>(ranks, [](Communicator& comm) {
+    EXPECT_EQ(comm.backend(), "threads");
+    return check_matrix(comm, {0, 1, 2, 37}, 11);
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_THAT(failures[r], ::testing::IsEmpty()) << "rank " << r << " of " << ranks;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OneToEight, ThreadsRanks, ::testing::Range(1, 9));
+
+TEST(Threads, OddCountsSpanningChunksAndReductionBlocksAreExact) {
+  for (int ranks : {3, 5, 7}) {
+    const auto failures = on_ranks<std::vector<std::string>>(ranks, [](Communicator& comm) {
+      std::vector<std::string> failed;
+      std::uint64_t seed = 40;
+      for (Collective c : kCollectives) {
+        for (DType d : {DType::f32, DType::f16, DType::i8}) {
+          for (bool in_place : {false, true}) {
+            const ReduceOp op = d == DType::i8 ? ReduceOp::max : ReduceOp::sum;
+            const CheckSpec spec{c, d, op, 4099, in_place, ++seed, comm.size() - 1};
+            if (run_and_count_wrong(comm, spec)) failed.push_back(describe(spec));
+          }
+        }
+      }
+      return failed;
+    });
+    for (int r = 0; r < ranks; ++r) {
+      EXPECT_THAT(failures[r], ::testing::IsEmpty()) << "rank " << r << " of " << ranks;
+    }
+  }
+}
+
+TEST(Threads, LargeCountsAreExactInAndOutOfPlace) {
+  // Each rank computes every expected value itself (ranks x count input values), so the large
+  // counts run at one world size; every world size runs the matrix above.
+  for (int ranks : {4}) {
+    const auto wrong = on_ranks<std::size_t>(ranks, [](Communicator& comm) {
+      std::size_t total = 0;
+      const std::size_t million = std::size_t{1} << 20;
+      const std::size_t per_rank = million / static_cast<std::size_t>(comm.size()) + 1;
+      // Both placements for the main path; one placement each for the rest (the matrix
+      // above covers both placements of everything at small counts).
+      for (bool in_place : {false, true}) {
+        total += run_and_count_wrong(
+            comm, {Collective::all_reduce, DType::f32, ReduceOp::sum, million + 1, in_place, 3});
+      }
+      total += run_and_count_wrong(
+          comm, {Collective::all_reduce, DType::bf16, ReduceOp::avg, million, true, 4});
+      total += run_and_count_wrong(
+          comm, {Collective::all_gather, DType::i32, ReduceOp::sum, per_rank, true, 5});
+      total += run_and_count_wrong(
+          comm, {Collective::reduce_scatter, DType::f16, ReduceOp::max, per_rank, false, 6});
+      total += run_and_count_wrong(
+          comm, {Collective::all_to_all, DType::i8, ReduceOp::sum, per_rank, false, 7});
+      total += run_and_count_wrong(
+          comm, {Collective::broadcast, DType::f64, ReduceOp::sum, per_rank, true, 8, 2});
+      return total;
+    });
+    for (int r = 0; r < ranks; ++r) EXPECT_EQ(wrong[r], 0u) << "rank " << r << " of " << ranks;
+  }
+}
+
+TEST(Threads, AllReduceSumsTheRanks) {
+  // A direct check independent of the verification helper: rank r contributes r + i.
+  const auto results = on_ranks<std::vector<float>>(5, [](Communicator& comm) {
+    std::vector<float> data(9);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(comm.rank() + i);
+    comm.all_reduce(data.data(), data.data(), data.size(), DType::f32, ReduceOp::sum);
+    return data;
+  });
+  for (const auto& data : results) {
+    for (std::size_t i = 0; i < data.size(); ++i) EXPECT_EQ(data[i], 10.0f + 5.0f * i);
+  }
+}
+
+TEST(Threads, SplitIntoRowsAndColumnsOfATwoByFourWorld) {
+  const std::vector<std::vector<int>> rows = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  const std::vector<std::vector<int>> cols = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  struct Seen {
+    int row_rank = -1, row_size = -1, col_rank = -1, col_size = -1;
+    double row_sum = 0, col_sum = 0;
+    std::size_t wrong = 0;
+  };
+  const auto seen = on_ranks<Seen>(8, [&](Communicator& comm) {
+    Seen s;
+    auto row = comm.split(rows);
+    auto col = comm.split(cols);
+    s.row_rank = row->rank();
+    s.row_size = row->size();
+    s.col_rank = col->rank();
+    s.col_size = col->size();
+    double mine = comm.rank();
+    row->all_reduce(&mine, &s.row_sum, 1, DType::f64, ReduceOp::sum);
+    col->all_reduce(&mine, &s.col_sum, 1, DType::f64, ReduceOp::sum);
+    // The groups run their collectives concurrently; then the full matrix on each group.
+    s.wrong += check_matrix(*row, {0, 1, 33}, 21).size();
+    s.wrong += check_matrix(*col, {0, 1, 33}, 31).size();
+    return s;
+  });
+  for (int r = 0; r < 8; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(seen[r].row_rank, r % 4);
+    EXPECT_EQ(seen[r].row_size, 4);
+    EXPECT_EQ(seen[r].col_rank, r / 4);
+    EXPECT_EQ(seen[r].col_size, 2);
+    EXPECT_EQ(seen[r].row_sum, r < 4 ? 0 + 1 + 2 + 3 : 4 + 5 + 6 + 7);
+    EXPECT_EQ(seen[r].col_sum, (r % 4) + (r % 4 + 4));
+    EXPECT_EQ(seen[r].wrong, 0u);
+  }
+}
+
+TEST(Threads, SplitGivesNullToRanksInNoGroupAndNests) {
+  const auto sizes = on_ranks<std::vector<int>>(6, [](Communicator& comm) {
+    std::vector<int> out;
+    // Ranks 1 and 4 are in no group; the first group lists its ranks out of order.
+    auto sub = comm.split({{5, 0, 2}, {3}});
+    if (!sub) return std::vector<int>{-1};
+    out = {sub->size(), sub->rank()};
+    auto nested = sub->size() == 3 ? sub->split({{1, 2}, {0}}) : sub->split({{0}});
+    float value = 1.0f;
+    float total = 0;
+    nested->all_reduce(&value, &total, 1, DType::f32, ReduceOp::sum);
+    out.push_back(nested->size());
+    out.push_back(static_cast<int>(total));
+    return out;
+  });
+  EXPECT_EQ(sizes[0], (std::vector<int>{3, 1, 2, 2}));
+  EXPECT_EQ(sizes[1], (std::vector<int>{-1}));
+  EXPECT_EQ(sizes[2], (std::vector<int>{3, 2, 2, 2}));
+  EXPECT_EQ(sizes[3], (std::vector<int>{1, 0, 1, 1}));
+  EXPECT_EQ(sizes[4], (std::vector<int>{-1}));
+  EXPECT_EQ(sizes[5], (std::vector<int>{3, 0, 1, 1}));
+}
+
+TEST(Threads, AvgOfIntegersIsRejectedNamingBackendOpAndDtype) {
+  for (DType d : {DType::i32, DType::i64, DType::i8, DType::u8}) {
+    const auto messages = on_ranks<std::string>(2, [d](Communicator& comm) {
+      std::string text;
+      std::int64_t buffer[4] = {};
+      try {
+        comm.all_reduce(buffer, buffer, 1, d, ReduceOp::avg);
+      } catch (const Error& e) {
+        text += e.what();
+      }
+      text += "|";
+      try {
+        comm.reduce_scatter(buffer, buffer, 1, d, ReduceOp::avg);
+      } catch (const Error& e) {
+        text += e.what();
+      }
+      return text;
+    });
+    const std::string dtype(to_string(d));
+    EXPECT_EQ(messages[0],
+              "RuntimeError: backend 'threads' does not support all_reduce(avg) for " + dtype +
+                  ": avg is defined for floating-point dtypes only; use sum and divide|"
+                  "RuntimeError: backend 'threads' does not support reduce_scatter(avg) for " +
+                  dtype + ": avg is defined for floating-point dtypes only; use sum and divide");
+    EXPECT_EQ(messages[1], messages[0]);
+  }
+}
+
+TEST(Threads, InvalidArgumentsAreValueErrors) {
+  EXPECT_THROW(ThreadsWorld(0), Error);
+  ThreadsWorld world(2);
+  EXPECT_THROW(world.communicator(2), Error);
+  auto first = world.communicator(0);
+  try {
+    world.communicator(0);
+    FAIL() << "taking rank 0 twice must fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::value);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("already has its communicator"));
+  }
+  float x = 0;
+  EXPECT_THROW(first->broadcast(&x, 1, DType::f32, 2), Error);
+  EXPECT_THROW(first->split({{0, 0}}), Error);
+  EXPECT_THROW(first->split({{0, 5}}), Error);
+  EXPECT_THROW(first->split({{}}), Error);
+  EXPECT_THROW(first->all_reduce(nullptr, &x, 1, DType::f32, ReduceOp::sum), Error);
+}
+
+TEST(Names, DtypesAndOpsRoundTripAndUnknownNamesListTheKnownOnes) {
+  for (DType d : kDTypes) EXPECT_EQ(parse_dtype(to_string(d)), d);
+  for (ReduceOp op : kReduceOps) EXPECT_EQ(parse_reduce_op(to_string(op)), op);
+  EXPECT_EQ(element_size(DType::bf16), 2u);
+  EXPECT_EQ(element_size(DType::i64), 8u);
+  EXPECT_EQ(element_size(DType::u8), 1u);
+  try {
+    parse_dtype("fp32");
+    FAIL() << "fp32 is not a dtype name";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::value);
+    EXPECT_STREQ(e.what(),
+                 "ValueError: unknown dtype 'fp32': expected one of float32, float64, float16, "
+                 "bfloat16, int32, int64, int8, uint8");
+  }
+  EXPECT_THROW(parse_reduce_op("mean"), Error);
+}
+
+}  // namespace
+}  // namespace meshgate::comm
