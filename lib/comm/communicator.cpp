@@ -2,6 +2,7 @@
 
 #include <array>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -94,6 +95,32 @@ ReduceOp parse_reduce_op(std::string_view text) {
   }
   throw Error(ErrorKind::value,
               "unknown reduce op '" + std::string(text) + "': expected one of " + known);
+}
+
+GroupPosition locate_rank(const std::vector<std::vector<int>>& groups, int size, int rank) {
+  std::vector<bool> seen(static_cast<std::size_t>(size), false);
+  GroupPosition found;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].empty()) {
+      throw Error(ErrorKind::value, "split: group " + std::to_string(g) + " is empty");
+    }
+    for (std::size_t p = 0; p < groups[g].size(); ++p) {
+      const int r = groups[g][p];
+      if (r < 0 || r >= size) {
+        throw Error(ErrorKind::value, "split: rank " + std::to_string(r) + " in group " +
+                                          std::to_string(g) + " is outside [0, " +
+                                          std::to_string(size) + ")");
+      }
+      if (seen[static_cast<std::size_t>(r)]) {
+        throw Error(ErrorKind::value, "split: rank " + std::to_string(r) +
+                                          " appears twice (again in group " + std::to_string(g) +
+                                          "); groups must be disjoint");
+      }
+      seen[static_cast<std::size_t>(r)] = true;
+      if (r == rank) found = {static_cast<int>(g), static_cast<int>(p)};
+    }
+  }
+  return found;
 }
 
 bool is_floating(DType d) {

@@ -24,6 +24,15 @@ DType parse_dtype(std::string_view text);         // Error(value) naming the kno
 ReduceOp parse_reduce_op(std::string_view text);  // Error(value) naming the known ops
 bool is_floating(DType d);                        // float32, float64, float16, bfloat16
 
+// Where `rank` sits in `groups` (split's argument): the index of its group and its position
+// there, or {-1, -1} when no group holds it. Error(value) unless the groups are non-empty and
+// disjoint and hold only ranks in [0, size).
+struct GroupPosition {
+  int group = -1;
+  int position = -1;
+};
+GroupPosition locate_rank(const std::vector<std::vector<int>>& groups, int size, int rank);
+
 // The error a backend raises for a combination it does not support (RuntimeError, as c10d's
 // TORCH_CHECK): "backend 'threads' does not support all_reduce(avg) for int32: <reason>".
 Error unsupported(std::string_view backend, std::string_view collective, DType dtype,

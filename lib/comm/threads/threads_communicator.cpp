@@ -209,7 +209,8 @@ class ThreadsCommunicator final : public Communicator {
   void barrier() override { sync(); }
 
   std::unique_ptr<Communicator> split(const std::vector<std::vector<int>>& groups) override {
-    const auto [group_index, position] = locate(groups);
+    // Every rank checks the same list the same way, so either all ranks throw or none does.
+    const auto [group_index, position] = locate_rank(groups, size(), rank_);
     const bool member = group_index >= 0;
     const int leader = member ? groups[group_index][0] : -1;
     if (leader == rank_) {
@@ -254,35 +255,6 @@ class ThreadsCommunicator final : public Communicator {
       throw Error(ErrorKind::value, std::string(collective) + ": null buffer for " +
                                         std::to_string(count) + " elements");
     }
-  }
-
-  // (index of the group holding this rank or -1, its position there); Error(value) when the
-  // groups are not disjoint groups of this communicator's ranks. Every rank checks the same
-  // list the same way, so either all ranks throw or none does.
-  std::pair<int, int> locate(const std::vector<std::vector<int>>& groups) const {
-    std::vector<bool> seen(static_cast<std::size_t>(size()), false);
-    std::pair<int, int> found{-1, -1};
-    for (std::size_t g = 0; g < groups.size(); ++g) {
-      if (groups[g].empty()) {
-        throw Error(ErrorKind::value, "split: group " + std::to_string(g) + " is empty");
-      }
-      for (std::size_t p = 0; p < groups[g].size(); ++p) {
-        const int r = groups[g][p];
-        if (r < 0 || r >= size()) {
-          throw Error(ErrorKind::value, "split: rank " + std::to_string(r) + " in group " +
-                                            std::to_string(g) + " is outside [0, " +
-                                            std::to_string(size()) + ")");
-        }
-        if (seen[r]) {
-          throw Error(ErrorKind::value, "split: rank " + std::to_string(r) +
-                                            " appears in more than one place (group " +
-                                            std::to_string(g) + "); groups must be disjoint");
-        }
-        seen[r] = true;
-        if (r == rank_) found = {static_cast<int>(g), static_cast<int>(p)};
-      }
-    }
-    return found;
   }
 
   std::shared_ptr<GroupState> group_;
