@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ab, baseline, calibrate, compare, listing, run
+from . import ab, baseline, calibrate, compare, listing, plan, run
 
-COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate]
+COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan]
 
 
 def build_parser() -> argparse.ArgumentParser:
