@@ -10,6 +10,9 @@
 
 #include "comm/comm_test_support.hpp"
 #include "comm/mpi_world.hpp"
+#ifdef MESHGATE_HAVE_NCCL
+#include "comm/nccl_world.hpp"
+#endif
 
 namespace meshgate::comm {
 namespace {
@@ -153,6 +156,41 @@ TEST(Mpi, AvgOfIntegersIsRejectedNamingBackendOpAndDtype) {
   EXPECT_THROW(world->broadcast(nullptr, 0, DType::f32, world->size()), Error);
   EXPECT_THROW(world->split({{0, 0}}), Error);
 }
+
+#ifdef MESHGATE_HAVE_NCCL
+TEST(Mpi, NcclBootstrapsOverMpi) {
+  auto world = mpi_world();
+  // NCCL needs one GPU per rank; every rank must take the same branch.
+  std::int64_t mine = cuda_device_count() >= world->size() ? 1 : 0;
+  std::int64_t everyone = 0;
+  world->all_reduce(&mine, &everyone, 1, DType::i64, ReduceOp::min);
+  if (everyone == 0) GTEST_SKIP() << "needs " << world->size() << " GPUs";
+  auto nccl = nccl_world(*world);
+  EXPECT_EQ(nccl->size(), world->size());
+  EXPECT_EQ(nccl->rank(), world->rank());
+  std::vector<std::string> failures;
+  std::uint64_t seed = 500;
+  for (Collective c : kCollectives) {
+    for (DType d : kDTypes) {
+      for (ReduceOp op : kReduceOps) {
+        if (!testing::is_reduction(c) && op != ReduceOp::sum) continue;
+        // NCCL's float avg multiplies each input by 1/n before summing, which is exact only
+        // when n is a power of two.
+        const int n = nccl->size();
+        if (op == ReduceOp::avg && (!is_floating(d) || (n & (n - 1)) != 0)) continue;
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4099}}) {
+          for (bool in_place : {false, true}) {
+            const CheckSpec spec{c, d, op, count, in_place, ++seed, 0};
+            if (run_and_count_wrong(*nccl, spec)) failures.push_back(describe(spec));
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THAT(failures, ::testing::IsEmpty());
+  EXPECT_EQ(total(*world, static_cast<std::int64_t>(failures.size())), 0);
+}
+#endif
 
 TEST(Mpi, LibraryVersionNamesTheImplementation) {
   EXPECT_THAT(mpi_library_version(), ::testing::StartsWith("Open MPI v"));

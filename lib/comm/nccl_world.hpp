@@ -1,0 +1,45 @@
+#pragma once
+// The `nccl` backend: one rank per process and GPU, device buffers, one CUDA stream per
+// communicator. Defined when meshgate is built with CUDA and NCCL is found (MESHGATE_HAVE_NCCL
+// is defined then); this header includes neither CUDA nor NCCL.
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+
+namespace meshgate::comm {
+
+// How many CUDA devices this process sees; 0 without a driver or a device.
+int cuda_device_count();
+
+// NCCL's version as "major.minor.patch" (ncclGetVersion), e.g. "2.28.9".
+std::string nccl_library_version();
+
+// Collective over `bootstrap`, a host-memory communicator (mpi_world() in a job, or a threads
+// world of one rank in a single process): rank 0 creates the NCCL unique id, the bootstrap
+// broadcasts it, and every rank joins an NCCL communicator of the same size and rank order on
+// CUDA device `device` (by default its bootstrap rank modulo the visible devices).
+// Error(runtime) without a CUDA device or when NCCL fails, naming the call and NCCL's reason.
+std::unique_ptr<Communicator> nccl_world(Communicator& bootstrap, int device = -1);
+
+// Times work on an nccl communicator's stream with CUDA events, as nccl-tests does:
+// start() and stop() record events on the stream, seconds() waits for stop's event and returns
+// the time between the two.
+class EventTimer {
+ public:
+  // Error(value) unless `comm` is an nccl communicator.
+  explicit EventTimer(Communicator& comm);
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void start();
+  void stop();
+  double seconds();
+
+ private:
+  struct Events;
+  std::unique_ptr<Events> events_;
+};
+
+}  // namespace meshgate::comm
