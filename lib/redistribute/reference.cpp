@@ -1,0 +1,106 @@
+#include "redistribute/reference.hpp"
+
+#include <vector>
+
+namespace meshgate {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The row-major index over the mesh dims for which `pick` holds, and the group's size.
+template <class Pred>
+std::pair<std::int64_t, std::int64_t> index_over(std::span<const std::int64_t> mesh_shape,
+                                                 std::span<const Placement> placements,
+                                                 std::span<const std::int64_t> coordinate,
+                                                 Pred pick) {
+  std::int64_t idx = 0, size = 1;
+  for (std::size_t m = 0; m < mesh_shape.size(); ++m) {
+    if (!pick(placements[m])) continue;
+    idx = idx * mesh_shape[m] + coordinate[m];
+    size *= mesh_shape[m];
+  }
+  return {idx, size};
+}
+
+}  // namespace
+
+HostTensor make_global_tensor(const Shape& shape, comm::DType dtype, std::int64_t scale,
+                              std::uint64_t seed) {
+  HostTensor t = HostTensor::zeros(shape, dtype);
+  const std::int64_t n = t.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::int64_t>(
+                       mix(seed * 0x100000001B3ull + static_cast<std::uint64_t>(i)) % 17) -
+                   8;
+    t.set(i, static_cast<double>(v * scale));
+  }
+  return t;
+}
+
+HostTensor target_shard(const HostTensor& global, std::span<const std::int64_t> mesh_shape,
+                        std::span<const Placement> placements,
+                        std::span<const std::int64_t> coordinate) {
+  const LocalShard shard = local_shard(mesh_shape, placements, global.shape, coordinate);
+  HostTensor out = HostTensor::zeros(shard.shape, global.dtype);
+  const Shape zero(global.shape.size(), 0);
+  copy_box(global, shard.offset, out, zero, shard.shape);
+  return out;
+}
+
+HostTensor source_local_tensor(const HostTensor& global, std::span<const std::int64_t> mesh_shape,
+                               std::span<const Placement> placements,
+                               std::span<const std::int64_t> coordinate, std::int64_t scale) {
+  HostTensor local = target_shard(global, mesh_shape, placements, coordinate);
+  ReduceOp op = ReduceOp::sum;
+  bool any_partial = false;
+  for (const Placement& p : placements) {
+    if (p.is_partial()) {
+      any_partial = true;
+      if (p.reduce_op() != ReduceOp::avg) op = p.reduce_op();
+    }
+  }
+  if (!any_partial) return local;
+  const std::int64_t n = local.numel();
+  if (op == ReduceOp::sum) {
+    // Sum dims split the value; avg dims repeat it (the average of equal values is the value).
+    const auto [k, g] = index_over(mesh_shape, placements, coordinate, [](const Placement& p) {
+      return p.is_partial() && p.reduce_op() == ReduceOp::sum;
+    });
+    if (g == 1) return local;
+    const double offset = k == 0   ? static_cast<double>(scale)
+                          : k == 1 ? -static_cast<double>(scale)
+                                   : 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto v = static_cast<std::int64_t>(local.get(i));
+      local.set(i, static_cast<double>(v / g) + offset);
+    }
+    return local;
+  }
+  const auto [k, g] = index_over(mesh_shape, placements, coordinate,
+                                 [](const Placement& p) { return p.is_partial(); });
+  if (g == 1 || k == 0) return local;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = local.get(i);
+    switch (op) {
+      case ReduceOp::max:
+        local.set(i, v - static_cast<double>(scale));
+        break;
+      case ReduceOp::min:
+        local.set(i, v + static_cast<double>(scale));
+        break;
+      case ReduceOp::product:
+        local.set(i, 1.0);
+        break;
+      default:
+        break;
+    }
+  }
+  return local;
+}
+
+}  // namespace meshgate

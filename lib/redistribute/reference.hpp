@@ -1,0 +1,41 @@
+#pragma once
+// Exact inputs and references for checking a redistribution: a deterministic global tensor of
+// integer values, each rank's source local tensor (its shard, and for Partial placements a
+// contribution whose reduction over the partial dims is exactly the global value), and the
+// target shard. Shared by the executor's tests and the `redistribute` case kind.
+#include <cstdint>
+#include <span>
+
+#include "placement/placement.hpp"
+#include "redistribute/redistribute.hpp"
+
+namespace meshgate {
+
+// A global tensor of integers in [-8, 8] times `scale`, generated from (seed, index). With
+// `scale` = the mesh size every division by a product of mesh dim sizes is exact, and every
+// value (and every partial sum of contributions) is exact in all supported dtypes for meshes
+// of up to 32 ranks (bfloat16 holds integers up to 256 exactly).
+HostTensor make_global_tensor(const Shape& shape, comm::DType dtype, std::int64_t scale,
+                              std::uint64_t seed = 0);
+
+// The local tensor at mesh coordinate `coordinate` for `placements`: the torch.chunk shard of
+// `global` on the Shard dims; on the Partial dims a contribution such that reducing over those
+// dims gives `global` exactly:
+//   sum:  the value split into integers (v/g plus or minus a small offset) over the sum dims'
+//         group of size g, so that they add up exactly;
+//   avg:  every rank holds its sum-split value (avg dims do not split it);
+//   max:  the group's first rank holds the value, the others the value minus `scale`;
+//   min:  likewise plus `scale`; product: the first rank the value, the others 1.
+// Requires the global values to be multiples of the sum dims' group size (make_global_tensor).
+HostTensor source_local_tensor(const HostTensor& global, std::span<const std::int64_t> mesh_shape,
+                               std::span<const Placement> placements,
+                               std::span<const std::int64_t> coordinate, std::int64_t scale);
+
+// The torch.chunk shard of `global` at `coordinate` on the Shard dims of `placements` (the
+// other dims hold the whole tensor): what a correct redistribution to Shard/Replicate dims ends
+// with, and what the reduction over the Partial dims of a Partial target must give.
+HostTensor target_shard(const HostTensor& global, std::span<const std::int64_t> mesh_shape,
+                        std::span<const Placement> placements,
+                        std::span<const std::int64_t> coordinate);
+
+}  // namespace meshgate
