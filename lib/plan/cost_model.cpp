@@ -1,6 +1,7 @@
 #include "plan/cost_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -38,22 +39,51 @@ CollectiveOp parse_collective_op(std::string_view text) {
                                     "or broadcast");
 }
 
-GroupPlacement place_group(const Layout& group, const Topology& topology) {
+namespace {
+
+// (stride, size) of every leaf of the given modes: a tiny inline buffer, since mesh layouts
+// have a handful of leaves and costing must not allocate on the planning path.
+struct Leaves {
+  std::array<std::pair<std::int64_t, std::int64_t>, 16> small;
+  std::vector<std::pair<std::int64_t, std::int64_t>> large;
+  std::size_t count = 0;
+
+  void add(std::int64_t stride, std::int64_t shape) {
+    if (count < small.size()) {
+      small[count] = {stride, shape};
+    } else {
+      if (large.empty()) large.assign(small.begin(), small.end());
+      large.emplace_back(stride, shape);
+    }
+    ++count;
+  }
+  void add(const Layout& mode) {
+    if (mode.shape().is_int()) {
+      add(mode.stride().value(), mode.shape().value());
+      return;
+    }
+    const std::vector<std::int64_t> shapes = leaves(mode.shape());
+    const std::vector<std::int64_t> strides = leaves(mode.stride());
+    for (std::size_t i = 0; i < shapes.size(); ++i) add(strides[i], shapes[i]);
+  }
+  std::span<std::pair<std::int64_t, std::int64_t>> view() {
+    return count <= small.size() ? std::span(small.data(), count) : std::span(large);
+  }
+};
+
+// Walk the leaves from the finest stride: a leaf whose whole extent still fits in the first
+// node multiplies the ranks per node; the first one that does not fit contributes the members
+// it still has inside the node, and every coarser leaf only adds nodes. Adjacent leaves need
+// no coalescing first: walking them one after the other reaches the same extent.
+GroupPlacement place_leaves(Leaves& l, const Topology& topology) {
   GroupPlacement g;
-  g.size = size(group);
+  auto modes = l.view();
+  for (const auto& [stride, shape] : modes) g.size *= shape;
   if (g.size <= 1) return g;
   const std::int64_t per_node_limit = std::max<std::int64_t>(1, topology.ranks_per_node);
-  std::vector<std::pair<std::int64_t, std::int64_t>> modes;  // (stride, shape)
-  const Layout c = coalesce(group);
-  const std::vector<std::int64_t> shapes = leaves(c.shape());
-  const std::vector<std::int64_t> strides = leaves(c.stride());
-  for (std::size_t i = 0; i < shapes.size(); ++i) modes.emplace_back(strides[i], shapes[i]);
   std::sort(modes.begin(), modes.end());
-  // Walk modes from the finest stride: a mode whose whole extent still fits in the first
-  // node multiplies the ranks per node; the first one that does not fit contributes the
-  // members it still has inside the node, and every coarser mode only adds nodes.
   std::int64_t per_node = 1;
-  std::int64_t extent = 0;  // largest offset reached by the modes taken so far
+  std::int64_t extent = 0;  // largest offset reached by the leaves taken so far
   for (const auto& [stride, shape] : modes) {
     if (shape <= 1) continue;
     if (stride == 0) {
@@ -73,6 +103,21 @@ GroupPlacement place_group(const Layout& group, const Topology& topology) {
   g.ranks_per_node = std::max<std::int64_t>(1, per_node);
   g.nodes = (g.size + g.ranks_per_node - 1) / g.ranks_per_node;
   return g;
+}
+
+}  // namespace
+
+GroupPlacement place_group(const Layout& group, const Topology& topology) {
+  Leaves l;
+  l.add(group);
+  return place_leaves(l, topology);
+}
+
+GroupPlacement place_group(std::span<const std::pair<std::int64_t, std::int64_t>> modes,
+                           const Topology& topology) {
+  Leaves l;
+  for (const auto& [size, stride] : modes) l.add(stride, size);
+  return place_leaves(l, topology);
 }
 
 double bus_factor(CollectiveOp op, std::int64_t n) {
@@ -112,16 +157,16 @@ double modeled_time(CollectiveOp op, const GroupPlacement& where, std::int64_t b
 
 double modeled_time(const DeviceMesh& mesh, std::span<const std::int64_t> dims, CollectiveOp op,
                     std::int64_t bytes, const Topology& topology) {
-  std::vector<Layout> modes;
-  modes.reserve(dims.size());
+  Leaves l;
+  const Layout& layout = mesh.layout();
   for (std::int64_t d : dims) {
     if (d < 0 || static_cast<std::size_t>(d) >= mesh.ndim()) {
       throw Error(ErrorKind::index, "mesh dim " + std::to_string(d) + " is out of range for a " +
                                         std::to_string(mesh.ndim()) + "-dim mesh");
     }
-    modes.push_back(mesh_mode(mesh.layout(), d));
+    l.add(mesh_mode(layout, d));
   }
-  return modeled_time(op, place_group(make_layout(modes), topology), bytes, topology);
+  return modeled_time(op, place_leaves(l, topology), bytes, topology);
 }
 
 }  // namespace meshgate

@@ -1,6 +1,7 @@
 #include "plan/plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <mutex>
@@ -39,12 +40,94 @@ CollectiveOp collective_of(StepKind kind) {
   }
 }
 
-// What the planner knows about the mesh, read once: sizes and the rank's coordinate.
+// (size, stride) of each mesh dim when every dim of a one_level layout is a single mode (the
+// usual case); empty otherwise. Read once per plan so the merge lookup and the cost model do
+// not slice layouts again for every run and step.
+using FlatModes = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+FlatModes flat_modes(const DeviceMesh& mesh) {
+  FlatModes out;
+  if (mesh.model() != LayoutModel::one_level) return out;
+  const Layout& l = mesh.layout();
+  if (l.shape().is_int()) {
+    out.emplace_back(l.shape().value(), l.stride().value());
+    return out;
+  }
+  const std::vector<std::int64_t> sizes = leaves(l.shape());
+  if (sizes.size() != l.rank()) return out;
+  const std::vector<std::int64_t> strides = leaves(l.stride());
+  for (std::size_t i = 0; i < sizes.size(); ++i) out.emplace_back(sizes[i], strides[i]);
+  return out;
+}
+
+// What the planner knows about the mesh, read once: sizes, modes and the rank's coordinate.
 struct MeshView {
   const DeviceMesh* mesh;
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> coord;
+  FlatModes modes;
 };
+
+// mesh_coalesce of the flat modes `dims` (in that order), as (size, stride) leaves: drop size-1
+// modes, merge a mode into the next when its stride is the next one's extent, strides 0 -> 1.
+std::vector<std::pair<std::int64_t, std::int64_t>> coalesced_modes(
+    const FlatModes& modes, std::span<const std::int64_t> dims) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  out.reserve(dims.size());
+  for (std::int64_t d : dims) {
+    const auto [size, stride] = modes[static_cast<std::size_t>(d)];
+    if (size == 1) continue;
+    if (!out.empty() && out.back().second == size * stride) {
+      out.back() = {out.back().first * size, stride};
+    } else {
+      out.emplace_back(size, stride);
+    }
+  }
+  if (out.empty()) out.emplace_back(1, 0);
+  for (auto& m : out) {
+    if (m.second == 0) m.second = 1;
+  }
+  return out;
+}
+
+// find_flattened_dim on flat modes: the registered layouts come from DeviceMesh::flatten, so
+// their leaves are exactly the coalesced modes they were flattened from.
+std::optional<std::string> find_flattened_fast(const DeviceMesh& mesh, const FlatModes& modes,
+                                               std::span<const std::int64_t> dims) {
+  if (mesh.names().empty()) return std::nullopt;
+  for (std::int64_t d : dims) {
+    if (d < 0 || static_cast<std::size_t>(d) >= modes.size()) return std::nullopt;
+  }
+  const std::vector<std::pair<std::string, Layout>> registry = mesh.flattened();
+  if (registry.empty()) return std::nullopt;
+  const auto expected = coalesced_modes(modes, dims);
+  for (const auto& [name, flat] : registry) {
+    if (flat.shape().is_int()) {
+      if (expected.size() == 1 && expected[0].first == flat.shape().value() &&
+          expected[0].second == flat.stride().value()) {
+        return name;
+      }
+      continue;
+    }
+    // A nested flattened layout ((s0,s1,..)):((d0,d1,..)) has one mode holding the leaves.
+    if (expected.size() < 2 || flat.rank() != 1 || flat.shape()[0].is_int()) continue;
+    const std::vector<std::int64_t> sizes = leaves(flat.shape());
+    const std::vector<std::int64_t> strides = leaves(flat.stride());
+    if (sizes.size() != expected.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < sizes.size() && same; ++i) {
+      same = sizes[i] == expected[i].first && strides[i] == expected[i].second;
+    }
+    if (same) return name;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lookup_flattened(const DeviceMesh& mesh, const FlatModes* modes,
+                                            std::span<const std::int64_t> dims) {
+  if (modes && !modes->empty()) return find_flattened_fast(mesh, *modes, dims);
+  return find_flattened_dim(mesh, dims);
+}
 
 // The rank's index inside the (row-major, ascending dims) group of `dims`.
 std::int64_t group_index(const MeshView& v, std::span<const std::int64_t> dims) {
@@ -103,10 +186,24 @@ void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::i
   }
 }
 
-void fill_cost(TransformStep& s, const DeviceMesh& mesh, const Topology& topology) {
+void fill_cost(TransformStep& s, const MeshView& v, const Topology& topology) {
   s.modeled_time = 0;
   if (!is_collective(s.kind) || s.group_size <= 1) return;
-  s.modeled_time = modeled_time(mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+  if (v.modes.empty()) {
+    s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+    return;
+  }
+  std::array<std::pair<std::int64_t, std::int64_t>, 16> group;
+  std::size_t n = 0;
+  for (std::int64_t d : s.mesh_dims) {
+    if (n < group.size()) group[n++] = v.modes[static_cast<std::size_t>(d)];
+  }
+  if (n < s.mesh_dims.size()) {
+    s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+    return;
+  }
+  s.modeled_time = modeled_time(
+      collective_of(s.kind), place_group(std::span(group.data(), n), topology), s.bytes, topology);
 }
 
 std::string placement_pair(const Placement& a, const Placement& b) {
@@ -187,7 +284,13 @@ MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
   }
   check_no_mixed_partial_types(src.placements);
   check_no_mixed_partial_types(dst.placements);
-  MeshView v{&src.mesh, src.mesh.shape(), {}};
+  MeshView v{&src.mesh, {}, {}, flat_modes(src.mesh)};
+  if (v.modes.empty()) {
+    v.shape = src.mesh.shape();
+  } else {
+    v.shape.reserve(v.modes.size());
+    for (const auto& m : v.modes) v.shape.push_back(m.first);
+  }
   if (coordinate.empty()) {
     v.coord.assign(nd, 0);
   } else {
@@ -333,8 +436,8 @@ struct MergeResult {
 };
 
 // try_create_flattened for a run of >= 2 mergeable steps (indices [first, last)).
-MergeResult try_merge(const DeviceMesh& mesh, std::span<const TransformStep> run,
-                      std::span<const std::int64_t> shape) {
+MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
+                      std::span<const TransformStep> run, std::span<const std::int64_t> shape) {
   const StepKind kind = run.front().kind;
   std::vector<std::int64_t> dims;
   dims.reserve(run.size());
@@ -347,7 +450,7 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const TransformStep> run
   if (kind == StepKind::all_gather && !std::equal(dims.begin(), dims.end(), sorted.rbegin())) {
     return {std::nullopt, MergeReason::non_ascending_mesh_dims};
   }
-  std::optional<std::string> flat = find_flattened_dim(mesh, sorted);
+  std::optional<std::string> flat = lookup_flattened(mesh, modes, sorted);
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
   std::int64_t n = 1;
@@ -421,10 +524,13 @@ void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, st
   }
 }
 
-std::vector<TransformStep> merge_pass(
-    const DeviceMesh& mesh, const std::vector<std::int64_t>& shape, std::span<const Placement> src,
-    std::span<const Placement> dst, const std::vector<TransformStep>& steps, std::int64_t es,
-    std::vector<RunDecision>* runs, std::vector<PlanWarning>* warnings) {
+std::vector<TransformStep> merge_pass(const DeviceMesh& mesh, const FlatModes* modes,
+                                      const std::vector<std::int64_t>& shape,
+                                      std::span<const Placement> src,
+                                      std::span<const Placement> dst,
+                                      const std::vector<TransformStep>& steps, std::int64_t es,
+                                      std::vector<RunDecision>* runs,
+                                      std::vector<PlanWarning>* warnings) {
   if (steps.size() < 2 || !transform_optimization_enabled()) return steps;
   std::vector<TransformStep> out;
   out.reserve(steps.size());
@@ -441,7 +547,7 @@ std::vector<TransformStep> merge_pass(
     }
     const std::span<const TransformStep> run(steps.data() + i, j - i);
     MergeResult r{std::nullopt, MergeReason::too_few_transforms};
-    if (run.size() >= 2) r = try_merge(mesh, run, shape);
+    if (run.size() >= 2) r = try_merge(mesh, modes, run, shape);
     if (r.step) {
       fill_merged_shapes(*r.step, run, es);
       out.push_back(std::move(*r.step));
@@ -498,10 +604,10 @@ std::optional<TransformStep> merge_members(const DeviceMesh& mesh, const MeshVie
   std::vector<TransformStep> sub;
   sub.reserve(members.size());
   for (std::size_t k : members) sub.push_back(run[k]);
-  MergeResult r = try_merge(mesh, sub, v.shape);
+  MergeResult r = try_merge(mesh, &v.modes, sub, v.shape);
   if (!r.step) return std::nullopt;
   fill_merged_shapes(*r.step, sub, es);
-  fill_cost(*r.step, mesh, topology);
+  fill_cost(*r.step, v, topology);
   return r.step;
 }
 
@@ -666,6 +772,8 @@ Api parse_api(std::string_view text) {
 std::optional<std::string> find_flattened_dim(const DeviceMesh& mesh,
                                               std::span<const std::int64_t> dims) {
   if (mesh.names().empty()) return std::nullopt;
+  const std::vector<std::pair<std::string, Layout>> registry = mesh.flattened();
+  if (registry.empty()) return std::nullopt;
   std::vector<Layout> modes;
   modes.reserve(dims.size());
   const Layout& layout = mesh.layout();
@@ -684,7 +792,7 @@ std::optional<std::string> find_flattened_dim(const DeviceMesh& mesh,
     const Layout axis = collapse(mesh_axes_from_layout(sliced));
     expected = make_layout(std::span<const Layout>(&axis, 1));
   }
-  for (const auto& [name, flat] : mesh.flattened()) {
+  for (const auto& [name, flat] : registry) {
     if (flat == expected) return name;
   }
   return std::nullopt;
@@ -700,7 +808,8 @@ std::vector<TransformStep> merge_flattened_runs(
     const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
     const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs,
     std::vector<PlanWarning>* warnings, std::int64_t element_size) {
-  return merge_pass(mesh, mesh.shape(), src, dst, steps, element_size, runs, warnings);
+  const FlatModes modes = flat_modes(mesh);
+  return merge_pass(mesh, &modes, mesh.shape(), src, dst, steps, element_size, runs, warnings);
 }
 
 Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
@@ -708,13 +817,13 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
   const MeshView v = check_and_view(src, dst, coordinate);
   Plan plan;
   plan.unmerged = greedy(src, dst, v, options.api);
-  for (TransformStep& s : plan.unmerged) fill_cost(s, src.mesh, options.topology);
+  for (TransformStep& s : plan.unmerged) fill_cost(s, v, options.topology);
   const bool optimize = options.optimize && transform_optimization_enabled();
   if (optimize) {
-    plan.steps = merge_pass(src.mesh, v.shape, src.placements, dst.placements, plan.unmerged,
-                            src.element_size, &plan.runs, &plan.warnings);
+    plan.steps = merge_pass(src.mesh, &v.modes, v.shape, src.placements, dst.placements,
+                            plan.unmerged, src.element_size, &plan.runs, &plan.warnings);
     for (TransformStep& s : plan.steps) {
-      if (s.merged()) fill_cost(s, src.mesh, options.topology);
+      if (s.merged()) fill_cost(s, v, options.topology);
     }
   } else {
     plan.steps = plan.unmerged;
@@ -736,30 +845,40 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
 
 namespace {
 
-std::string cache_key(const DTensorSpec& src, const DTensorSpec& dst,
-                      std::span<const std::int64_t> coordinate, const PlanOptions& o) {
-  std::string k;
-  k.reserve(256);
-  k += to_string(src.mesh.model());
-  k += '|';
-  k += to_string(src.mesh.layout());
-  for (const std::string& n : src.mesh.names()) k += "|" + n;
-  k += "|flat";
-  for (const auto& [name, layout] : src.mesh.flattened()) k += "|" + name + "=" + to_string(layout);
-  k += "|" + to_string(src.placements) + to_string(dst.placements) + to_string(dst.mesh.layout());
-  for (std::int64_t s : src.shape) k += "," + std::to_string(s);
-  k += "|" + std::to_string(src.element_size) + "|";
-  for (std::int64_t c : coordinate) k += std::to_string(c) + ",";
-  k += "|" + std::to_string(o.optimize) + std::to_string(static_cast<int>(o.planner)) +
-       std::to_string(static_cast<int>(o.api)) + std::to_string(transform_optimization_enabled());
-  const Topology& t = o.topology;
-  for (double x : {static_cast<double>(t.ranks_per_node), t.intra_bandwidth, t.intra_latency,
-                   t.inter_bandwidth, t.inter_latency, t.launch_overhead, t.ring_latency_factor,
-                   t.tree_latency_factor}) {
-    k += "|" + std::to_string(x);
+// Everything a plan depends on, compared structurally (no printing on the lookup path).
+struct CacheKey {
+  LayoutModel model;
+  Layout layout;
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, Layout>> flattened;
+  std::vector<Placement> src;
+  std::vector<Placement> dst;
+  Shape shape;
+  std::int64_t element_size;
+  std::vector<std::int64_t> coordinate;
+  PlanOptions options;
+  bool optimization_enabled;
+  friend bool operator==(const CacheKey&, const CacheKey&) = default;
+};
+
+struct CacheKeyHash {
+  std::size_t operator()(const CacheKey& k) const noexcept {
+    std::size_t h = std::hash<Layout>{}(k.layout) ^ static_cast<std::size_t>(k.model);
+    auto mix = [&h](std::size_t v) { h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+    for (const std::string& n : k.names) mix(std::hash<std::string>{}(n));
+    for (const auto& [name, layout] : k.flattened) mix(std::hash<Layout>{}(layout));
+    for (const Placement& p : k.src) mix(std::hash<Placement>{}(p));
+    for (const Placement& p : k.dst) mix(std::hash<Placement>{}(p)*3);
+    for (std::int64_t s : k.shape) mix(static_cast<std::size_t>(s));
+    for (std::int64_t c : k.coordinate) mix(static_cast<std::size_t>(c) * 7);
+    mix(static_cast<std::size_t>(k.element_size));
+    mix(static_cast<std::size_t>(k.options.optimize) |
+        static_cast<std::size_t>(k.options.planner) << 1 |
+        static_cast<std::size_t>(k.options.api) << 3 |
+        static_cast<std::size_t>(k.optimization_enabled) << 5);
+    return h;
   }
-  return k;
-}
+};
 
 }  // namespace
 
@@ -767,15 +886,30 @@ std::shared_ptr<const Plan> cached_plan_redistribute(const DTensorSpec& src, con
                                                      std::span<const std::int64_t> coordinate,
                                                      const PlanOptions& options) {
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
-  std::vector<std::int64_t> coord(coordinate.begin(), coordinate.end());
-  if (coord.empty()) coord.assign(src.mesh.ndim(), 0);
-  const std::string key = cache_key(src, dst, coord, options);
+  static std::unordered_map<CacheKey, std::shared_ptr<const Plan>, CacheKeyHash> cache;
+  CacheKey key{src.mesh.model(),
+               src.mesh.layout(),
+               src.mesh.names(),
+               src.mesh.flattened(),
+               src.placements,
+               dst.placements,
+               src.shape,
+               src.element_size,
+               {coordinate.begin(), coordinate.end()},
+               options,
+               transform_optimization_enabled()};
+  if (key.coordinate.empty()) key.coordinate.assign(src.mesh.ndim(), 0);
+  // Plans for a different mesh or tensor are refused by plan_redistribute below; the key only
+  // has to separate what can plan.
+  if (!(dst.mesh.layout() == key.layout && dst.mesh.names() == key.names &&
+        dst.shape == key.shape && dst.element_size == key.element_size)) {
+    return std::make_shared<const Plan>(plan_redistribute(src, dst, coordinate, options));
+  }
   {
     std::lock_guard lock(mutex);
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   }
-  auto plan = std::make_shared<const Plan>(plan_redistribute(src, dst, coord, options));
+  auto plan = std::make_shared<const Plan>(plan_redistribute(src, dst, key.coordinate, options));
   std::lock_guard lock(mutex);
   // Bounded like an lru_cache: a sweep over many shapes must not grow memory without end.
   if (cache.size() >= 4096) cache.clear();

@@ -465,6 +465,51 @@ TEST(Plan, SpecMismatchIsAnError) {
   EXPECT_THROW(plan_redistribute(a, a, Dims{2, 0}), Error);
 }
 
+TEST(Merge, PlannerLookupAgreesWithFindFlattenedDim) {
+  // The planner reads flat modes directly; find_flattened_dim goes through layouts. Both must
+  // find the same flattened dim for every run of all_reduces.
+  std::mt19937 rng(7);
+  const std::vector<std::string> names = {"A", "B", "C", "D"};
+  int merged = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    const std::size_t nd = 2 + rng() % 3;
+    std::vector<std::int64_t> shape;
+    for (std::size_t i = 0; i < nd; ++i) shape.push_back(1 + static_cast<std::int64_t>(rng() % 3));
+    const DeviceMesh m = DeviceMesh::create(
+        shape, std::vector<std::string>(names.begin(), names.begin() + static_cast<long>(nd)));
+    for (int f = 0; f < 3; ++f) {
+      std::vector<std::string> dims;
+      for (std::size_t i = 0; i < nd; ++i) {
+        if (rng() % 2) dims.push_back(names[i]);
+      }
+      if (dims.size() >= 2) {
+        try {
+          m.slice(dims).flatten(names[dims.size()] + std::to_string(f));
+        } catch (const Error&) {
+        }
+      }
+    }
+    std::string from, to;
+    Dims run;
+    for (std::size_t i = 0; i < nd; ++i) {
+      const bool partial = rng() % 2;
+      if (partial) run.push_back(static_cast<std::int64_t>(i));
+      from += std::string(i ? "," : "") + (partial ? "P(sum)" : "R");
+      to += std::string(i ? "," : "") + "R";
+    }
+    if (run.size() < 2) continue;
+    const Plan p = plan(m, from, to, {8});
+    const std::optional<std::string> found = find_flattened_dim(m, run);
+    SCOPED_TRACE(to_string(m.layout()) + " " + from);
+    ASSERT_EQ(p.steps.size(), found ? 1u : run.size());
+    if (found) {
+      EXPECT_EQ(p.steps[0].flattened_name, *found);
+      ++merged;
+    }
+  }
+  EXPECT_GT(merged, 20);
+}
+
 // ---- min_cost ----
 
 TEST(MinCost, MergesSubRunsAndReorders) {
