@@ -16,6 +16,8 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "comm/communicator.hpp"
+
 namespace meshgate::runner {
 
 // A bad case file: the message names file:line:column, the case and the key.
@@ -142,18 +144,40 @@ struct Outcome {
   // model comparison of a mesh case). The runner judges it against expect_error exactly like a
   // thrown meshgate::Error, and keeps `metrics` and `plan`.
   std::optional<std::string> rejection;
+  // Lines the human console prints under the case's status line (e.g. an nccl-tests-like
+  // table); not part of the result row.
+  std::string console_detail;
 };
 
-// What a kind may ask of the runner while running a case.
+// How a performance case is measured (the `perf:` key).
+struct PerfSpec {
+  int warmup = 5;  // untimed iterations
+  int iters = 20;  // timed iterations in this process
+  int runs = 9;    // separate processes; the driver repeats, the runner makes one run
+};
+
+// What a kind may ask of the runner while running a case. A case runs on the ranks its
+// ranks() asks for; each rank gets a Communicator over exactly those ranks.
 class RunContext {
  public:
   virtual ~RunContext() = default;
   virtual std::string_view backend() const = 0;  // "threads", "mpi", "nccl"
   virtual int world_size() const = 0;            // ranks available to this case
-  // Runs fn(rank) on `ranks` concurrent rank threads (threads backend) and waits for all.
-  // A rank that throws does not stop the others; the first failure is rethrown as
-  // RankFailure naming the rank and its message.
-  virtual void run_on_ranks(int ranks, const std::function<void(int rank)>& fn) = 0;
+  // Runs fn(rank, comm) on ranks 0..ranks-1 of the case and waits for all; `comm` is that
+  // rank's communicator over those `ranks` ranks. threads: one thread per rank in this process;
+  // mpi/nccl: this process runs its own rank only (and nothing when its rank is >= ranks).
+  // A rank that throws does not stop the others; every rank then learns the failure and the
+  // same exception is raised everywhere: a meshgate::Error (a rejection by the library) as
+  // itself, anything else as RankFailure naming the rank and its message.
+  virtual void run_on_ranks(int ranks,
+                            const std::function<void(int rank, comm::Communicator& comm)>& fn) = 0;
+  // The rank whose per-rank results this process reads after run_on_ranks: 0 for threads
+  // (every rank ran here), this process's own rank for mpi/nccl. Kinds reduce their checks
+  // over the communicator, so every rank holds the same verdict.
+  virtual int lead_rank() const = 0;
+  // The case's `perf:` when it is a performance case; kinds that time inside run() (the
+  // collective kind's per-size table) use the same warm-up and iteration counts.
+  virtual std::optional<PerfSpec> perf() const = 0;
 };
 
 class RankFailure : public std::runtime_error {

@@ -37,7 +37,8 @@ void Console::start(const std::string& id, const std::string& kind, std::size_t 
   }
 }
 
-void Console::end(const nlohmann::ordered_json& row, std::size_t index, std::size_t total) {
+void Console::end(const nlohmann::ordered_json& row, std::size_t index, std::size_t total,
+                  const std::string& detail) {
   const std::string status = row.value("status", "error");
   const std::string message = row.value("message", "");
   const double seconds = row.value("seconds", 0.0);
@@ -64,6 +65,8 @@ void Console::end(const nlohmann::ordered_json& row, std::size_t index, std::siz
       start = newline + 1;
     }
   }
+  out_ << detail;
+  if (!detail.empty() && detail.back() != '\n') out_ << '\n';
   out_.flush();
 }
 

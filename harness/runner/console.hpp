@@ -16,8 +16,10 @@ class Console {
   void plan(const std::vector<std::string>& ids);
   void start(const std::string& id, const std::string& kind, std::size_t index, std::size_t total,
              const nlohmann::json& params);
-  // `row` is the result row just written; index is 1-based.
-  void end(const nlohmann::ordered_json& row, std::size_t index, std::size_t total);
+  // `row` is the result row just written; index is 1-based. `detail` (human mode only) is
+  // printed as it is under the status line, e.g. a kind's table of sizes.
+  void end(const nlohmann::ordered_json& row, std::size_t index, std::size_t total,
+           const std::string& detail = "");
   void done(int exit_code, const nlohmann::json& counts, double seconds);
 
  private:

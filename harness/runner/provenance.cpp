@@ -94,9 +94,17 @@ CommitInfo commit_info() {
   return info;
 }
 
-nlohmann::ordered_json versions_info() {
-  // The threads backend uses neither CUDA, NCCL nor MPI; backends that do fill these in.
-  return {{"meshgate", MESHGATE_VERSION}, {"cuda", nullptr}, {"nccl", nullptr}, {"mpi", nullptr}};
+nlohmann::ordered_json versions_info(std::optional<std::string> mpi,
+                                     std::optional<std::string> nccl,
+                                     std::optional<std::string> cuda) {
+  // The threads backend uses neither CUDA, NCCL nor MPI; the process backends fill theirs in.
+  const auto or_null = [](const std::optional<std::string>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
+  return {{"meshgate", MESHGATE_VERSION},
+          {"cuda", or_null(cuda)},
+          {"nccl", or_null(nccl)},
+          {"mpi", or_null(mpi)}};
 }
 
 nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions) {
@@ -124,9 +132,9 @@ std::string new_run_id() {
 }
 
 nlohmann::ordered_json run_info(const std::string& run_id, const std::string& started,
-                                const std::string& backend, int world_size) {
+                                const std::string& backend, int world_size,
+                                const nlohmann::ordered_json& versions) {
   const CommitInfo commit = commit_info();
-  const nlohmann::ordered_json versions = versions_info();
   return {{"id", run_id},
           {"started", started},
           {"commit", commit.commit},

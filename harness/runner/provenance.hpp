@@ -20,8 +20,11 @@ CommitInfo commit_info();
 // the cpu model, core count, gpus and `versions`, so results of one machine class compare.
 nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions);
 
-// {"meshgate", "cuda", "nccl", "mpi"}: null for what this runner does not use.
-nlohmann::ordered_json versions_info();
+// {"meshgate", "cuda", "nccl", "mpi"}: null for what this run does not use; a process
+// backend passes the versions of the MPI library and NCCL it runs on.
+nlohmann::ordered_json versions_info(std::optional<std::string> mpi = std::nullopt,
+                                     std::optional<std::string> nccl = std::nullopt,
+                                     std::optional<std::string> cuda = std::nullopt);
 
 // "2026-11-21T06:27:11Z" for now.
 std::string utc_timestamp_now();
@@ -29,9 +32,11 @@ std::string utc_timestamp_now();
 // A fresh run id: "<UTC yyyymmddThhmmssZ>-<6 hex digits>".
 std::string new_run_id();
 
-// The run object of results.json.
+// The run object of results.json; `versions` as versions_info() makes them, with the
+// backend's own (mpi, nccl) filled in.
 nlohmann::ordered_json run_info(const std::string& run_id, const std::string& started,
-                                const std::string& backend, int world_size);
+                                const std::string& backend, int world_size,
+                                const nlohmann::ordered_json& versions);
 
 // FNV-1a 64 as 16 hex digits: stable across builds and platforms.
 std::string stable_hash(const std::string& text);

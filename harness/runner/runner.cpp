@@ -64,6 +64,14 @@ Outcome guarded(const PlannedCase& planned, Body&& body) {
   }
 }
 
+Outcome skip_outcome(int needed, int world) {
+  Outcome outcome;
+  outcome.status = Status::skip;
+  outcome.message = "needs " + std::to_string(needed) + " ranks but the world has " +
+                    std::to_string(world) + ": run with --ranks " + std::to_string(needed);
+  return outcome;
+}
+
 std::string format_seconds(double seconds) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%g", seconds);
@@ -106,7 +114,34 @@ std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string
 
 }  // namespace
 
+#ifndef MESHGATE_HAVE_MPI
+std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std::ostream& err) {
+  err << "backend '" << options.backend
+      << "' is not available in this runner: it was built without MPI (install libopenmpi-dev "
+         "with ci/bootstrap and reconfigure), so only the embedded 'threads' backend is built "
+         "in; run with --backend threads\n";
+  return nullptr;
+}
+#endif
+
 CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
+  const int needed = planned.prepared->ranks();
+  if (ranks_cap && needed > *ranks_cap) {
+    CaseRun result;
+    try {
+      result.params = planned.prepared->params();
+    } catch (const std::exception&) {
+      // A skipped case's row still names it; its parameters are in the case file.
+    }
+    result.outcome = skip_outcome(needed, *ranks_cap);
+    return result;
+  }
+  ThreadsContext ctx(ranks_cap ? *ranks_cap : std::max(needed, 1), planned.perf);
+  return execute_in(planned, ctx);
+}
+
+CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
+                   const std::function<bool(bool passed)>& agree) {
   CaseRun result;
   const double start = monotonic_seconds();
   PreparedCase& prepared = *planned.prepared;
@@ -114,26 +149,18 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
     result.params = prepared.params();
   } catch (const std::exception& e) {
     result.outcome = error_outcome(std::string("params() threw: ") + e.what());
+    if (agree) agree(false);
     result.seconds = monotonic_seconds() - start;
     return result;
   }
-  const int needed = prepared.ranks();
-  if (ranks_cap && needed > *ranks_cap) {
-    result.outcome.status = Status::skip;
-    result.outcome.message = "needs " + std::to_string(needed) + " ranks but the world has " +
-                             std::to_string(*ranks_cap) + ": run with --ranks " +
-                             std::to_string(needed);
-    result.seconds = monotonic_seconds() - start;
-    return result;
-  }
-  ThreadsWorld world(ranks_cap ? *ranks_cap : std::max(needed, 1));
 
   result.outcome = guarded(planned, [&] {
-    Outcome outcome = prepared.run(world);
+    Outcome outcome = prepared.run(ctx);
     if (outcome.rejection) {
       Outcome judged = judge_rejection(planned, *outcome.rejection);
       judged.metrics = std::move(outcome.metrics);
       judged.plan = std::move(outcome.plan);
+      judged.console_detail = std::move(outcome.console_detail);
       return judged;
     }
     // A kind's own fail (e.g. a check beside the op) keeps its message.
@@ -146,11 +173,19 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
     }
     return outcome;
   });
+  bool passed = result.outcome.status == Status::pass;
+  if (agree && !agree(passed) && passed) {
+    // Kinds reduce their checks over the ranks, so this means a rank went its own way.
+    result.outcome = error_outcome(
+        "this rank passed but another rank of the case did not; the ranks disagree on the "
+        "outcome");
+    passed = false;
+  }
 
-  if (result.outcome.status == Status::pass && planned.perf && !planned.expect_error) {
+  if (passed && planned.perf && !planned.expect_error) {
     std::vector<double> samples;
     const Outcome timed = guarded(planned, [&] {
-      samples = measure(prepared, world, *planned.perf);
+      samples = measure(prepared, ctx, *planned.perf);
       return Outcome{};
     });
     if (timed.status != Status::pass) {
@@ -166,24 +201,103 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
   return result;
 }
 
+nlohmann::ordered_json RunBackend::versions() const {
+  return versions_info();
+}
+
+void ThreadsBackend::abort_run(int code) {
+  // Rank threads may be blocked forever: nothing may wait for them, not even destructors.
+  _exit(code);
+}
+
+ProcessBackend::ProcessBackend(std::string name, comm::Communicator& world,
+                               std::function<void(int code)> abort, nlohmann::ordered_json versions,
+                               std::optional<std::string> skip_reason)
+    : name_(std::move(name)),
+      world_(world),
+      abort_(std::move(abort)),
+      versions_(std::move(versions)),
+      skip_reason_(std::move(skip_reason)) {}
+
+CaseRun ProcessBackend::run_case(PlannedCase& planned) {
+  const int needed = std::max(planned.prepared->ranks(), 1);
+  if (skip_reason_ || needed > world_.size()) {
+    CaseRun result;
+    try {
+      result.params = planned.prepared->params();
+    } catch (const std::exception&) {
+      // A skipped case's row still names it; its parameters are in the case file.
+    }
+    if (skip_reason_) {
+      result.outcome.status = Status::skip;
+      result.outcome.message = *skip_reason_;
+    } else {
+      result.outcome = skip_outcome(needed, world_.size());
+    }
+    return result;
+  }
+  std::vector<int> group;
+  for (int r = 0; r < needed; ++r) group.push_back(r);
+  CaseRun result;
+  {
+    const std::unique_ptr<comm::Communicator> case_comm = world_.split({group});
+    if (case_comm) {
+      ProcessContext ctx(name_, *case_comm, world_.size(), planned.perf);
+      result = execute_in(planned, ctx,
+                          [&](bool passed) { return all_ranks_agree(*case_comm, passed); });
+    }
+  }
+  // The ranks outside the case wait here, so that every process starts the next case together.
+  world_.barrier();
+  return result;
+}
+
+void ProcessBackend::share_from_leader(std::vector<std::uint8_t>& flags) {
+  if (!flags.empty()) world_.broadcast(flags.data(), flags.size(), comm::DType::u8, 0);
+}
+
+void ProcessBackend::abort_run(int code) {
+  if (abort_) abort_(code);
+  _exit(code);
+}
+
+std::unique_ptr<RunBackend> make_backend(const RunOptions& options, std::ostream& err) {
+  if (options.backend == "threads") return std::make_unique<ThreadsBackend>(options.ranks);
+  if (options.backend == "mpi" || options.backend == "nccl") {
+    return make_process_backend(options, err);
+  }
+  err << "unknown backend '" << options.backend << "': use threads, mpi or nccl\n";
+  return nullptr;
+}
+
 int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,
                 std::ostream& err) {
+  if (options.ranks && *options.ranks < 1) {
+    err << "--ranks must be at least 1, got " << *options.ranks << '\n';
+    Console(out, options.progress).done(2, count_statuses({}), 0);
+    return 2;
+  }
+  std::unique_ptr<RunBackend> backend = make_backend(options, err);
+  if (!backend) {
+    Console(out, options.progress).done(2, count_statuses({}), 0);
+    return 2;
+  }
+  return run_command(options, *backend, kinds, out, err);
+}
+
+int run_command(const RunOptions& options, RunBackend& backend, const std::vector<KindEntry>& kinds,
+                std::ostream& leader_out, std::ostream& leader_err) {
   const double run_start = monotonic_seconds();
+  // Only the leader prints and writes; the other ranks of a process world run silently.
+  std::ostream silent(nullptr);
+  const bool leader = backend.leader();
+  std::ostream& out = leader ? leader_out : silent;
+  std::ostream& err = leader ? leader_err : silent;
   Console console(out, options.progress);
   const auto unusable = [&] {
     console.done(2, count_statuses({}), monotonic_seconds() - run_start);
     return 2;
   };
-  if (options.backend != "threads") {
-    err << "backend '" << options.backend
-        << "' is not available in this runner: only the embedded 'threads' backend is built "
-           "in; run with --backend threads\n";
-    return unusable();
-  }
-  if (options.ranks && *options.ranks < 1) {
-    err << "--ranks must be at least 1, got " << *options.ranks << '\n';
-    return unusable();
-  }
   std::optional<std::vector<PlannedCase>> valid =
       plan_cases(options.paths, options.filter, kinds, err);
   if (!valid) return unusable();
@@ -192,28 +306,37 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
   const std::string run_id = options.run_id.value_or(new_run_id());
   const std::string out_dir = options.out_dir.value_or("reports/" + run_id);
   std::unique_ptr<ResultsWriter> writer;
-  try {
-    writer = std::make_unique<ResultsWriter>(out_dir, options.resume);
-  } catch (const std::exception& e) {
-    err << e.what() << '\n';
-    return unusable();
+  // 1 = run the case, 0 = kept from a previous run; the leader decides (it owns the files).
+  std::vector<std::uint8_t> run_flags(cases.size() + 1, 1);
+  if (leader) {
+    try {
+      writer = std::make_unique<ResultsWriter>(out_dir, options.resume);
+    } catch (const std::exception& e) {
+      err << e.what() << '\n';
+      run_flags.back() = 0;
+    }
+    if (writer && writer->dropped_lines() > 0) {
+      err << "resume: dropped " << writer->dropped_lines() << " unreadable line(s) of " << out_dir
+          << "/results.jsonl\n";
+    }
+    for (std::size_t i = 0; writer && i < cases.size(); ++i) {
+      run_flags[i] = writer->has_row(cases[i].spec.id) ? 0 : 1;
+    }
   }
-  if (writer->dropped_lines() > 0) {
-    err << "resume: dropped " << writer->dropped_lines() << " unreadable line(s) of " << out_dir
-        << "/results.jsonl\n";
-  }
+  backend.share_from_leader(run_flags);
+  if (run_flags.back() == 0) return unusable();
 
-  int world_size = 1;
-  for (const PlannedCase& c : cases) world_size = std::max(world_size, c.prepared->ranks());
-  if (options.ranks) world_size = *options.ranks;
+  int largest = 1;
+  for (const PlannedCase& c : cases) largest = std::max(largest, c.prepared->ranks());
   const nlohmann::ordered_json run =
-      run_info(run_id, utc_timestamp_now(), options.backend, world_size);
+      run_info(run_id, utc_timestamp_now(), std::string(backend.name()),
+               backend.world_size(largest), backend.versions());
 
   std::vector<std::string> order;
   std::vector<std::size_t> to_run;  // indexes into `cases` not kept from a previous run
   for (std::size_t i = 0; i < cases.size(); ++i) {
     order.push_back(cases[i].spec.id);
-    if (!writer->has_row(cases[i].spec.id)) to_run.push_back(i);
+    if (run_flags[i]) to_run.push_back(i);
   }
   std::vector<std::string> to_run_ids;
   for (std::size_t i : to_run) to_run_ids.push_back(cases[i].spec.id);
@@ -223,6 +346,7 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
   std::mutex state;
   std::optional<std::size_t> running;  // position in to_run of the case that has not ended
   const auto finish = [&]() {
+    if (!writer) return 0;
     const std::vector<Row> rows = writer->ordered_rows(order);
     const nlohmann::json counts = count_statuses(rows);
     const int code = exit_code_for(counts);
@@ -231,8 +355,10 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
     return code;
   };
 
+  // The leader's watchdog speaks for the world: it writes the error row, then ends every
+  // process (a rank stuck in a collective cannot be cancelled).
   std::optional<Watchdog> watchdog;
-  if (options.case_timeout_s > 0) {
+  if (options.case_timeout_s > 0 && leader) {
     watchdog.emplace(options.case_timeout_s, [&](std::size_t position) {
       const std::lock_guard<std::mutex> lock(state);
       if (running != position) return;  // it finished while the deadline passed
@@ -253,8 +379,7 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
       out.flush();
       err.flush();
       std::fflush(nullptr);
-      // Rank threads may be blocked forever: nothing may wait for them, not even destructors.
-      _exit(2);
+      backend.abort_run(2);
     });
   }
 
@@ -270,20 +395,21 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
       try {
         params = planned.prepared->params();
       } catch (const std::exception&) {
-        // execute_case reports it as the case's error.
+        // execute_in reports it as the case's error.
       }
       console.start(planned.spec.id, planned.spec.kind, position + 1, to_run.size(), params);
       running = position;
     }
     if (watchdog) watchdog->arm(position);
-    CaseRun result = execute_case(planned, options.ranks);
+    CaseRun result = backend.run_case(planned);
     if (watchdog) watchdog->disarm();
     const std::lock_guard<std::mutex> lock(state);
     running.reset();
+    if (!leader) continue;
     const Row row =
         make_row(planned.spec, result.outcome, result.params, result.samples, result.seconds);
     writer->append(row);
-    console.end(row, position + 1, to_run.size());
+    console.end(row, position + 1, to_run.size(), result.outcome.console_detail);
   }
   watchdog.reset();
   const std::lock_guard<std::mutex> lock(state);

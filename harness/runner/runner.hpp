@@ -1,6 +1,9 @@
 #pragma once
 // The two commands of meshgate-runner, with the case kinds passed in so that tests can run
 // the whole pipeline on kinds of their own.
+#include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -40,14 +43,92 @@ struct CaseRun {
   double seconds = 0;
 };
 
-// Runs one validated case: the skip check against `ranks_cap`, run(), the expect_error rules,
-// then the perf measurement of a passing perf case.
+// Runs one validated case on the threads backend: the skip check against `ranks_cap`, then
+// execute_in() on a fresh threads world of the case's size (or of `ranks_cap`).
 CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap);
+
+// Runs one validated case in `ctx`: run(), the expect_error rules, then the perf measurement of
+// a passing perf case. With `agree` (process backends), every rank of the case first learns
+// whether all ranks passed, so that either all of them time the case or none does.
+CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
+                   const std::function<bool(bool passed)>& agree = nullptr);
+
+// Where the cases of one run execute: the threads of this process, or one rank of a process
+// world (mpi, nccl) whose processes all run the same loop over the same cases.
+class RunBackend {
+ public:
+  virtual ~RunBackend() = default;
+  virtual std::string_view name() const = 0;
+  // The process that prints, streams progress and writes results (rank 0).
+  virtual bool leader() const = 0;
+  // run.world_size: the ranks this run offers, given the largest case's need.
+  virtual int world_size(int largest_case) const = 0;
+  // Runs one case; collective over the processes of the world. The outcome that counts is the
+  // leader's; the others may return anything.
+  virtual CaseRun run_case(PlannedCase& planned) = 0;
+  // Every process gets the leader's `flags` (the others pass a vector of the same size).
+  virtual void share_from_leader(std::vector<std::uint8_t>& flags) = 0;
+  // Ends the whole run now (all processes) with `code`: the watchdog's last step after the
+  // leader wrote what it could.
+  [[noreturn]] virtual void abort_run(int code) = 0;
+  // run.versions: {"meshgate", "cuda", "nccl", "mpi"}.
+  virtual nlohmann::ordered_json versions() const;
+};
+
+class ThreadsBackend final : public RunBackend {
+ public:
+  explicit ThreadsBackend(std::optional<int> ranks_cap) : ranks_cap_(ranks_cap) {}
+  std::string_view name() const override { return "threads"; }
+  bool leader() const override { return true; }
+  int world_size(int largest_case) const override { return ranks_cap_.value_or(largest_case); }
+  CaseRun run_case(PlannedCase& planned) override { return execute_case(planned, ranks_cap_); }
+  void share_from_leader(std::vector<std::uint8_t>&) override {}
+  [[noreturn]] void abort_run(int code) override;
+
+ private:
+  std::optional<int> ranks_cap_;
+};
+
+// One rank of a process world (mpi, nccl: one process per rank). A case needing n ranks runs on
+// a communicator split from the world over ranks 0..n-1 while the others wait at a barrier; a
+// case needing more ranks than the world is a skip. `skip_reason`, when set, makes every case
+// a skip with that reason (e.g. nccl without a GPU).
+class ProcessBackend final : public RunBackend {
+ public:
+  ProcessBackend(std::string name, comm::Communicator& world, std::function<void(int code)> abort,
+                 nlohmann::ordered_json versions,
+                 std::optional<std::string> skip_reason = std::nullopt);
+  std::string_view name() const override { return name_; }
+  bool leader() const override { return world_.rank() == 0; }
+  int world_size(int) const override { return world_.size(); }
+  CaseRun run_case(PlannedCase& planned) override;
+  void share_from_leader(std::vector<std::uint8_t>& flags) override;
+  [[noreturn]] void abort_run(int code) override;
+  nlohmann::ordered_json versions() const override { return versions_; }
+
+ private:
+  std::string name_;
+  comm::Communicator& world_;
+  std::function<void(int code)> abort_;
+  nlohmann::ordered_json versions_;
+  std::optional<std::string> skip_reason_;
+};
+
+// The mpi or nccl backend (process_backend.cpp, built with MPI); without MPI it prints why it
+// is missing and returns nullptr.
+std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std::ostream& err);
+
+// The backend --backend asks for (threads, or mpi/nccl when this runner was built with them),
+// or nullptr after printing why it cannot be used. Process backends initialise MPI here.
+std::unique_ptr<RunBackend> make_backend(const RunOptions& options, std::ostream& err);
 
 // meshgate-runner run: returns the exit code (0 all pass/skip, 1 any fail, 2 any error or
 // unusable input). On a case timeout the process exits 2 from the watchdog thread.
 int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,
                 std::ostream& err);
+// The same on a backend of the caller's (tests run the process path over a threads world).
+int run_command(const RunOptions& options, RunBackend& backend, const std::vector<KindEntry>& kinds,
+                std::ostream& out, std::ostream& err);
 
 // meshgate-runner list: the selected cases, validated; 0, or 2 on input errors.
 int list_command(const ListOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,

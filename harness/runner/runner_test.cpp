@@ -102,6 +102,7 @@ TEST(ExecuteCase, SkipWhenTheWorldIsTooSmall) {
   const CaseRun fits = run_one("{name: a, kind: probe, value: 1, ranks: 4}", 4);
   EXPECT_EQ(fits.outcome.status, Status::pass);
   EXPECT_EQ(fits.outcome.metrics["ranks_ran"], 4);
+  EXPECT_EQ(fits.outcome.metrics["comms_matched"], 4);
 }
 
 TEST(ExecuteCase, PerfCaseTimesWarmupPlusItersAndKeepsIters) {

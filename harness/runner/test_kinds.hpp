@@ -56,14 +56,18 @@ class ProbeCase final : public PreparedCase {
       return rejected;
     }
     std::atomic<int> ran{0};
-    ctx.run_on_ranks(rank_count, [&](int rank) {
+    std::atomic<int> sizes_seen{0};
+    ctx.run_on_ranks(rank_count, [&](int rank, comm::Communicator& comm) {
       if (throw_on_rank && rank == *throw_on_rank) {
         throw std::runtime_error("boom on rank " + std::to_string(rank));
       }
+      if (comm.rank() == rank && comm.size() == rank_count) ++sizes_seen;
       ++ran;
     });
     Outcome outcome;
     outcome.metrics["ranks_ran"] = ran.load();
+    // Ranks that got a communicator whose rank and size match their place in the case.
+    outcome.metrics["comms_matched"] = sizes_seen.load();
     if (expect && *expect != value) {
       outcome.status = Status::fail;
       outcome.message =

@@ -11,12 +11,6 @@
 
 namespace meshgate::runner {
 
-struct PerfSpec {
-  int warmup = 5;  // untimed iterations
-  int iters = 20;  // timed iterations in this process
-  int runs = 9;    // separate processes; the driver repeats, the runner makes one run
-};
-
 // A validated case, ready to run.
 struct PlannedCase {
   CaseSpec spec;

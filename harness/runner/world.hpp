@@ -1,24 +1,77 @@
 #pragma once
-// The embedded `threads` backend: every rank is a real thread of this process.
+// The contexts a case runs in. threads: every rank is a thread of this process, over a fresh
+// threads communicator world of the case's size. mpi/nccl: this process is one rank of a
+// process world; the case runs on a communicator over the first ranks of that world and every
+// process agrees on each failure before going on.
+#include <exception>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "case_kind.hpp"
+#include "comm/communicator.hpp"
 
 namespace meshgate::runner {
 
-class ThreadsWorld final : public RunContext {
+class ThreadsContext final : public RunContext {
  public:
-  explicit ThreadsWorld(int world_size);
+  explicit ThreadsContext(int world_size, std::optional<PerfSpec> perf = std::nullopt);
+  ~ThreadsContext() override;
 
   std::string_view backend() const override { return "threads"; }
   int world_size() const override { return world_size_; }
   // Starts one thread per rank, joins them all, then rethrows the failure that happened first
-  // (in time) as RankFailure; a failing rank does not stop the others.
-  void run_on_ranks(int ranks, const std::function<void(int rank)>& fn) override;
+  // (in time): a meshgate::Error as itself, anything else as RankFailure; a failing rank does
+  // not stop the others. The communicators come from one threads world of `ranks` ranks, made
+  // by the first call and kept while later calls ask for the same number of ranks.
+  void run_on_ranks(int ranks,
+                    const std::function<void(int rank, comm::Communicator& comm)>& fn) override;
+  int lead_rank() const override { return 0; }
+  std::optional<PerfSpec> perf() const override { return perf_; }
 
  private:
   int world_size_;
+  std::optional<PerfSpec> perf_;
+  // One communicator per rank of the last world made (a threads world hands each rank's out
+  // once); dropped after a failure, whose collectives may have left it half way.
+  std::vector<std::unique_ptr<comm::Communicator>> comms_;
 };
+
+// One rank of a process world running a case: `case_comm` spans the case's ranks (rank r of
+// the case is rank r there). Every process of the case runs the same kind code, so every call
+// of run_on_ranks is collective over case_comm.
+class ProcessContext final : public RunContext {
+ public:
+  ProcessContext(std::string backend, comm::Communicator& case_comm, int world_size,
+                 std::optional<PerfSpec> perf = std::nullopt);
+
+  std::string_view backend() const override { return backend_; }
+  int world_size() const override { return world_size_; }
+  // Runs fn on this process's rank when it is below `ranks` (on a communicator over ranks
+  // 0..ranks-1, split from the case's when smaller), then agrees over the case's communicator:
+  // when any rank failed, every rank throws the failure of the lowest failing rank.
+  void run_on_ranks(int ranks,
+                    const std::function<void(int rank, comm::Communicator& comm)>& fn) override;
+  int lead_rank() const override { return case_comm_.rank(); }
+  std::optional<PerfSpec> perf() const override { return perf_; }
+
+ private:
+  std::string backend_;
+  comm::Communicator& case_comm_;
+  int world_size_;
+  std::optional<PerfSpec> perf_;
+};
+
+// Collective over `comm`: each rank passes what it caught (null when it succeeded). Returns
+// normally when no rank failed; otherwise every rank throws the lowest failing rank's failure
+// (a meshgate::Error keeps its kind and message; anything else becomes RankFailure naming
+// that rank).
+void agree_on_failure(comm::Communicator& comm, std::exception_ptr failure);
+
+// Collective over `comm`: true on every rank when `ok` is true on every rank.
+bool all_ranks_agree(comm::Communicator& comm, bool ok);
 
 }  // namespace meshgate::runner

@@ -6,12 +6,14 @@ namespace meshgate::runner {
 std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error);
 
 const std::vector<KindEntry>& case_kinds() {
   static const std::vector<KindEntry> kinds = {
       {"layout", &parse_layout_case},
       {"mesh", &parse_mesh_case},
       {"gemm", &parse_gemm_case},
+      {"collective", &parse_collective_case},
   };
   return kinds;
 }

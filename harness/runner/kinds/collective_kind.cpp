@@ -1,0 +1,921 @@
+// kind: collective — one collective (all_reduce, all_gather, reduce_scatter, all_to_all,
+// broadcast) on the groups of a mesh dim (or of several dims flattened), over a list or sweep
+// of sizes, in place and out of place. As nccl-tests: inputs are small integers generated from
+// (seed, rank, index) so that every result is exactly representable, every rank counts its
+// wrong output elements and the counts are summed over the ranks; any wrong element fails the
+// case. Every size is timed (max over ranks per call; with perf: the median of the timed
+// iterations), and reported as time, algbw and busbw with nccl-tests' bus factors.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case_kind.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "core/half_float.hpp"
+#include "kinds/case_values.hpp"
+#include "mesh/device_mesh.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+using comm::DType;
+using comm::ReduceOp;
+
+enum class Op { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
+
+constexpr std::string_view kOpNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                         "broadcast"};
+
+std::string_view to_string(Op op) {
+  return kOpNames[static_cast<int>(op)];
+}
+
+bool is_reduction(Op op) {
+  return op == Op::all_reduce || op == Op::reduce_scatter;
+}
+
+// nccl-tests' bus bandwidth factor: busbw = algbw * factor, so that busbw compares with the
+// link bandwidth whatever the op and group size.
+double bus_factor(Op op, int n) {
+  switch (op) {
+    case Op::all_reduce:
+      return 2.0 * (n - 1) / n;
+    case Op::all_gather:
+    case Op::reduce_scatter:
+    case Op::all_to_all:
+      return static_cast<double>(n - 1) / n;
+    case Op::broadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// ---- exact values -------------------------------------------------------------------------
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The largest magnitude up to which every integer is exact in the dtype, kept small enough
+// that generation stays cheap and int8/uint8 keep a value (127/255) free for the sentinel.
+std::int64_t exact_limit(DType d) {
+  switch (d) {
+    case DType::f16:
+      return 2048;
+    case DType::bf16:
+      return 256;
+    case DType::i8:
+      return 100;
+    case DType::u8:
+      return 200;
+    default:
+      return std::int64_t{1} << 20;
+  }
+}
+
+// Inputs and expected outputs of one group: element `index` of group rank `rank`.
+class Values {
+ public:
+  Values(std::uint64_t seed, DType dtype, std::optional<ReduceOp> reduce, int n)
+      : seed_(seed), reduce_(reduce), n_(n), unsigned_(dtype == DType::u8) {
+    const std::int64_t limit = exact_limit(dtype);
+    std::int64_t bound = limit;  // non-reducing ops, max and min: any exact value
+    if (reduce == ReduceOp::sum) bound = limit / n;
+    if (reduce == ReduceOp::avg) bound = limit / (std::int64_t{n} * n);  // inputs are n * base
+    hi_ = bound;
+    lo_ = unsigned_ ? 0 : -bound;
+  }
+
+  std::int64_t input(int rank, std::uint64_t index) const {
+    const std::uint64_t h = mix(seed_ ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001B3ull +
+                                            index * 0x9E3779B97F4A7C15ull));
+    if (reduce_ == ReduceOp::product) {
+      // Values in {-2, -1, 1, 2} with one 2 per element among the ranks: |product| = 2.
+      const std::int64_t magnitude = static_cast<int>(index % n_) == rank ? 2 : 1;
+      return (!unsigned_ && (h & 1u)) ? -magnitude : magnitude;
+    }
+    const std::int64_t base =
+        lo_ + static_cast<std::int64_t>(h % static_cast<std::uint64_t>(hi_ - lo_ + 1));
+    return reduce_ == ReduceOp::avg ? base * n_ : base;
+  }
+
+  std::int64_t reduced(std::uint64_t index) const {
+    std::int64_t acc = input(0, index);
+    for (int r = 1; r < n_; ++r) {
+      const std::int64_t v = input(r, index);
+      switch (*reduce_) {
+        case ReduceOp::sum:
+        case ReduceOp::avg:
+          acc += v;
+          break;
+        case ReduceOp::max:
+          acc = std::max(acc, v);
+          break;
+        case ReduceOp::min:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::product:
+          acc *= v;
+          break;
+      }
+    }
+    return *reduce_ == ReduceOp::avg ? acc / n_ : acc;
+  }
+
+ private:
+  std::uint64_t seed_;
+  std::optional<ReduceOp> reduce_;
+  int n_;
+  bool unsigned_;
+  std::int64_t lo_ = 0;
+  std::int64_t hi_ = 0;
+};
+
+// Reads and writes elements of one dtype in a host buffer.
+struct Codec {
+  DType dtype;
+  std::size_t size;
+
+  void put(std::byte* buffer, std::size_t i, std::int64_t v) const {
+    std::byte* at = buffer + i * size;
+    switch (dtype) {
+      case DType::f32:
+        store(at, static_cast<float>(v));
+        break;
+      case DType::f64:
+        store(at, static_cast<double>(v));
+        break;
+      case DType::f16:
+        store(at, float_to_half(static_cast<float>(v)));
+        break;
+      case DType::bf16:
+        store(at, float_to_bf16(static_cast<float>(v)));
+        break;
+      case DType::i32:
+        store(at, static_cast<std::int32_t>(v));
+        break;
+      case DType::i64:
+        store(at, v);
+        break;
+      case DType::i8:
+        store(at, static_cast<std::int8_t>(v));
+        break;
+      case DType::u8:
+        store(at, static_cast<std::uint8_t>(v));
+        break;
+    }
+  }
+  // A value no generated input or result has: NaN, or the type's largest value.
+  void put_sentinel(std::byte* buffer, std::size_t i) const {
+    std::byte* at = buffer + i * size;
+    switch (dtype) {
+      case DType::f32:
+        store(at, std::numeric_limits<float>::quiet_NaN());
+        break;
+      case DType::f64:
+        store(at, std::numeric_limits<double>::quiet_NaN());
+        break;
+      case DType::f16:
+        store(at, std::uint16_t{0x7E00});
+        break;
+      case DType::bf16:
+        store(at, std::uint16_t{0x7FC0});
+        break;
+      case DType::i32:
+        store(at, std::numeric_limits<std::int32_t>::max());
+        break;
+      case DType::i64:
+        store(at, std::numeric_limits<std::int64_t>::max());
+        break;
+      case DType::i8:
+        store(at, std::numeric_limits<std::int8_t>::max());
+        break;
+      case DType::u8:
+        store(at, std::numeric_limits<std::uint8_t>::max());
+        break;
+    }
+  }
+  bool equals(const std::byte* buffer, std::size_t i, std::int64_t expected) const {
+    const std::byte* at = buffer + i * size;
+    switch (dtype) {
+      case DType::f32:
+        return load<float>(at) == static_cast<double>(expected);
+      case DType::f64:
+        return load<double>(at) == static_cast<double>(expected);
+      case DType::f16:
+        return half_to_float(load<std::uint16_t>(at)) == static_cast<float>(expected);
+      case DType::bf16:
+        return bf16_to_float(load<std::uint16_t>(at)) == static_cast<float>(expected);
+      case DType::i32:
+        return load<std::int32_t>(at) == expected;
+      case DType::i64:
+        return load<std::int64_t>(at) == expected;
+      case DType::i8:
+        return load<std::int8_t>(at) == expected;
+      case DType::u8:
+        return load<std::uint8_t>(at) == expected;
+    }
+    return false;
+  }
+
+ private:
+  template <class T>
+  static void store(std::byte* at, T v) {
+    std::memcpy(at, &v, sizeof v);
+  }
+  template <class T>
+  static T load(const std::byte* at) {
+    T v;
+    std::memcpy(&v, at, sizeof v);
+    return v;
+  }
+};
+
+// ---- the case -----------------------------------------------------------------------------
+
+struct SizeResult {
+  std::int64_t bytes = 0;
+  bool inplace = false;
+  double time_s = 0;
+  std::int64_t wrong = 0;
+};
+
+// What one rank keeps between run() and the runner's timed iterations: its group's
+// communicator and the buffers of the largest size.
+struct RankState {
+  std::unique_ptr<comm::Communicator> group;
+  void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t calls = 0;
+
+  RankState() = default;
+  RankState(const RankState&) = delete;
+  RankState& operator=(const RankState&) = delete;
+  RankState(RankState&&) = default;
+  RankState& operator=(RankState&&) = default;
+  ~RankState() { release(); }
+  void release() {
+    if (group) {
+      if (send != nullptr) group->deallocate(send);
+      if (recv != nullptr && recv != send) group->deallocate(recv);
+    }
+    send = recv = nullptr;
+    group.reset();
+  }
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int unit = 0;
+  std::int64_t value = bytes;
+  while (unit < 3 && value >= 1024 && value % 1024 == 0) {
+    value /= 1024;
+    ++unit;
+  }
+  return std::to_string(value) + " " + units[unit];
+}
+
+class CollectiveCase final : public PreparedCase {
+ public:
+  Op op = Op::all_reduce;
+  DType dtype = DType::f32;
+  std::optional<ReduceOp> reduce;
+  int root = 0;
+  std::uint64_t seed = 0;
+  std::vector<std::int64_t> sizes;  // bytes, nccl-tests meaning
+  std::vector<bool> inplace = {false};
+  std::vector<std::vector<int>> groups;  // case ranks of every group
+  int group_size = 1;
+  int case_ranks = 1;
+  nlohmann::json params_json;
+
+  int ranks() const override { return case_ranks; }
+  nlohmann::json params() const override { return params_json; }
+
+  Outcome run(RunContext& ctx) override {
+    const std::optional<PerfSpec> perf = ctx.perf();
+    states_.clear();
+    states_.resize(static_cast<std::size_t>(case_ranks));
+    std::vector<std::vector<SizeResult>> per_rank(static_cast<std::size_t>(case_ranks));
+    try {
+      ctx.run_on_ranks(case_ranks, [&](int rank, comm::Communicator& case_comm) {
+        per_rank[static_cast<std::size_t>(rank)] = run_rank(rank, case_comm, perf);
+      });
+    } catch (...) {
+      release_states();
+      throw;
+    }
+    const std::vector<SizeResult>& results = per_rank[static_cast<std::size_t>(ctx.lead_rank())];
+    calls_expected_ = perf ? static_cast<std::size_t>(perf->warmup + perf->iters) : 0;
+
+    Outcome outcome;
+    nlohmann::json table = nlohmann::json::array();
+    std::int64_t total_wrong = 0;
+    std::string wrong_sizes;
+    const double factor = bus_factor(op, group_size);
+    std::optional<SizeResult> largest;
+    for (const SizeResult& r : results) {
+      const double algbw = r.time_s > 0 ? static_cast<double>(r.bytes) / r.time_s / 1e9 : 0.0;
+      table.push_back({{"bytes", r.bytes},
+                       {"count", count_of(r.bytes)},
+                       {"time_s", r.time_s},
+                       {"algbw_GBps", algbw},
+                       {"busbw_GBps", algbw * factor},
+                       {"wrong", r.wrong},
+                       {"inplace", r.inplace}});
+      total_wrong += r.wrong;
+      if (r.wrong > 0) {
+        wrong_sizes += (wrong_sizes.empty() ? "" : ", ") + format_bytes(r.bytes) +
+                       (r.inplace ? " in-place: " : " out-of-place: ") + std::to_string(r.wrong);
+      }
+      if (!largest || r.bytes > largest->bytes) largest = r;
+    }
+    outcome.metrics["sizes"] = table;
+    outcome.metrics["wrong"] = total_wrong;
+    outcome.metrics["group_size"] = group_size;
+    outcome.metrics["groups"] = groups.size();
+    if (largest) {
+      const double algbw =
+          largest->time_s > 0 ? static_cast<double>(largest->bytes) / largest->time_s / 1e9 : 0.0;
+      outcome.metrics["bytes"] = largest->bytes;
+      outcome.metrics["algbw_GBps"] = algbw;
+      outcome.metrics["busbw_GBps"] = algbw * factor;
+    }
+    outcome.plan = {plan_line()};
+    outcome.console_detail = console_table(results);
+    if (total_wrong > 0) {
+      outcome.status = Status::fail;
+      outcome.message = std::to_string(total_wrong) + " wrong element(s) summed over the ranks (" +
+                        wrong_sizes + "); expected exact results";
+    }
+    if (outcome.status != Status::pass || !perf) release_states();
+    return outcome;
+  }
+
+  // One call of the largest size (the first in-place setting) on the buffers run() kept.
+  double time_iteration(RunContext& ctx) override {
+    std::vector<double> times(static_cast<std::size_t>(case_ranks), 0.0);
+    run_guarded(ctx, [&](int rank, comm::Communicator& case_comm) {
+      RankState& state = states_.at(static_cast<std::size_t>(rank));
+      const std::int64_t bytes = *std::max_element(sizes.begin(), sizes.end());
+      times[static_cast<std::size_t>(rank)] =
+          timed_call(case_comm, state, bytes, inplace.front(), group_rank_of(rank));
+      if (++state.calls >= calls_expected_) state.release();
+    });
+    return times[static_cast<std::size_t>(ctx.lead_rank())];
+  }
+
+ private:
+  std::vector<RankState> states_;
+  std::size_t calls_expected_ = 0;
+
+  std::size_t element_size() const { return comm::element_size(dtype); }
+  bool chunked() const { return op != Op::all_reduce && op != Op::broadcast; }
+  // Per-rank element count of the Communicator call for a size in bytes.
+  std::size_t count_of(std::int64_t bytes) const {
+    const std::size_t elements = static_cast<std::size_t>(bytes) / element_size();
+    return chunked() ? elements / static_cast<std::size_t>(group_size) : elements;
+  }
+  std::size_t send_bytes(std::int64_t bytes) const {
+    return op == Op::all_gather ? static_cast<std::size_t>(bytes) / group_size
+                                : static_cast<std::size_t>(bytes);
+  }
+  std::size_t recv_bytes(std::int64_t bytes) const {
+    return op == Op::reduce_scatter ? static_cast<std::size_t>(bytes) / group_size
+                                    : static_cast<std::size_t>(bytes);
+  }
+
+  // (group index, rank in the group) of a case rank; group -1 when the rank is in no group.
+  std::pair<int, int> place_of(int rank) const {
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      const auto it = std::find(groups[g].begin(), groups[g].end(), rank);
+      if (it != groups[g].end())
+        return {static_cast<int>(g), static_cast<int>(it - groups[g].begin())};
+    }
+    return {-1, -1};
+  }
+  int group_rank_of(int rank) const { return place_of(rank).second; }
+
+  std::string plan_line() const {
+    std::string line = std::string(to_string(op)) + "(" + std::string(comm::to_string(dtype));
+    if (reduce) line += ", " + std::string(comm::to_string(*reduce));
+    if (op == Op::broadcast) line += ", root=" + std::to_string(root);
+    return line + ") on " + std::to_string(groups.size()) + " group(s) of " +
+           std::to_string(group_size);
+  }
+
+  // Pointers of the call for one size: in place as NCCL defines it.
+  struct Call {
+    void* send;
+    void* recv;
+  };
+  Call call_buffers(const RankState& state, std::int64_t bytes, bool in_place, int g) const {
+    auto* send = static_cast<std::byte*>(state.send);
+    auto* recv = static_cast<std::byte*>(state.recv);
+    if (!in_place) return {send, recv};
+    const std::size_t chunk = count_of(bytes) * element_size();
+    switch (op) {
+      case Op::all_gather:
+        return {recv + static_cast<std::size_t>(g) * chunk, recv};
+      case Op::reduce_scatter:
+        return {send, send + static_cast<std::size_t>(g) * chunk};
+      default:
+        return {recv, recv};
+    }
+  }
+
+  void issue(comm::Communicator& group, const Call& call, std::int64_t bytes) const {
+    const std::size_t count = count_of(bytes);
+    switch (op) {
+      case Op::all_reduce:
+        group.all_reduce(call.send, call.recv, count, dtype, *reduce);
+        break;
+      case Op::all_gather:
+        group.all_gather(call.send, call.recv, count, dtype);
+        break;
+      case Op::reduce_scatter:
+        group.reduce_scatter(call.send, call.recv, count, dtype, *reduce);
+        break;
+      case Op::all_to_all:
+        group.all_to_all(call.send, call.recv, count, dtype);
+        break;
+      case Op::broadcast:
+        group.broadcast(call.recv, count, dtype, root);
+        break;
+    }
+  }
+
+  // Seconds of one call, the slowest rank's: every group calls at once after a barrier of the
+  // whole case (ranks in no group only join the barrier and the maximum).
+  double timed_call(comm::Communicator& case_comm, RankState& state, std::int64_t bytes,
+                    bool in_place, int g) const {
+    case_comm.barrier();
+    double mine = 0;
+    if (state.group) {
+      const Call call = call_buffers(state, bytes, in_place, g);
+      const double start = now_s();
+      issue(*state.group, call, bytes);
+      state.group->synchronize();
+      mine = now_s() - start;
+    }
+    double slowest = 0;
+    case_comm.all_reduce(&mine, &slowest, 1, DType::f64, ReduceOp::max);
+    return slowest;
+  }
+
+  std::vector<SizeResult> run_rank(int rank, comm::Communicator& case_comm,
+                                   const std::optional<PerfSpec>& perf) {
+    RankState& state = states_[static_cast<std::size_t>(rank)];
+    state.group = case_comm.split(groups);
+    const auto [group_index, g] = place_of(rank);
+    const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+    const Codec codec{dtype, element_size()};
+    const Values values(seed ^ mix(static_cast<std::uint64_t>(group_index) + 1), dtype, reduce,
+                        group_size);
+    std::vector<std::byte> host;
+    if (state.group) {
+      // all_to_all and all_reduce in place use recv as send; separate buffers otherwise.
+      state.send = state.group->allocate(std::max<std::size_t>(send_bytes(largest), 1));
+      state.recv = op == Op::broadcast
+                       ? state.send
+                       : state.group->allocate(std::max<std::size_t>(recv_bytes(largest), 1));
+      host.resize(std::max(send_bytes(largest), recv_bytes(largest)));
+    }
+
+    std::vector<SizeResult> results;
+    for (const bool in_place : inplace) {
+      for (const std::int64_t bytes : sizes) {
+        SizeResult r;
+        r.bytes = bytes;
+        r.inplace = in_place;
+        if (state.group) prepare(state, host, codec, values, bytes, in_place, g);
+        r.time_s = timed_call(case_comm, state, bytes, in_place, g);
+        if (state.group) r.wrong = count_wrong(state, host, codec, values, bytes, in_place, g);
+        if (perf) {
+          for (int i = 0; i < perf->warmup; ++i) timed_call(case_comm, state, bytes, in_place, g);
+          std::vector<double> samples;
+          for (int i = 0; i < perf->iters; ++i) {
+            samples.push_back(timed_call(case_comm, state, bytes, in_place, g));
+          }
+          std::sort(samples.begin(), samples.end());
+          const std::size_t n = samples.size();
+          r.time_s = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+        }
+        results.push_back(r);
+      }
+    }
+    // Every rank counted its own output; the case's verdict is the sum over all of them.
+    std::vector<std::int64_t> wrong;
+    for (const SizeResult& r : results) wrong.push_back(r.wrong);
+    std::vector<std::int64_t> summed(wrong.size(), 0);
+    case_comm.all_reduce(wrong.data(), summed.data(), wrong.size(), DType::i64, ReduceOp::sum);
+    for (std::size_t i = 0; i < results.size(); ++i) results[i].wrong = summed[i];
+    return results;
+  }
+
+  // Fills the call's buffers: the output with the sentinel, then this rank's inputs.
+  void prepare(RankState& state, std::vector<std::byte>& host, const Codec& codec,
+               const Values& values, std::int64_t bytes, bool in_place, int g) const {
+    comm::Communicator& group = *state.group;
+    const std::size_t count = count_of(bytes);
+    const std::size_t es = element_size();
+    const Call call = call_buffers(state, bytes, in_place, g);
+    const std::size_t out_elements = recv_bytes(bytes) / es;
+    if (op != Op::broadcast) {
+      for (std::size_t i = 0; i < out_elements; ++i) codec.put_sentinel(host.data(), i);
+      group.copy_from_host(call.recv, host.data(), out_elements * es);
+    }
+    std::size_t in_elements = send_bytes(bytes) / es;
+    if (op == Op::broadcast && g != root) {
+      for (std::size_t i = 0; i < count; ++i) codec.put_sentinel(host.data(), i);
+    } else {
+      for (std::size_t i = 0; i < in_elements; ++i) codec.put(host.data(), i, values.input(g, i));
+    }
+    if (op == Op::broadcast) in_elements = count;
+    group.copy_from_host(call.send, host.data(), in_elements * es);
+  }
+
+  std::int64_t count_wrong(RankState& state, std::vector<std::byte>& host, const Codec& codec,
+                           const Values& values, std::int64_t bytes, bool in_place, int g) const {
+    comm::Communicator& group = *state.group;
+    const std::size_t count = count_of(bytes);
+    const std::size_t es = element_size();
+    const Call call = call_buffers(state, bytes, in_place, g);
+    const std::size_t out_elements = recv_bytes(bytes) / es;
+    group.copy_to_host(host.data(), call.recv, out_elements * es);
+    std::int64_t wrong = 0;
+    for (std::size_t i = 0; i < out_elements; ++i) {
+      std::int64_t expected = 0;
+      switch (op) {
+        case Op::all_reduce:
+          expected = values.reduced(i);
+          break;
+        case Op::all_gather:
+          expected = values.input(static_cast<int>(i / count), i % count);
+          break;
+        case Op::reduce_scatter:
+          expected = values.reduced(static_cast<std::size_t>(g) * count + i);
+          break;
+        case Op::all_to_all:
+          expected = values.input(static_cast<int>(i / count),
+                                  static_cast<std::size_t>(g) * count + i % count);
+          break;
+        case Op::broadcast:
+          expected = values.input(root, i);
+          break;
+      }
+      if (!codec.equals(host.data(), i, expected)) ++wrong;
+    }
+    return wrong;
+  }
+
+  std::string console_table(const std::vector<SizeResult>& results) const {
+    const double factor = bus_factor(op, group_size);
+    std::string out;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "      %12s %12s %8s %7s %5s  %10s %8s %8s %7s  %10s %8s %8s %7s\n", "size",
+                  "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
+                  "algbw", "busbw", "#wrong");
+    out += line;
+    std::snprintf(line, sizeof line,
+                  "      %12s %12s %8s %7s %5s  %10s %8s %8s %7s  %10s %8s %8s %7s\n", "(B)",
+                  "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)",
+                  "(GB/s)", "");
+    out += line;
+    out += "      " + std::string(62, ' ') + "out-of-place" + std::string(30, ' ') + "in-place\n";
+    std::vector<std::int64_t> seen;
+    for (const SizeResult& r : results) {
+      if (std::find(seen.begin(), seen.end(), r.bytes) != seen.end()) continue;
+      seen.push_back(r.bytes);
+      std::string cells[2];
+      for (const SizeResult& v : results) {
+        if (v.bytes != r.bytes) continue;
+        const double algbw = v.time_s > 0 ? static_cast<double>(v.bytes) / v.time_s / 1e9 : 0.0;
+        char cell[96];
+        std::snprintf(cell, sizeof cell, "  %10.2f %8.2f %8.2f %7lld", v.time_s * 1e6, algbw,
+                      algbw * factor, static_cast<long long>(v.wrong));
+        cells[v.inplace ? 1 : 0] = cell;
+      }
+      for (std::string& cell : cells) {
+        if (cell.empty()) {
+          char empty[96];
+          std::snprintf(empty, sizeof empty, "  %10s %8s %8s %7s", "-", "-", "-", "-");
+          cell = empty;
+        }
+      }
+      std::snprintf(line, sizeof line, "      %12lld %12zu %8s %7s %5s",
+                    static_cast<long long>(r.bytes), count_of(r.bytes),
+                    std::string(comm::to_string(dtype)).c_str(),
+                    reduce ? std::string(comm::to_string(*reduce)).c_str() : "-",
+                    op == Op::broadcast ? std::to_string(root).c_str() : "-");
+      out += line + cells[0] + cells[1] + "\n";
+    }
+    return out;
+  }
+
+  template <class Fn>
+  void run_guarded(RunContext& ctx, Fn&& fn) {
+    try {
+      ctx.run_on_ranks(case_ranks, fn);
+    } catch (...) {
+      release_states();
+      throw;
+    }
+  }
+
+  void release_states() {
+    for (RankState& s : states_) s.release();
+  }
+};
+
+// ---- reading the case ---------------------------------------------------------------------
+
+// "8MiB", "1KiB", "4B", "1000", 64: bytes as an integer.
+std::optional<std::int64_t> parse_bytes(const YAML::Node& value) {
+  if (!value.IsScalar()) return std::nullopt;
+  const std::string text = value.Scalar();
+  std::size_t used = 0;
+  long long number = 0;
+  try {
+    number = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  std::int64_t scale = 1;
+  if (unit.empty() || unit == "B") {
+    scale = 1;
+  } else if (unit == "KiB" || unit == "K") {
+    scale = std::int64_t{1} << 10;
+  } else if (unit == "MiB" || unit == "M") {
+    scale = std::int64_t{1} << 20;
+  } else if (unit == "GiB" || unit == "G") {
+    scale = std::int64_t{1} << 30;
+  } else {
+    return std::nullopt;
+  }
+  if (number < 0 || number > (std::int64_t{1} << 40) / scale) return std::nullopt;
+  return static_cast<std::int64_t>(number) * scale;
+}
+
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 30;
+
+std::int64_t read_bytes(const YAML::Node& value, const CaseNode& at, std::string_view key) {
+  const std::optional<std::int64_t> bytes = parse_bytes(value);
+  if (!bytes) {
+    at.fail_at(value, key,
+               "expected a size in bytes: an integer or e.g. \"8MiB\", \"4KiB\", \"16B\"");
+  }
+  if (*bytes < 1 || *bytes > kMaxBytes) {
+    at.fail_at(value, key, "sizes must be between 1 B and 1 GiB, got " + std::to_string(*bytes));
+  }
+  return *bytes;
+}
+
+std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
+                                        std::string_view key) {
+  if (value.IsScalar()) return {value.Scalar()};
+  if (!value.IsSequence() || value.size() == 0) {
+    at.fail_at(value, key, "expected a dim name or a non-empty list of dim names");
+  }
+  std::vector<std::string> names;
+  for (const auto& item : value) {
+    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
+    names.push_back(item.Scalar());
+  }
+  return names;
+}
+
+std::vector<std::int64_t> read_mesh_ranks(const YAML::Node& value, const CaseNode& at) {
+  if (value.IsSequence()) return read_int_list(value, at, "mesh.ranks");
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  const auto dots = text.find("..");
+  if (dots != std::string::npos) {
+    try {
+      std::size_t used_first = 0, used_last = 0;
+      const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
+      const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
+      if (used_first == dots && used_last == text.size() - dots - 2 && 0 <= first &&
+          first <= last && last < 65536) {
+        std::vector<std::int64_t> ranks;
+        for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
+        return ranks;
+      }
+    } catch (const std::exception&) {
+      // Falls through to the message below.
+    }
+  }
+  at.fail_at(value, "mesh.ranks",
+             "expected a list of ranks or an inclusive range such as \"8..15\"");
+}
+
+DeviceMesh read_mesh(CaseNode& node) {
+  CaseNode m = node.child("mesh");
+  const bool has_shape = m.has("shape");
+  const bool has_layout = m.has("layout");
+  std::vector<std::string> names;
+  std::vector<std::int64_t> ranks;
+  std::optional<std::vector<std::int64_t>> shape;
+  std::optional<Layout> layout;
+  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
+  if (has_shape) {
+    shape = m.required<std::vector<std::int64_t>>("shape");
+    for (std::int64_t s : *shape) {
+      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
+    }
+  } else {
+    YAML::Node v = m.raw("layout");
+    try {
+      layout = read_layout(v, m, "layout");
+    } catch (const meshgate::Error& err) {
+      m.fail_at(v, "layout", err.what());
+    }
+  }
+  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) names = read_dim_names(v, m, "names");
+  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) ranks = read_mesh_ranks(v, m);
+  try {
+    return layout ? DeviceMesh::from_layout(*layout, names, ranks)
+                  : DeviceMesh::create(*shape, names, ranks);
+  } catch (const meshgate::Error& err) {
+    node.fail("mesh", err.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool /*expect_error*/) {
+  auto c = std::make_unique<CollectiveCase>();
+
+  const std::string op = node.required<std::string>("op");
+  bool known = false;
+  for (int i = 0; i < 5; ++i) {
+    if (kOpNames[i] == op) {
+      c->op = static_cast<Op>(i);
+      known = true;
+    }
+  }
+  if (!known) {
+    node.fail("op",
+              "unknown op '" + op +
+                  "': expected all_reduce, all_gather, reduce_scatter, all_to_all or broadcast");
+  }
+
+  const DeviceMesh mesh = read_mesh(node);
+  std::vector<std::string> group_dims;
+  if (YAML::Node v = node.raw("group"); v && !v.IsNull()) {
+    group_dims = read_dim_names(v, node, "group");
+  } else if (mesh.names().empty()) {
+    if (mesh.ndim() != 1) node.fail("group", "is required for an unnamed mesh of several dims");
+  } else {
+    group_dims = mesh.names();
+  }
+  std::vector<std::vector<std::int64_t>> groups;
+  try {
+    if (group_dims.empty()) {
+      groups = mesh.groups(std::int64_t{0});
+    } else if (group_dims.size() == 1) {
+      groups = mesh.groups(group_dims.front());
+    } else {
+      // Several dims: the groups of their flattened dim, as DeviceMesh._flatten makes it.
+      groups = mesh.slice(group_dims).flatten().groups(std::int64_t{0});
+    }
+  } catch (const meshgate::Error& err) {
+    node.fail("group", err.what());
+  }
+  std::int64_t highest = 0;
+  for (const auto& group : groups) {
+    std::vector<int> ranks;
+    for (std::int64_t r : group) {
+      ranks.push_back(static_cast<int>(r));
+      highest = std::max(highest, r);
+    }
+    c->groups.push_back(std::move(ranks));
+  }
+  c->group_size = static_cast<int>(c->groups.front().size());
+  c->case_ranks = static_cast<int>(highest + 1);
+
+  const std::string dtype = node.required<std::string>("dtype");
+  try {
+    c->dtype = comm::parse_dtype(dtype);
+  } catch (const meshgate::Error& err) {
+    node.fail("dtype", err.what());
+  }
+  if (is_reduction(c->op)) {
+    const std::string reduce = node.required<std::string>("reduce");
+    try {
+      c->reduce = comm::parse_reduce_op(reduce);
+    } catch (const meshgate::Error& err) {
+      node.fail("reduce", err.what());
+    }
+  } else if (node.has("reduce")) {
+    node.fail("reduce", "only all_reduce and reduce_scatter reduce; remove it for " + op);
+  }
+  if (auto root = node.optional<int>("root")) {
+    if (c->op != Op::broadcast) node.fail("root", "only broadcast has a root");
+    if (*root < 0 || *root >= c->group_size) {
+      node.fail("root", "must be a rank of the group, 0 to " + std::to_string(c->group_size - 1) +
+                            ", got " + std::to_string(*root));
+    }
+    c->root = *root;
+  }
+  if (auto seed = node.optional<std::int64_t>("seed")) c->seed = static_cast<std::uint64_t>(*seed);
+
+  // Sizes: whole elements, and for the chunked ops whole equal chunks per rank.
+  const std::int64_t es = static_cast<std::int64_t>(comm::element_size(c->dtype));
+  const bool chunked = c->op != Op::all_reduce && c->op != Op::broadcast;
+  const std::int64_t unit = chunked ? es * c->group_size : es;
+  const std::string unit_text = chunked
+                                    ? std::to_string(c->group_size) + " equal chunks of whole " +
+                                          dtype + " elements (" + std::to_string(unit) + " B)"
+                                    : "whole " + dtype + " elements (" + std::to_string(es) + " B)";
+  YAML::Node bytes = node.raw("bytes");
+  if (!bytes || bytes.IsNull())
+    node.fail("bytes", "is required: a size, a list or {from, to, factor}");
+  if (bytes.IsMap()) {
+    CaseNode sweep = node.child("bytes");
+    if (!sweep.has("from") || !sweep.has("to")) node.fail("bytes", "a sweep needs from and to");
+    const std::int64_t from = read_bytes(sweep.raw("from"), sweep, "from");
+    const std::int64_t to = read_bytes(sweep.raw("to"), sweep, "to");
+    const int factor = sweep.optional<int>("factor").value_or(2);
+    if (factor < 2) sweep.fail("factor", "must be at least 2, got " + std::to_string(factor));
+    if (to < from) sweep.fail("to", "must be at least from");
+    // As nccl-tests, a swept size is rounded down to what divides; those that round to 0 go.
+    for (std::int64_t s = from; s <= to; s *= factor) {
+      const std::int64_t aligned = s - s % unit;
+      if (aligned > 0 && (c->sizes.empty() || c->sizes.back() != aligned))
+        c->sizes.push_back(aligned);
+    }
+    if (c->sizes.empty()) {
+      node.fail("bytes", "no size of the sweep holds " + unit_text);
+    }
+  } else {
+    std::vector<YAML::Node> items;
+    if (bytes.IsSequence()) {
+      for (const auto& item : bytes) items.push_back(item);
+    } else {
+      items.push_back(bytes);
+    }
+    if (items.empty()) node.fail("bytes", "the list of sizes is empty");
+    for (const YAML::Node& item : items) {
+      const std::int64_t b = read_bytes(item, node, "bytes");
+      if (b % unit != 0) {
+        node.fail_at(item, "bytes",
+                     std::to_string(b) + " B does not divide into " + unit_text + " for " + op +
+                         " on groups of " + std::to_string(c->group_size));
+      }
+      c->sizes.push_back(b);
+    }
+  }
+
+  if (YAML::Node v = node.raw("inplace"); v && !v.IsNull()) {
+    c->inplace.clear();
+    const auto read_flag = [&](const YAML::Node& item) {
+      bool flag = false;
+      if (!item.IsScalar() || !YAML::convert<bool>::decode(item, flag)) {
+        node.fail_at(item, "inplace", "expected true, false or [false, true]");
+      }
+      if (std::find(c->inplace.begin(), c->inplace.end(), flag) != c->inplace.end()) {
+        node.fail_at(item, "inplace", "lists the same setting twice");
+      }
+      c->inplace.push_back(flag);
+    };
+    if (v.IsSequence()) {
+      for (const auto& item : v) read_flag(item);
+      if (c->inplace.empty()) node.fail("inplace", "expected true, false or [false, true]");
+    } else {
+      read_flag(v);
+    }
+  }
+
+  c->params_json = {{"op", op},
+                    {"mesh", yaml_to_json(node.node()["mesh"])},
+                    {"group", group_dims},
+                    {"dtype", dtype},
+                    {"bytes", c->sizes},
+                    {"inplace", c->inplace},
+                    {"group_size", c->group_size},
+                    {"ranks", c->case_ranks}};
+  if (c->reduce) c->params_json["reduce"] = std::string(comm::to_string(*c->reduce));
+  if (c->op == Op::broadcast) c->params_json["root"] = c->root;
+  if (c->seed != 0) c->params_json["seed"] = c->seed;
+  return c;
+}
+
+}  // namespace meshgate::runner
