@@ -14,17 +14,11 @@
 #include "case_kind.hpp"
 #include "core/error.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 
 namespace meshgate::runner {
 namespace {
-
-struct MeshSpec {
-  std::optional<std::vector<std::int64_t>> shape;
-  std::optional<Layout> layout;
-  std::vector<std::string> names;
-  std::vector<std::int64_t> ranks;  // empty: the reference's default
-};
 
 struct FlattenSpec {
   std::optional<std::vector<std::string>> dims;  // none: all dims of the mesh
@@ -203,9 +197,7 @@ class MeshCase final : public PreparedCase {
   }
 
   Executed execute(LayoutModel which) const {
-    DeviceMesh root = mesh.layout
-                          ? DeviceMesh::from_layout(*mesh.layout, mesh.names, mesh.ranks, which)
-                          : DeviceMesh::create(*mesh.shape, mesh.names, mesh.ranks, which);
+    DeviceMesh root = mesh.build(which);
     for (const FlattenSpec& f : root_flattens) flatten_on(root, f);
     Executed e{root, std::nullopt};
     for (const Op& op : ops) {
@@ -313,44 +305,10 @@ class MeshCase final : public PreparedCase {
   }
 };
 
-std::vector<std::string> read_names(const YAML::Node& value, const CaseNode& at,
-                                    std::string_view key) {
-  std::vector<std::string> names;
-  if (value.IsScalar()) return {value.Scalar()};
-  if (!value.IsSequence()) at.fail_at(value, key, "expected a dim name or a list of dim names");
-  for (const auto& item : value) {
-    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
-    names.push_back(item.Scalar());
-  }
-  return names;
-}
-
-std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at) {
-  if (value.IsSequence()) return read_int_list(value, at, "mesh.ranks");
-  const std::string text = value.IsScalar() ? value.Scalar() : "";
-  const auto dots = text.find("..");
-  try {
-    if (dots != std::string::npos) {
-      std::size_t used_first = 0;
-      std::size_t used_last = 0;
-      const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
-      const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
-      if (used_first == dots && used_last == text.size() - dots - 2 && first <= last) {
-        std::vector<std::int64_t> ranks;
-        for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
-        return ranks;
-      }
-    }
-  } catch (const std::exception&) {
-  }
-  at.fail_at(value, "mesh.ranks",
-             "expected a list of ranks or an inclusive range such as \"8..15\"");
-}
-
 FlattenSpec read_flatten(const YAML::Node& value, const CaseNode& at, std::string_view key) {
   FlattenSpec f;
   if (value.IsSequence()) {
-    f.dims = read_names(value, at, key);
+    f.dims = read_dim_names(value, at, key);
     return f;
   }
   if (value.IsNull()) return f;
@@ -359,7 +317,7 @@ FlattenSpec read_flatten(const YAML::Node& value, const CaseNode& at, std::strin
   for (const auto& item : value) {
     const std::string k = item.first.Scalar();
     if (k == "dims") {
-      f.dims = read_names(item.second, at, key);
+      f.dims = read_dim_names(item.second, at, key);
     } else if (k == "name") {
       f.name = item.second.Scalar();
     } else {
@@ -378,7 +336,7 @@ Op read_op(const YAML::Node& item, const CaseNode& at) {
   const std::string name = item.begin()->first.Scalar();
   const YAML::Node value = item.begin()->second;
   const std::string key = "ops." + name;
-  if (name == "slice") return SliceOp{read_names(value, at, key)};
+  if (name == "slice") return SliceOp{read_dim_names(value, at, key)};
   if (name == "flatten") return read_flatten(value, at, key);
   if (name == "submeshes") {
     if (!value.IsScalar()) at.fail_at(value, key, "expected a dim name");
@@ -388,7 +346,7 @@ Op read_op(const YAML::Node& item, const CaseNode& at) {
     if (!value.IsSequence())
       at.fail_at(value, key, "expected a list of dim-name lists, e.g. [[dp], [tp]]");
     ConcatenateOp c;
-    for (const auto& part : value) c.parts.push_back(read_names(part, at, key));
+    for (const auto& part : value) c.parts.push_back(read_dim_names(part, at, key));
     return c;
   }
   if (name == "unflatten") {
@@ -413,7 +371,7 @@ Op read_op(const YAML::Node& item, const CaseNode& at) {
         u.sizes = read_int_list(field.second, at, key + ".sizes");
         has_sizes = true;
       } else if (k == "names") {
-        u.names = read_names(field.second, at, key + ".names");
+        u.names = read_dim_names(field.second, at, key + ".names");
       } else {
         at.fail_at(field.first, key, "unknown key '" + k + "' (known: dim, sizes, names)");
       }
@@ -448,7 +406,8 @@ void read_expect(CaseNode& e, MeshCase& c) {
   }
   if (YAML::Node v = e.raw("shape"); v && !v.IsNull())
     c.expect.shape = read_int_list(v, e, "shape");
-  if (YAML::Node v = e.raw("names"); v && !v.IsNull()) c.expect.names = read_names(v, e, "names");
+  if (YAML::Node v = e.raw("names"); v && !v.IsNull())
+    c.expect.names = read_dim_names(v, e, "names");
   if (YAML::Node v = e.raw("groups"); v && !v.IsNull())
     c.expect.groups = read_nested_ints(v, e, "groups");
   if (YAML::Node v = e.raw("submeshes"); v && !v.IsNull())
@@ -479,25 +438,7 @@ void read_expect(CaseNode& e, MeshCase& c) {
 std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error) {
   auto c = std::make_unique<MeshCase>();
 
-  CaseNode m = node.child("mesh");
-  const bool has_shape = m.has("shape");
-  const bool has_layout = m.has("layout");
-  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
-  if (has_shape) {
-    c->mesh.shape = m.required<std::vector<std::int64_t>>("shape");
-    for (std::int64_t s : *c->mesh.shape) {
-      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
-    }
-  } else {
-    YAML::Node v = m.raw("layout");
-    try {
-      c->mesh.layout = read_layout(v, m, "layout");
-    } catch (const meshgate::Error& err) {
-      m.fail_at(v, "layout", err.what());
-    }
-  }
-  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) c->mesh.names = read_names(v, m, "names");
-  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) c->mesh.ranks = read_ranks(v, m);
+  c->mesh = read_mesh_spec(node);
 
   if (auto model = node.optional<std::string>("model")) {
     try {

@@ -1,0 +1,84 @@
+#include "kinds/mesh_spec.hpp"
+
+#include "core/error.hpp"
+#include "kinds/case_values.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at) {
+  if (value.IsSequence()) return read_int_list(value, at, "ranks");
+  const std::string text = value.IsScalar() ? value.Scalar() : "";
+  const auto dots = text.find("..");
+  try {
+    if (dots != std::string::npos) {
+      std::size_t used_first = 0;
+      std::size_t used_last = 0;
+      const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
+      const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
+      if (used_first == dots && used_last == text.size() - dots - 2 && 0 <= first &&
+          first <= last) {
+        std::vector<std::int64_t> ranks;
+        for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
+        return ranks;
+      }
+    }
+  } catch (const std::exception&) {
+  }
+  at.fail_at(value, "ranks", "expected a list of ranks or an inclusive range such as \"8..15\"");
+}
+
+}  // namespace
+
+std::int64_t MeshSpec::size() const {
+  if (shape) {
+    std::int64_t n = 1;
+    for (std::int64_t s : *shape) n *= s;
+    return n;
+  }
+  return meshgate::size(*layout);
+}
+
+DeviceMesh MeshSpec::build(LayoutModel model) const {
+  return layout ? DeviceMesh::from_layout(*layout, names, ranks, model)
+                : DeviceMesh::create(*shape, names, ranks, model);
+}
+
+MeshSpec read_mesh_spec(CaseNode& node) {
+  MeshSpec spec;
+  CaseNode m = node.child("mesh");
+  const bool has_shape = m.has("shape");
+  const bool has_layout = m.has("layout");
+  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
+  if (has_shape) {
+    spec.shape = m.required<std::vector<std::int64_t>>("shape");
+    if (spec.shape->empty()) m.fail("shape", "a mesh has at least one dim");
+    for (std::int64_t s : *spec.shape) {
+      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
+    }
+  } else {
+    YAML::Node v = m.raw("layout");
+    try {
+      spec.layout = read_layout(v, m, "layout");
+    } catch (const meshgate::Error& err) {
+      m.fail_at(v, "layout", err.what());
+    }
+  }
+  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) spec.names = read_dim_names(v, m, "names");
+  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) spec.ranks = read_ranks(v, m);
+  return spec;
+}
+
+std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
+                                        std::string_view key) {
+  if (value.IsScalar()) return {value.Scalar()};
+  if (!value.IsSequence()) at.fail_at(value, key, "expected a dim name or a list of dim names");
+  std::vector<std::string> names;
+  for (const auto& item : value) {
+    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
+    names.push_back(item.Scalar());
+  }
+  return names;
+}
+
+}  // namespace meshgate::runner

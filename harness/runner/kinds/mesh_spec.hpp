@@ -1,0 +1,35 @@
+#pragma once
+// The `mesh:` key that every mesh-based kind shares (mesh, collective, redistribute):
+// {shape: [..] | layout: "..", names: [..], ranks: [..] | "8..15"}, read and validated once here.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "case_kind.hpp"
+#include "layout/layout.hpp"
+#include "mesh/device_mesh.hpp"
+
+namespace meshgate::runner {
+
+struct MeshSpec {
+  std::optional<std::vector<std::int64_t>> shape;
+  std::optional<Layout> layout;
+  std::vector<std::string> names;
+  std::vector<std::int64_t> ranks;  // empty: the reference's default
+
+  std::int64_t size() const;  // ranks the mesh spans
+  DeviceMesh build(LayoutModel model = LayoutModel::one_level) const;
+};
+
+// Reads node["mesh"]; InputError naming file:line, case and key for anything malformed.
+MeshSpec read_mesh_spec(CaseNode& node);
+
+// A dim name or a list of dim names.
+std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
+                                        std::string_view key);
+
+}  // namespace meshgate::runner
