@@ -7,6 +7,7 @@ std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_erro
 std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error);
 
 const std::vector<KindEntry>& case_kinds() {
   static const std::vector<KindEntry> kinds = {
@@ -14,6 +15,7 @@ const std::vector<KindEntry>& case_kinds() {
       {"mesh", &parse_mesh_case},
       {"gemm", &parse_gemm_case},
       {"collective", &parse_collective_case},
+      {"redistribute", &parse_redistribute_case},
   };
   return kinds;
 }

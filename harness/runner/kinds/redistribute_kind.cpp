@@ -1,0 +1,481 @@
+// kind: redistribute — plan a redistribution (spec/redistribute.md) on every rank of a world of
+// the mesh's size, run it through the executor on each rank's source shard of a deterministic
+// global tensor of integers (Partial sources: exact per-rank contributions), and check on every
+// rank the local shape, the values against the global tensor's target shard, bitwise equality
+// of replicas and the issued collectives against `expect.comms`. The unmerged plan runs too;
+// whether both give the same bits is reported. Every rank checks its own shard and the counts
+// of wrong results are summed over the communicator, so the threads and mpi backends agree.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "case_kind.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+#include "kinds/case_values.hpp"
+#include "kinds/mesh_spec.hpp"
+#include "mesh/device_mesh.hpp"
+#include "placement/placement.hpp"
+#include "plan/plan.hpp"
+#include "redistribute/redistribute.hpp"
+#include "redistribute/reference.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+struct FlattenDims {
+  std::vector<std::string> dims;
+  std::optional<std::string> name;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + "]";
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Expected vs issued collectives, entry by entry.
+std::string comm_diff(const std::vector<std::string>& want, const std::vector<std::string>& got) {
+  std::string out = "collectives differ: expected " + join(want) + ", issued " + join(got);
+  const std::size_t n = std::max(want.size(), got.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string w = i < want.size() ? want[i] : "(none)";
+    const std::string g = i < got.size() ? got[i] : "(none)";
+    if (w != g) out += "\n  #" + std::to_string(i) + ": - " + w + "\n      + " + g;
+  }
+  return out;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// Counts every rank adds to; summed over the case's communicator.
+enum Count : std::size_t {
+  wrong_shape,
+  wrong_values,
+  replica_mismatch,
+  comm_mismatch,
+  merged_unmerged_differ,
+  local_shape_mismatch,
+  count_slots
+};
+
+// What one rank learned; the lead rank's copy is reported.
+struct RankResult {
+  std::vector<std::string> issued;
+  std::vector<std::string> issued_unmerged;
+  std::int64_t bytes = 0;
+  std::int64_t bytes_unmerged = 0;
+  std::size_t warnings = 0;
+  double cost = 0;
+  double greedy_cost = 0;
+  double cost_unmerged = 0;
+  Shape local_shape;
+  Shape rank0_shape;  // rank 0's target local shape (from the spec)
+  std::vector<std::int64_t> counts = std::vector<std::int64_t>(count_slots, 0);
+  double time_merged = 0;  // medians of the max over ranks, with perf
+  double time_unmerged = 0;
+};
+
+// One rank's executor and plans, kept from run() for the timed iterations.
+struct RankState {
+  std::unique_ptr<Redistributor> executor;
+  Plan plan;
+  HostTensor source;
+};
+
+class RedistributeCase final : public PreparedCase {
+ public:
+  MeshSpec mesh_spec;
+  std::vector<FlattenDims> flatten;
+  Shape shape;
+  comm::DType dtype = comm::DType::f32;
+  std::string from_text, to_text;
+  PlanOptions options;
+  std::optional<std::vector<std::string>> expect_comms;
+  std::optional<Shape> expect_local_shape;
+  std::optional<std::int64_t> expect_warnings;
+  nlohmann::json params_json;
+
+  int ranks() const override { return static_cast<int>(mesh_spec.size()); }
+  nlohmann::json params() const override { return params_json; }
+
+  // The mesh with its flattened dims registered (a fresh family, so registries do not leak
+  // between cases), and the two specs. Errors are the library's: rejections.
+  struct Specs {
+    DeviceMesh mesh;
+    DTensorSpec src;
+    DTensorSpec dst;
+  };
+  Specs build() const {
+    DeviceMesh mesh = mesh_spec.build();
+    for (const FlattenDims& f : flatten) mesh.slice(f.dims).flatten(f.name);
+    const auto es = static_cast<std::int64_t>(comm::element_size(dtype));
+    DTensorSpec src = DTensorSpec::create(mesh, parse_placements(from_text), shape, es);
+    DTensorSpec dst = DTensorSpec::create(mesh, parse_placements(to_text), shape, es);
+    return Specs{std::move(mesh), std::move(src), std::move(dst)};
+  }
+
+  Outcome run(RunContext& ctx) override {
+    const int n = ranks();
+    const std::optional<PerfSpec> perf = ctx.perf();
+    states_.clear();
+    states_.resize(static_cast<std::size_t>(n));
+    calls_ = 0;
+    calls_expected_ = perf ? static_cast<std::size_t>(perf->warmup + perf->iters) : 0;
+    std::vector<RankResult> results(static_cast<std::size_t>(n));
+    try {
+      ctx.run_on_ranks(n, [&](int rank, comm::Communicator& world) {
+        results[static_cast<std::size_t>(rank)] = run_rank(rank, world, perf);
+      });
+    } catch (...) {
+      states_.clear();
+      throw;
+    }
+    if (!perf) states_.clear();
+    const RankResult& r = results.at(static_cast<std::size_t>(ctx.lead_rank()));
+
+    Outcome o;
+    o.plan = r.issued;
+    o.metrics["collectives"] = r.issued.size();
+    o.metrics["bytes_per_rank"] = r.bytes;
+    o.metrics["modeled_cost_s"] = r.cost;
+    o.metrics["greedy_cost_s"] = r.greedy_cost;
+    o.metrics["warnings"] = r.warnings;
+    o.metrics["unmerged"] = {{"plan", r.issued_unmerged},
+                             {"collectives", r.issued_unmerged.size()},
+                             {"bytes_per_rank", r.bytes_unmerged},
+                             {"modeled_cost_s", r.cost_unmerged}};
+    o.metrics["merged_equals_unmerged_bitwise"] = r.counts[merged_unmerged_differ] == 0;
+    o.metrics["merged_vs_unmerged_note"] =
+        "a merged sum reduces in one order and the per-dim plan in another, so float results "
+        "need not agree bitwise (spec section 6); the integer-valued inputs here are exact in "
+        "both orders";
+    if (perf) {
+      o.metrics["merged_time_s"] = {{"median", r.time_merged}};
+      o.metrics["unmerged_time_s"] = {{"median", r.time_unmerged}};
+    }
+
+    std::vector<std::string> problems;
+    const auto& c = r.counts;
+    if (c[wrong_shape]) {
+      problems.push_back(std::to_string(c[wrong_shape]) +
+                         " rank(s) ended with a local shape other than the target shard's");
+    }
+    if (c[wrong_values]) {
+      problems.push_back(std::to_string(c[wrong_values]) +
+                         " wrong element(s) against the global tensor's target shard");
+    }
+    if (c[replica_mismatch]) {
+      problems.push_back(std::to_string(c[replica_mismatch]) +
+                         " rank(s) hold replicas that differ bitwise from their group's");
+    }
+    if (c[comm_mismatch]) {
+      problems.push_back(comm_diff(*expect_comms, r.issued) + " (" +
+                         std::to_string(c[comm_mismatch]) + " rank(s) differ)");
+    }
+    if (c[local_shape_mismatch]) {
+      problems.push_back("expect.local_shape " + shape_text(*expect_local_shape) +
+                         " but rank 0 holds " + shape_text(r.rank0_shape));
+    }
+    if (expect_warnings && static_cast<std::int64_t>(r.warnings) != *expect_warnings) {
+      problems.push_back("expect.warnings " + std::to_string(*expect_warnings) +
+                         " but the plan has " + std::to_string(r.warnings));
+    }
+    if (!problems.empty()) {
+      o.status = Status::fail;
+      for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
+      states_.clear();
+    }
+    return o;
+  }
+
+  // One redistribution of the (merged) plan on every rank; the max over ranks.
+  double time_iteration(RunContext& ctx) override {
+    std::vector<double> times(static_cast<std::size_t>(ranks()), 0.0);
+    ctx.run_on_ranks(ranks(), [&](int rank, comm::Communicator& world) {
+      RankState& s = states_.at(static_cast<std::size_t>(rank));
+      times[static_cast<std::size_t>(rank)] = timed(world, s, s.plan.steps);
+    });
+    if (++calls_ >= calls_expected_) states_.clear();
+    return times[static_cast<std::size_t>(ctx.lead_rank())];
+  }
+
+ private:
+  std::vector<RankState> states_;
+  std::size_t calls_ = 0;
+  std::size_t calls_expected_ = 0;
+
+  // Seconds of one redistribution, the max over the ranks of `world`.
+  static double timed(comm::Communicator& world, RankState& s,
+                      const std::vector<TransformStep>& steps) {
+    world.barrier();
+    const double t0 = now_s();
+    HostTensor out = s.executor->run(steps, s.source);
+    double dt = now_s() - t0;
+    world.all_reduce(&dt, &dt, 1, comm::DType::f64, comm::ReduceOp::max);
+    return dt;
+  }
+
+  RankResult run_rank(int rank, comm::Communicator& world, const std::optional<PerfSpec>& perf) {
+    const Specs specs = build();
+    const DeviceMesh& mesh = specs.mesh;
+    const DTensorSpec& src = specs.src;
+    const DTensorSpec& dst = specs.dst;
+    RankState& state = states_.at(static_cast<std::size_t>(rank));
+    state.executor = std::make_unique<Redistributor>(world, mesh);
+    Redistributor& ex = *state.executor;
+    const std::vector<std::int64_t> coord = ex.coordinate();
+    const std::vector<std::int64_t> mesh_shape = mesh.shape();
+
+    state.plan = plan_redistribute(src, dst, coord, options);
+    PlanOptions plain = options;
+    plain.optimize = false;
+    plain.planner = Planner::greedy;
+    const Plan unmerged = plan_redistribute(src, dst, coord, plain);
+
+    const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
+    state.source = source_local_tensor(global, mesh_shape, src.placements, coord, mesh.size());
+    CommLog log, log_unmerged;
+    const HostTensor out = ex.run(state.plan.steps, state.source, &log);
+    const HostTensor out_unmerged = ex.run(unmerged.steps, state.source, &log_unmerged);
+
+    RankResult r;
+    r.issued = log.strings();
+    r.issued_unmerged = log_unmerged.strings();
+    r.bytes = log.bytes();
+    r.bytes_unmerged = log_unmerged.bytes();
+    r.warnings = state.plan.warnings.size();
+    r.cost = state.plan.cost;
+    r.greedy_cost = state.plan.greedy_cost;
+    for (const TransformStep& s : unmerged.steps) r.cost_unmerged += s.modeled_time;
+    r.local_shape = out.shape;
+    r.rank0_shape = local_shard(dst, *mesh.coordinate(0)).shape;
+
+    auto& c = r.counts;
+    const HostTensor want = target_shard(global, mesh_shape, dst.placements, coord);
+    const bool shape_ok = out.shape == want.shape;
+    if (!shape_ok) c[wrong_shape] = 1;
+    if (out != out_unmerged) c[merged_unmerged_differ] = 1;
+    if (expect_comms && r.issued != *expect_comms) c[comm_mismatch] = 1;
+    if (rank == 0 && expect_local_shape && out.shape != *expect_local_shape) {
+      c[local_shape_mismatch] = 1;
+    }
+
+    // Values: Partial target dims are reduced over their group (in float64, exact for these
+    // integers) before comparing with the target shard. Every rank takes part in the split
+    // and the collectives, whatever its shape, so that no rank waits alone.
+    std::vector<std::int64_t> partial_dims, replicate_dims;
+    ReduceOp op = ReduceOp::sum;
+    std::int64_t avg_size = 1;
+    for (std::size_t m = 0; m < mesh_shape.size(); ++m) {
+      const Placement& p = dst.placements[m];
+      if (p.is_replicate()) replicate_dims.push_back(static_cast<std::int64_t>(m));
+      if (!p.is_partial()) continue;
+      partial_dims.push_back(static_cast<std::int64_t>(m));
+      if (p.reduce_op() == ReduceOp::avg) {
+        avg_size *= mesh_shape[m];
+      } else {
+        op = p.reduce_op();
+      }
+    }
+    HostTensor value = HostTensor::zeros(shape_ok ? out.shape : want.shape, comm::DType::f64);
+    if (shape_ok) {
+      for (std::int64_t i = 0; i < out.numel(); ++i) value.set(i, out.get(i));
+    }
+    if (!partial_dims.empty()) {
+      std::unique_ptr<comm::Communicator> g =
+          world.split(mesh_groups(mesh, partial_dims, world.size()));
+      const comm::ReduceOp cop = op == ReduceOp::max       ? comm::ReduceOp::max
+                                 : op == ReduceOp::min     ? comm::ReduceOp::min
+                                 : op == ReduceOp::product ? comm::ReduceOp::product
+                                                           : comm::ReduceOp::sum;
+      g->all_reduce(value.data.data(), value.data.data(), static_cast<std::size_t>(value.numel()),
+                    comm::DType::f64, cop);
+      if (op == ReduceOp::sum && avg_size > 1) divide(value, avg_size);
+    }
+    if (shape_ok) {
+      for (std::int64_t i = 0; i < want.numel(); ++i) {
+        if (value.get(i) != want.get(i)) ++c[wrong_values];
+      }
+    }
+
+    // Replicas: the ranks that differ only on Replicate dims hold the same bits.
+    if (!replicate_dims.empty()) {
+      std::unique_ptr<comm::Communicator> g =
+          world.split(mesh_groups(mesh, replicate_dims, world.size()));
+      // Shapes agree within a group when the shapes are right; a wrong shape is counted above.
+      std::vector<std::byte> mine = shape_ok ? out.data : std::vector<std::byte>(want.bytes());
+      std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(g->size()));
+      g->all_gather(mine.data(), all.data(), mine.size(), comm::DType::u8);
+      for (int k = 0; k < g->size(); ++k) {
+        if (!std::equal(mine.begin(), mine.end(),
+                        all.begin() + static_cast<std::ptrdiff_t>(k * mine.size()))) {
+          c[replica_mismatch] = 1;
+        }
+      }
+    }
+
+    world.all_reduce(c.data(), c.data(), c.size(), comm::DType::i64, comm::ReduceOp::sum);
+
+    if (perf) {
+      for (const Plan* p : std::initializer_list<const Plan*>{&state.plan, &unmerged}) {
+        for (int i = 0; i < perf->warmup; ++i) timed(world, state, p->steps);
+        std::vector<double> t;
+        for (int i = 0; i < perf->iters; ++i) t.push_back(timed(world, state, p->steps));
+        (p == &state.plan ? r.time_merged : r.time_unmerged) = median(t);
+      }
+    }
+    return r;
+  }
+};
+
+std::vector<std::string> read_placements_text(const YAML::Node& v, const CaseNode& at,
+                                              std::string_view key) {
+  std::vector<std::string> items;
+  if (v.IsScalar()) {
+    items.push_back(v.Scalar());
+  } else if (v.IsSequence()) {
+    for (const auto& item : v) {
+      if (!item.IsScalar())
+        at.fail_at(item, key, "each placement is a string such as S(0), R, P(sum)");
+      items.push_back(item.Scalar());
+    }
+  } else {
+    at.fail_at(v, key, "expected a list of placements such as [P(sum), R, S(0)]");
+  }
+  return items;
+}
+
+std::string placements_text(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + items[i];
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error) {
+  auto c = std::make_unique<RedistributeCase>();
+  c->mesh_spec = read_mesh_spec(node);
+
+  if (YAML::Node v = node.raw("flatten"); v && !v.IsNull()) {
+    if (!v.IsSequence())
+      node.fail_at(v, "flatten", "expected a list of dim-name lists such as [[A, C]]");
+    for (const auto& item : v) {
+      FlattenDims f;
+      if (item.IsMap()) {
+        if (!item["dims"])
+          node.fail_at(item, "flatten", "a {dims: [..], name: ..} entry needs dims");
+        f.dims = read_dim_names(item["dims"], node, "flatten");
+        if (item["name"]) f.name = item["name"].Scalar();
+      } else {
+        f.dims = read_dim_names(item, node, "flatten");
+      }
+      c->flatten.push_back(std::move(f));
+    }
+  }
+
+  CaseNode tensor = node.child("tensor");
+  c->shape = tensor.required<std::vector<std::int64_t>>("shape");
+  for (std::int64_t s : c->shape) {
+    if (s < 0) tensor.fail("shape", "tensor sizes must be non-negative, got " + std::to_string(s));
+  }
+  const std::string dtype = tensor.optional<std::string>("dtype").value_or("float32");
+  try {
+    c->dtype = parse_tensor_dtype(dtype);
+  } catch (const meshgate::Error& err) {
+    tensor.fail("dtype", err.what());
+  }
+
+  YAML::Node from = node.raw("from");
+  YAML::Node to = node.raw("to");
+  if (!from) node.fail("from", "is required (a list of placements)");
+  if (!to) node.fail("to", "is required (a list of placements)");
+  c->from_text = placements_text(read_placements_text(from, node, "from"));
+  c->to_text = placements_text(read_placements_text(to, node, "to"));
+
+  c->options.optimize = node.optional<bool>("optimize").value_or(true);
+  if (auto api = node.optional<std::string>("api")) {
+    try {
+      c->options.api = parse_api(*api);
+    } catch (const meshgate::Error& err) {
+      node.fail("api", err.what());
+    }
+  }
+  if (auto planner = node.optional<std::string>("planner")) {
+    try {
+      c->options.planner = parse_planner(*planner);
+    } catch (const meshgate::Error& err) {
+      node.fail("planner", err.what());
+    }
+  }
+
+  if (node.has("expect")) {
+    CaseNode expect = node.child("expect");
+    c->expect_comms = expect.optional<std::vector<std::string>>("comms");
+    c->expect_local_shape = expect.optional<std::vector<std::int64_t>>("local_shape");
+    c->expect_warnings = expect.optional<std::int64_t>("warnings");
+  }
+
+  // The mesh, flattens and placements must make sense before anything runs; a case that
+  // expects a rejection gets it from run() instead, where the library raises it.
+  if (!expect_error) {
+    std::optional<DeviceMesh> mesh;
+    try {
+      mesh = c->mesh_spec.build();
+    } catch (const meshgate::Error& err) {
+      node.fail("mesh", err.what());
+    }
+    try {
+      for (const FlattenDims& f : c->flatten) mesh->slice(f.dims).flatten(f.name);
+    } catch (const meshgate::Error& err) {
+      node.fail("flatten", err.what());
+    }
+    const auto es = static_cast<std::int64_t>(comm::element_size(c->dtype));
+    for (const auto& [key, text] : {std::pair{"from", c->from_text}, std::pair{"to", c->to_text}}) {
+      try {
+        DTensorSpec::create(*mesh, parse_placements(text), c->shape, es);
+      } catch (const meshgate::Error& err) {
+        node.fail(key, err.what());
+      }
+    }
+    if (c->expect_local_shape && c->expect_local_shape->size() != c->shape.size()) {
+      node.fail("expect", "local_shape " + shape_text(*c->expect_local_shape) +
+                              " has another rank than the tensor " + shape_text(c->shape));
+    }
+  }
+
+  nlohmann::json flat = nlohmann::json::array();
+  for (const FlattenDims& f : c->flatten) flat.push_back(f.dims);
+  c->params_json = {
+      {"mesh", yaml_to_json(node.node()["mesh"])},
+      {"flatten", flat},
+      {"tensor", {{"shape", c->shape}, {"dtype", std::string(comm::to_string(c->dtype))}}},
+      {"from", c->from_text},
+      {"to", c->to_text},
+      {"optimize", c->options.optimize},
+      {"api", std::string(to_string(c->options.api))},
+      {"planner", std::string(to_string(c->options.planner))}};
+  return c;
+}
+
+}  // namespace meshgate::runner
