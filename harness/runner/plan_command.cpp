@@ -222,7 +222,7 @@ std::string explain(const RunDecision& r, const Plan& plan, const DeviceMesh& me
              (r.kind == StepKind::all_gather ? " (PyTorch #194457)" : "");
     }
     case MergeReason::optimization_disabled:
-      return "merge pass off";
+      return "not merged: the merge pass is off (--no-optimize or the kill switch)";
   }
   return "";
 }
@@ -356,9 +356,7 @@ int run_plan(const PlanArgs& a, std::ostream& out) {
   out << "before the merge pass (greedy transforms):\n";
   print_steps(out, plan.unmerged, mesh);
   out << "\nmerge pass:\n";
-  if (!a.options.optimize) {
-    out << "  off: the transforms run as planned\n";
-  } else if (plan.runs.empty()) {
+  if (plan.runs.empty()) {
     out << "  no all_reduce / reduce_scatter / all_gather runs to consider"
         << (plan.unmerged.size() < 2 ? " (fewer than 2 transforms)" : "") << '\n';
   }

@@ -435,7 +435,7 @@ struct MergeResult {
   MergeReason reason = MergeReason::merged;
 };
 
-// try_create_flattened for a run of >= 2 mergeable steps (indices [first, last)).
+// try_create_flattened for a run of >= 2 mergeable steps.
 MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
                       std::span<const TransformStep> run, std::span<const std::int64_t> shape) {
   const StepKind kind = run.front().kind;
@@ -524,6 +524,32 @@ void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, st
   }
 }
 
+// The runs the merge pass would consider, each recorded as `reason` (the pass is off).
+void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs) {
+  if (!runs) return;
+  std::size_t i = 0;
+  while (i < steps.size()) {
+    if (!mergeable_kind(steps[i].kind)) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < steps.size() && mergeable_kind(steps[j].kind) &&
+           mergeable_pair(steps[i], steps[j])) {
+      ++j;
+    }
+    RunDecision d;
+    d.kind = steps[i].kind;
+    for (std::size_t k = i; k < j; ++k) {
+      d.mesh_dims.push_back(steps[k].mesh_dims.front());
+      d.steps.push_back(k);
+    }
+    d.reason = j - i >= 2 ? MergeReason::optimization_disabled : MergeReason::too_few_transforms;
+    runs->push_back(std::move(d));
+    i = j;
+  }
+}
+
 std::vector<TransformStep> merge_pass(const DeviceMesh& mesh, const FlatModes* modes,
                                       const std::vector<std::int64_t>& shape,
                                       std::span<const Placement> src,
@@ -531,7 +557,11 @@ std::vector<TransformStep> merge_pass(const DeviceMesh& mesh, const FlatModes* m
                                       const std::vector<TransformStep>& steps, std::int64_t es,
                                       std::vector<RunDecision>* runs,
                                       std::vector<PlanWarning>* warnings) {
-  if (steps.size() < 2 || !transform_optimization_enabled()) return steps;
+  if (steps.size() < 2) return steps;
+  if (!transform_optimization_enabled()) {
+    record_unmerged_runs(steps, runs);
+    return steps;
+  }
   std::vector<TransformStep> out;
   out.reserve(steps.size());
   std::size_t i = 0;
@@ -827,6 +857,7 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
     }
   } else {
     plan.steps = plan.unmerged;
+    record_unmerged_runs(plan.unmerged, &plan.runs);
   }
   plan.greedy_cost = total_cost(plan.steps);
   plan.cost = plan.greedy_cost;

@@ -382,6 +382,17 @@ TEST(Merge, SizeOneDimsVanish) {
   EXPECT_EQ(find_flattened_dim(n, Dims{1, 2}), "cp_ep");
 }
 
+TEST(Merge, TwoLevelModelFindsNonContiguousFlattenedDims) {
+  const std::vector<std::int64_t> shape = {2, 2, 2};
+  const DeviceMesh m = DeviceMesh::create(shape, {"A", "B", "C"}, {}, LayoutModel::two_level);
+  flatten(m, {"A", "C"});
+  EXPECT_EQ(find_flattened_dim(m, Dims{0, 2}), "A_C");
+  EXPECT_EQ(find_flattened_dim(m, Dims{0, 1}), std::nullopt);
+  EXPECT_EQ(comms(m, "P(sum),R,P(sum)", "R,R,R", {8}), (Strings{"all_reduce(A+C, sum)"}));
+  EXPECT_EQ(comms(m, "P(sum),P(sum),R", "R,R,R", {8}),
+            (Strings{"all_reduce(A, sum)", "all_reduce(B, sum)"}));
+}
+
 TEST(Merge, DimsAreRelativeToTheCurrentSubmesh) {
   const DeviceMesh root = mesh_of({2, 2, 2}, {"A", "B", "C"});
   flatten(root, {"A", "C"});
@@ -414,6 +425,10 @@ TEST(Merge, KillSwitchAndOptimizeOff) {
   PlanOptions off;
   off.optimize = false;
   EXPECT_EQ(comms(m, "P(sum),R,P(sum)", "R,R,R", {8}, off), sequential);
+  const Plan p = plan(m, "P(sum),R,P(sum)", "R,R,R", {8}, off);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_EQ(p.runs[0].reason, MergeReason::optimization_disabled);
+  EXPECT_TRUE(p.warnings.empty());
   {
     const DisableTransformOptimization guard;
     EXPECT_FALSE(transform_optimization_enabled());
