@@ -20,8 +20,8 @@ constexpr std::string_view kBackend = "threads";
 // Chunk boundaries and slots sit on separate cache lines so ranks never write the same line.
 constexpr std::size_t kCacheLine = 64;
 
-// A rank's scratch memory, grown on demand and never shrunk. Only its owner resizes it, and
-// only between collectives, when no peer reads it.
+// A rank's scratch memory (in-place all_to_all), grown on demand and never shrunk. Only its
+// owner resizes it, and only between collectives, when no peer reads it.
 class Scratch {
  public:
   std::byte* get(std::size_t bytes) {
@@ -45,8 +45,6 @@ class Scratch {
 struct alignas(kCacheLine) Slot {
   const void* send = nullptr;
   void* recv = nullptr;
-  const void* result = nullptr;  // all_reduce: where this rank's reduced chunk lies
-  bool in_place = false;
   Scratch scratch;
   std::shared_ptr<GroupState> child;  // split: the group state its leader created
 };
@@ -104,36 +102,28 @@ class ThreadsCommunicator final : public Communicator {
     Slot& me = mine();
     me.send = send;
     me.recv = recv;
-    me.in_place = send == recv;
     const Chunking chunks(count, es, n);
     const std::size_t lo = chunks.begin(rank_);
     const std::size_t hi = chunks.end(rank_);
-    // Reserved before publishing: peers read the scratch only after the next barrier.
-    std::byte* scratch = me.scratch.get((hi - lo) * es);
     sync();
 
-    // Reduce-scatter: this rank reduces its chunk from every peer's input, in rank order. A
-    // rank working in place still has peers reading its input chunk, so the reduced chunk
-    // goes to scratch memory then; otherwise straight into this rank's output.
-    bool any_in_place = false;
+    // Reduce-scatter: this rank reduces its chunk from every peer's input, in rank order, into
+    // the same chunk of its own output. In place that overwrites its own input chunk, which no
+    // peer reads: peers read only their own chunk of everyone's input.
     std::vector<const void*> srcs(static_cast<std::size_t>(n));
-    for (int j = 0; j < n; ++j) {
-      const Slot& peer = group_->slots[j];
-      any_in_place = any_in_place || peer.in_place;
-      srcs[j] = bytes(peer.send) + lo * es;
-    }
-    void* result = any_in_place ? static_cast<void*>(scratch) : bytes(recv) + lo * es;
-    if (hi > lo) reduce_sources(srcs, result, hi - lo, dtype, op);
-    me.result = result;
+    for (int j = 0; j < n; ++j) srcs[j] = bytes(group_->slots[j].send) + lo * es;
+    if (hi > lo) reduce_sources(srcs, bytes(recv) + lo * es, hi - lo, dtype, op);
     sync();
 
-    // All-gather: copy every peer's reduced chunk into this rank's output.
+    // All-gather: copy every peer's reduced chunk from its output into this rank's output.
+    // Each rank writes only the peers' chunks of its own output and reads only the owners'
+    // chunks of the others', so no chunk is written and read at once.
     for (int j = 0; j < n; ++j) {
       const std::size_t jlo = chunks.begin(j);
       const std::size_t jhi = chunks.end(j);
-      std::byte* dst = bytes(recv) + jlo * es;
-      const void* src = group_->slots[j].result;
-      if (jhi > jlo && src != dst) std::memcpy(dst, src, (jhi - jlo) * es);
+      if (j == rank_ || jhi == jlo) continue;
+      std::memcpy(bytes(recv) + jlo * es, bytes(group_->slots[j].recv) + jlo * es,
+                  (jhi - jlo) * es);
     }
     sync();
   }
