@@ -311,6 +311,7 @@ TEST(Redistribute, RandomPairsOnMultiDimMeshes) {
                            static_cast<std::int64_t>(1 + rng() % 6)};
       PlanOptions opt;
       opt.optimize = trial % 2 == 0;
+      if (trial % 3 == 0) opt.planner = Planner::min_cost;
       SCOPED_TRACE(to_string(from) + " -> " + to_string(to));
       try {
         DTensorSpec a = DTensorSpec::create(mesh, from, shape);
@@ -336,6 +337,18 @@ TEST(Redistribute, MergedAllReduceOnFlattenedGroupEqualsUnmerged) {
   check_comms(plain, {"all_reduce(A, sum)", "all_reduce(C, sum)"});  // forward pass order
   EXPECT_EQ(merged.out, plain.out);  // integer data: both orders are exact
   EXPECT_LT(merged.bytes[0], plain.bytes[0]);
+}
+
+// min_cost may merge a sub-run that greedy leaves alone; the result must not change.
+TEST(Redistribute, MinCostPlansGiveTheSameResult) {
+  const DeviceMesh mesh = make_mesh({2, 2, 2}, {"A", "B", "C"}, {{"A", "B"}});
+  PlanOptions opt;
+  opt.planner = Planner::min_cost;
+  const Outcome best = run_checked(mesh, {8, 4}, DType::f32, {Psum, Psum, Psum}, {R, R, R}, opt);
+  const Outcome greedy = run_checked(mesh, {8, 4}, DType::f32, {Psum, Psum, Psum}, {R, R, R});
+  EXPECT_LE(best.comms[0].size(), greedy.comms[0].size());
+  EXPECT_EQ(best.out, greedy.out);
+  run_checked(mesh, {9, 4}, DType::f32, {S0, S0, Psum}, {R, R, S1}, opt);
 }
 
 TEST(Redistribute, SumAvgMixIsOneSumThenDivision) {
