@@ -260,8 +260,30 @@ void divide(HostTensor& t, std::int64_t divisor) {
     for (std::int64_t i = 0; i < n; ++i) t.set(i, t.get(i) / static_cast<double>(divisor));
     return;
   }
-  for (std::int64_t i = 0; i < n; ++i) {
-    t.set(i, static_cast<double>(static_cast<std::int64_t>(t.get(i)) / divisor));
+  // Integers in their own width: a detour through double would round int64 beyond 2^53.
+  auto in_place = [&](auto zero) {
+    using T = decltype(zero);
+    for (std::int64_t i = 0; i < n; ++i) {
+      T v;
+      std::byte* p = t.data.data() + static_cast<std::size_t>(i) * sizeof(T);
+      std::memcpy(&v, p, sizeof(T));
+      v = static_cast<T>(v / divisor);
+      std::memcpy(p, &v, sizeof(T));
+    }
+  };
+  switch (t.dtype) {
+    case comm::DType::i32:
+      in_place(std::int32_t{});
+      break;
+    case comm::DType::i64:
+      in_place(std::int64_t{});
+      break;
+    case comm::DType::i8:
+      in_place(std::int8_t{});
+      break;
+    default:
+      in_place(std::uint8_t{});
+      break;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -191,6 +192,13 @@ TEST(HostTensor, DivideRoundsOnceToTheDtype) {
   i.set(0, -7);
   divide(i, 2);
   EXPECT_EQ(i.get(0), -3);
+  HostTensor big = HostTensor::zeros({1}, DType::i64);
+  const std::int64_t large = (std::int64_t{1} << 60) + 6;
+  std::memcpy(big.data.data(), &large, 8);
+  divide(big, 3);
+  std::int64_t got = 0;
+  std::memcpy(&got, big.data.data(), 8);
+  EXPECT_EQ(got, large / 3);
 }
 
 TEST(CommLog, ContractStrings) {
