@@ -110,13 +110,16 @@ std::optional<std::string> find_flattened_fast(const DeviceMesh& mesh, const Fla
       continue;
     }
     // A nested flattened layout ((s0,s1,..)):((d0,d1,..)) has one mode holding the leaves.
-    if (expected.size() < 2 || flat.rank() != 1 || flat.shape()[0].is_int()) continue;
-    const std::vector<std::int64_t> sizes = leaves(flat.shape());
-    const std::vector<std::int64_t> strides = leaves(flat.stride());
-    if (sizes.size() != expected.size()) continue;
+    if (expected.size() < 2 || flat.rank() != 1) continue;
+    const IntTuple sizes = flat.shape()[0];
+    const IntTuple strides = flat.stride()[0];
+    if (sizes.is_int() || sizes.length() != expected.size()) continue;
     bool same = true;
-    for (std::size_t i = 0; i < sizes.size() && same; ++i) {
-      same = sizes[i] == expected[i].first && strides[i] == expected[i].second;
+    for (std::size_t i = 0; i < expected.size() && same; ++i) {
+      const IntTuple size = sizes[i];
+      const IntTuple stride = strides[i];
+      same = size.is_int() && size.value() == expected[i].first &&
+             stride.value() == expected[i].second;
     }
     if (same) return name;
   }
@@ -212,13 +215,14 @@ std::string placement_pair(const Placement& a, const Placement& b) {
 
 // One transform of the greedy planner: (mesh dim m, cur -> tgt), with the op-table errors.
 TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placement tgt,
-                        const Shape& logical, const Shape& input, std::int64_t es) {
+                        std::span<const std::int64_t> logical, const Shape& input,
+                        std::int64_t es) {
   TransformStep s;
   s.mesh_dims = {m};
   s.src = cur;
   s.dst = tgt;
   s.group_size = v.shape[static_cast<std::size_t>(m)];
-  s.logical_shape = logical;
+  s.logical_shape.assign(logical.begin(), logical.end());
   // The executor skips size-1 groups before looking at the pair (test_one_chunk_mesh), so
   // unsupported pairs there are not errors.
   const bool trivial = s.group_size == 1;
@@ -329,22 +333,32 @@ std::vector<TransformStep> greedy(const DTensorSpec& src, const DTensorSpec& dst
       }
     }
   }
-  // Logical shapes: entry i is the tensor as seen at mesh dim i on this rank.
-  std::vector<Shape> logical;
-  logical.reserve(nd);
-  logical.push_back(src.shape);
+  // Logical shapes: row i (of `rank` entries) is the tensor as seen at mesh dim i on this
+  // rank. One flat buffer: planning is on the hot path of every redistribution.
+  const std::size_t rank = src.shape.size();
+  std::vector<std::int64_t> logical(nd * rank);
+  std::copy(src.shape.begin(), src.shape.end(), logical.begin());
   for (std::size_t i = 0; i + 1 < nd; ++i) {
-    Shape next = logical.back();
+    std::copy_n(logical.begin() + static_cast<std::ptrdiff_t>(i * rank), rank,
+                logical.begin() + static_cast<std::ptrdiff_t>((i + 1) * rank));
     if (sp[i].is_shard()) {
-      const auto d = static_cast<std::size_t>(sp[i].dim());
-      next[d] = chunk_range(next[d], v.shape[i], v.coord[i]).length;
+      std::int64_t& extent = logical[(i + 1) * rank + static_cast<std::size_t>(sp[i].dim())];
+      extent = chunk_range(extent, v.shape[i], v.coord[i]).length;
     }
-    logical.push_back(std::move(next));
   }
-  Shape local = local_shard(v.shape, sp, src.shape, v.coord).shape;
+  auto logical_row = [&](std::size_t m) {
+    return std::span<const std::int64_t>(logical.data() + m * rank, rank);
+  };
+  // The source's local shape: the last row chunked by the last mesh dim's shard, if any.
+  Shape local(logical_row(nd - 1).begin(), logical_row(nd - 1).end());
+  if (sp[nd - 1].is_shard()) {
+    std::int64_t& extent = local[static_cast<std::size_t>(sp[nd - 1].dim())];
+    extent = chunk_range(extent, v.shape[nd - 1], v.coord[nd - 1]).length;
+  }
+  out.reserve(nd);
   std::vector<Placement> cur = sp;
   auto emit = [&](std::size_t m, Placement tgt) {
-    out.push_back(make_step(v, static_cast<std::int64_t>(m), cur[m], tgt, logical[m], local,
+    out.push_back(make_step(v, static_cast<std::int64_t>(m), cur[m], tgt, logical_row(m), local,
                             src.element_size));
     local = out.back().output_shape;
     cur[m] = tgt;
@@ -439,17 +453,20 @@ struct MergeResult {
 MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
                       std::span<const TransformStep> run, std::span<const std::int64_t> shape) {
   const StepKind kind = run.front().kind;
-  std::vector<std::int64_t> dims;
-  dims.reserve(run.size());
-  for (const TransformStep& s : run) dims.push_back(s.mesh_dims.front());
-  std::vector<std::int64_t> sorted = dims;
+  bool ascending = true;
+  bool descending = true;
+  for (std::size_t i = 1; i < run.size(); ++i) {
+    ascending = ascending && run[i - 1].mesh_dims.front() < run[i].mesh_dims.front();
+    descending = descending && run[i - 1].mesh_dims.front() > run[i].mesh_dims.front();
+  }
+  if ((kind == StepKind::reduce_scatter && !ascending) ||
+      (kind == StepKind::all_gather && !descending)) {
+    return {std::nullopt, MergeReason::non_ascending_mesh_dims};
+  }
+  std::vector<std::int64_t> sorted;
+  sorted.reserve(run.size());
+  for (const TransformStep& s : run) sorted.push_back(s.mesh_dims.front());
   std::sort(sorted.begin(), sorted.end());
-  if (kind == StepKind::reduce_scatter && dims != sorted) {
-    return {std::nullopt, MergeReason::non_ascending_mesh_dims};
-  }
-  if (kind == StepKind::all_gather && !std::equal(dims.begin(), dims.end(), sorted.rbegin())) {
-    return {std::nullopt, MergeReason::non_ascending_mesh_dims};
-  }
   std::optional<std::string> flat = lookup_flattened(mesh, modes, sorted);
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
