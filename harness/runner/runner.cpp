@@ -211,10 +211,12 @@ void ThreadsBackend::abort_run(int code) {
 }
 
 ProcessBackend::ProcessBackend(std::string name, comm::Communicator& world,
-                               std::function<void(int code)> abort, nlohmann::ordered_json versions,
+                               comm::Communicator& control, std::function<void(int code)> abort,
+                               nlohmann::ordered_json versions,
                                std::optional<std::string> skip_reason)
     : name_(std::move(name)),
       world_(world),
+      control_(control),
       abort_(std::move(abort)),
       versions_(std::move(versions)),
       skip_reason_(std::move(skip_reason)) {}
@@ -241,19 +243,23 @@ CaseRun ProcessBackend::run_case(PlannedCase& planned) {
   CaseRun result;
   {
     const std::unique_ptr<comm::Communicator> case_comm = world_.split({group});
+    // With a separate host world (nccl), the runner's agreement runs on its split.
+    std::unique_ptr<comm::Communicator> case_control;
+    if (&control_ != &world_) case_control = control_.split({group});
     if (case_comm) {
-      ProcessContext ctx(name_, *case_comm, world_.size(), planned.perf);
-      result = execute_in(planned, ctx,
-                          [&](bool passed) { return all_ranks_agree(*case_comm, passed); });
+      comm::Communicator& control = case_control ? *case_control : *case_comm;
+      ProcessContext ctx(name_, *case_comm, control, world_.size(), planned.perf);
+      result =
+          execute_in(planned, ctx, [&](bool passed) { return all_ranks_agree(control, passed); });
     }
   }
   // The ranks outside the case wait here, so that every process starts the next case together.
-  world_.barrier();
+  control_.barrier();
   return result;
 }
 
 void ProcessBackend::share_from_leader(std::vector<std::uint8_t>& flags) {
-  if (!flags.empty()) world_.broadcast(flags.data(), flags.size(), comm::DType::u8, 0);
+  if (!flags.empty()) control_.broadcast(flags.data(), flags.size(), comm::DType::u8, 0);
 }
 
 void ProcessBackend::abort_run(int code) {

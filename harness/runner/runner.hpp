@@ -90,13 +90,15 @@ class ThreadsBackend final : public RunBackend {
 };
 
 // One rank of a process world (mpi, nccl: one process per rank). A case needing n ranks runs on
-// a communicator split from the world over ranks 0..n-1 while the others wait at a barrier; a
-// case needing more ranks than the world is a skip. `skip_reason`, when set, makes every case
-// a skip with that reason (e.g. nccl without a GPU).
+// a communicator split from `world` over ranks 0..n-1 while the others wait at a barrier; a
+// case needing more ranks than the world is a skip. `control` is the same world in host memory
+// (the same object for mpi, the MPI world for nccl): the runner's own agreement, barrier and
+// broadcasts go there. `skip_reason`, when set, makes every case a skip with that reason (e.g.
+// nccl without a GPU).
 class ProcessBackend final : public RunBackend {
  public:
-  ProcessBackend(std::string name, comm::Communicator& world, std::function<void(int code)> abort,
-                 nlohmann::ordered_json versions,
+  ProcessBackend(std::string name, comm::Communicator& world, comm::Communicator& control,
+                 std::function<void(int code)> abort, nlohmann::ordered_json versions,
                  std::optional<std::string> skip_reason = std::nullopt);
   std::string_view name() const override { return name_; }
   bool leader() const override { return world_.rank() == 0; }
@@ -109,6 +111,7 @@ class ProcessBackend final : public RunBackend {
  private:
   std::string name_;
   comm::Communicator& world_;
+  comm::Communicator& control_;
   std::function<void(int code)> abort_;
   nlohmann::ordered_json versions_;
   std::optional<std::string> skip_reason_;

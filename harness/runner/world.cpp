@@ -104,9 +104,14 @@ void ThreadsContext::run_on_ranks(
   }
 }
 
-ProcessContext::ProcessContext(std::string backend, comm::Communicator& case_comm, int world_size,
+ProcessContext::ProcessContext(std::string backend, comm::Communicator& case_comm,
+                               comm::Communicator& control, int world_size,
                                std::optional<PerfSpec> perf)
-    : backend_(std::move(backend)), case_comm_(case_comm), world_size_(world_size), perf_(perf) {}
+    : backend_(std::move(backend)),
+      case_comm_(case_comm),
+      control_(control),
+      world_size_(world_size),
+      perf_(perf) {}
 
 void ProcessContext::run_on_ranks(
     int ranks, const std::function<void(int rank, comm::Communicator& comm)>& fn) {
@@ -125,7 +130,7 @@ void ProcessContext::run_on_ranks(
   } catch (...) {
     failure = std::current_exception();
   }
-  agree_on_failure(case_comm_, failure);
+  agree_on_failure(control_, failure);
 }
 
 void agree_on_failure(comm::Communicator& comm, std::exception_ptr failure) {

@@ -41,12 +41,14 @@ class ThreadsContext final : public RunContext {
 };
 
 // One rank of a process world running a case: `case_comm` spans the case's ranks (rank r of
-// the case is rank r there). Every process of the case runs the same kind code, so every call
-// of run_on_ranks is collective over case_comm.
+// the case is rank r there) and is what kinds get; `control` spans the same ranks in host
+// memory (the same object for mpi; the MPI world beside an nccl communicator) and carries the
+// runner's own agreement. Every process of the case runs the same kind code, so every call of
+// run_on_ranks is collective over both.
 class ProcessContext final : public RunContext {
  public:
-  ProcessContext(std::string backend, comm::Communicator& case_comm, int world_size,
-                 std::optional<PerfSpec> perf = std::nullopt);
+  ProcessContext(std::string backend, comm::Communicator& case_comm, comm::Communicator& control,
+                 int world_size, std::optional<PerfSpec> perf = std::nullopt);
 
   std::string_view backend() const override { return backend_; }
   int world_size() const override { return world_size_; }
@@ -61,6 +63,7 @@ class ProcessContext final : public RunContext {
  private:
   std::string backend_;
   comm::Communicator& case_comm_;
+  comm::Communicator& control_;
   int world_size_;
   std::optional<PerfSpec> perf_;
 };

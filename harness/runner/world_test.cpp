@@ -107,7 +107,7 @@ void on_process_ranks(int size, Body body) {
 TEST(ProcessContext, EveryRankRaisesTheLowestFailingRanksFailure) {
   std::vector<std::string> seen(4);
   on_process_ranks(4, [&](int rank, comm::Communicator& case_comm) {
-    ProcessContext ctx("mpi", case_comm, 4);
+    ProcessContext ctx("mpi", case_comm, case_comm, 4);
     try {
       ctx.run_on_ranks(4, [&](int r, comm::Communicator& comm) {
         EXPECT_EQ(r, rank);
@@ -127,7 +127,7 @@ TEST(ProcessContext, RejectionsCrossAsMeshgateErrorsAndFewerRanksRunOnASubgroup)
   std::vector<std::string> seen(3);
   std::vector<int> sizes(3, -1);
   on_process_ranks(3, [&](int rank, comm::Communicator& case_comm) {
-    ProcessContext ctx("mpi", case_comm, 3);
+    ProcessContext ctx("mpi", case_comm, case_comm, 3);
     EXPECT_EQ(ctx.lead_rank(), rank);
     ctx.run_on_ranks(2, [&](int r, comm::Communicator& comm) {
       sizes[static_cast<std::size_t>(r)] = comm.size();

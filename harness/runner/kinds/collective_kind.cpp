@@ -275,6 +275,24 @@ struct RankState {
   }
 };
 
+// An all_reduce of a few host values over `comm`, through the backend's own memory (device
+// memory for nccl), in place.
+template <class T>
+void reduce_host(comm::Communicator& comm, T* values, std::size_t n, DType dtype, ReduceOp op) {
+  const std::size_t bytes = n * sizeof(T);
+  void* buffer = comm.allocate(bytes);
+  try {
+    comm.copy_from_host(buffer, values, bytes);
+    comm.all_reduce(buffer, buffer, n, dtype, op);
+    comm.synchronize();
+    comm.copy_to_host(values, buffer, bytes);
+  } catch (...) {
+    comm.deallocate(buffer);
+    throw;
+  }
+  comm.deallocate(buffer);
+}
+
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -473,9 +491,8 @@ class CollectiveCase final : public PreparedCase {
       state.group->synchronize();
       mine = now_s() - start;
     }
-    double slowest = 0;
-    case_comm.all_reduce(&mine, &slowest, 1, DType::f64, ReduceOp::max);
-    return slowest;
+    reduce_host(case_comm, &mine, 1, DType::f64, ReduceOp::max);
+    return mine;
   }
 
   std::vector<SizeResult> run_rank(int rank, comm::Communicator& case_comm,
@@ -522,9 +539,8 @@ class CollectiveCase final : public PreparedCase {
     // Every rank counted its own output; the case's verdict is the sum over all of them.
     std::vector<std::int64_t> wrong;
     for (const SizeResult& r : results) wrong.push_back(r.wrong);
-    std::vector<std::int64_t> summed(wrong.size(), 0);
-    case_comm.all_reduce(wrong.data(), summed.data(), wrong.size(), DType::i64, ReduceOp::sum);
-    for (std::size_t i = 0; i < results.size(); ++i) results[i].wrong = summed[i];
+    reduce_host(case_comm, wrong.data(), wrong.size(), DType::i64, ReduceOp::sum);
+    for (std::size_t i = 0; i < results.size(); ++i) results[i].wrong = wrong[i];
     return results;
   }
 

@@ -1,0 +1,126 @@
+// The process backends of meshgate-runner, built when MPI is found: `mpi` (one rank per
+// process, host buffers) and `nccl` (one rank per process and GPU, bootstrapped over MPI).
+// The driver starts the runner under mpirun or srun; every process runs the same loop.
+#include <mpi.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "comm/mpi_world.hpp"
+#include "core/error.hpp"
+#include "provenance.hpp"
+#include "runner.hpp"
+#ifdef MESHGATE_HAVE_NCCL
+#include "comm/nccl_world.hpp"
+#endif
+
+namespace meshgate::runner {
+
+namespace {
+
+// The process's rank among those of its host: where a GPU index comes from.
+int local_rank(int world_rank) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      return std::atoi(value);
+    }
+  }
+  return world_rank;
+}
+
+// Owns MPI for the run: the session, the world communicator, and (nccl) the NCCL world the
+// cases run on; the ProcessBackend inside does the work. Members go in reverse order, so every
+// communicator is gone before MPI_Finalize.
+class MpiRun final : public RunBackend {
+ public:
+  MpiRun() : world_(comm::mpi_world()) {}
+
+  bool start(const RunOptions& options, std::ostream& err) {
+    if (options.ranks && *options.ranks != world_->size()) {
+      if (world_->rank() == 0) {
+        err << "--ranks " << *options.ranks << " but the launcher started " << world_->size()
+            << " processes: run with mpirun -np " << *options.ranks << " (meshgate run --backend "
+            << options.backend << " --ranks N does that)\n";
+      }
+      return false;
+    }
+    const std::string mpi_version = comm::mpi_library_version();
+    if (options.backend == "mpi") {
+      inner_ = std::make_unique<ProcessBackend>("mpi", *world_, *world_, abort_job(),
+                                                versions_info(mpi_version));
+      return true;
+    }
+#ifdef MESHGATE_HAVE_NCCL
+    const int devices = comm::cuda_device_count();
+    if (devices == 0) {
+      inner_ = std::make_unique<ProcessBackend>(
+          "nccl", *world_, *world_, abort_job(), versions_info(mpi_version),
+          "no CUDA device visible to this process: the nccl backend needs one GPU per rank");
+      return true;
+    }
+    try {
+      nccl_ = comm::nccl_world(*world_, local_rank(world_->rank()) % devices);
+    } catch (const meshgate::Error& e) {
+      if (world_->rank() == 0) err << "cannot start the nccl backend: " << e.what() << '\n';
+      return false;
+    }
+    inner_ =
+        std::make_unique<ProcessBackend>("nccl", *nccl_, *world_, abort_job(),
+                                         versions_info(mpi_version, comm::nccl_library_version()));
+    return true;
+#else
+    (void)local_rank;
+    inner_ = std::make_unique<ProcessBackend>(
+        "nccl", *world_, *world_, abort_job(), versions_info(mpi_version),
+        "this runner was built without NCCL (configure with the cuda preset where CUDA and "
+        "NCCL are installed)");
+    return true;
+#endif
+  }
+
+  std::string_view name() const override {
+    return inner_->name();
+  }
+  bool leader() const override {
+    return inner_->leader();
+  }
+  int world_size(int largest_case) const override {
+    return inner_->world_size(largest_case);
+  }
+  CaseRun run_case(PlannedCase& planned) override {
+    return inner_->run_case(planned);
+  }
+  void share_from_leader(std::vector<std::uint8_t>& flags) override {
+    inner_->share_from_leader(flags);
+  }
+  [[noreturn]] void abort_run(int code) override {
+    inner_->abort_run(code);
+  }
+  nlohmann::ordered_json versions() const override {
+    return inner_->versions();
+  }
+
+ private:
+  static std::function<void(int)> abort_job() {
+    // Every process of the job ends, including ranks blocked inside a collective.
+    return [](int code) { MPI_Abort(MPI_COMM_WORLD, code); };
+  }
+
+  comm::MpiSession session_;
+  std::unique_ptr<comm::Communicator> world_;
+  std::unique_ptr<comm::Communicator> nccl_;
+  std::unique_ptr<ProcessBackend> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std::ostream& err) {
+  auto run = std::make_unique<MpiRun>();
+  if (!run->start(options, err)) return nullptr;
+  return run;
+}
+
+}  // namespace meshgate::runner
