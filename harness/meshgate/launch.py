@@ -80,7 +80,16 @@ class RunnerSetup:
         if shutil.which("mpirun") is None:
             raise LaunchError(f"--backend {self.backend} needs mpirun on PATH: run ci/bootstrap "
                               f"(installs openmpi-bin)")
-        return ["mpirun", "-np", str(self.ranks)]
+        # More ranks than cores is normal on a workstation or a CI container; Open MPI refuses
+        # both oversubscription and root unless told.
+        command = ["mpirun", "-np", str(self.ranks), "--oversubscribe"]
+        if self._is_root():
+            command.append("--allow-run-as-root")
+        return command
+
+    def _is_root(self) -> bool:
+        geteuid = getattr(os, "geteuid", None)
+        return geteuid is not None and geteuid() == 0
 
     def run_command(self, selection: Selection, out_dir: Path, run_id: str,
                     resume: bool) -> list[str]:

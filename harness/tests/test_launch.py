@@ -32,10 +32,20 @@ class CommandLineTest(unittest.TestCase):
 
     def test_mpi_wraps_the_runner_in_mpirun(self):
         setup = RunnerSetup(runner=["r"], backend="mpi", ranks=8, env={})
-        with mock.patch("shutil.which", return_value="/usr/bin/mpirun"):
+        with mock.patch("shutil.which", return_value="/usr/bin/mpirun"), \
+                mock.patch("os.geteuid", return_value=1000):
             command = setup.run_command(Selection(paths=["c"]), Path("/o"), "id", False)
-        self.assertEqual(command[:5], ["mpirun", "-np", "8", "r", "run"])
+        self.assertEqual(command[:6], ["mpirun", "-np", "8", "--oversubscribe", "r", "run"])
+        self.assertEqual(command[command.index("--backend") + 1], "mpi")
+        # The world size is mpirun's -np; the runner reads it from MPI.
         self.assertNotIn("--ranks", command)
+
+    def test_mpirun_as_root_is_allowed_explicitly(self):
+        setup = RunnerSetup(runner=["r"], backend="nccl", ranks=2, env={})
+        with mock.patch("shutil.which", return_value="/usr/bin/mpirun"), \
+                mock.patch("os.geteuid", return_value=0):
+            self.assertEqual(setup.launcher(),
+                             ["mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root"])
 
     def test_srun_inside_a_slurm_allocation(self):
         setup = RunnerSetup(runner=["r"], backend="nccl", ranks=2, env={"SLURM_JOB_ID": "7"})
