@@ -42,6 +42,8 @@ struct TransformStep {
   // The reduce op the collective performs (reductions only; sum for a merged sum/avg mix).
   ReduceOp reduce_op = ReduceOp::sum;
   // After a merged reduction: divide the result by this (the product of its avg dims' sizes).
+  // A merged run with any avg member reduces with sum (unlike the reference, also when its avg
+  // dims all have size 1, where an avg over the group would divide by the sum dims' size).
   std::int64_t avg_scale = 1;
   // Tensor dims: the gathered dim (all_gather), the scattered dim (reduce_scatter,
   // local_chunk), src -> dst dims (all_to_all); -1 when unused.
@@ -93,6 +95,12 @@ struct PlanWarning {
   friend bool operator==(const PlanWarning&, const PlanWarning&) = default;
 };
 
+// greedy: PyTorch's default planner and merge pass, exactly. min_cost: the same greedy
+// transforms, then for each run of like-kind collectives the cheapest split under the cost
+// model: all_reduces (which commute, so order is free) into any groups that have a flattened
+// dim, reduce_scatters / all_gathers into consecutive segments that pass the merge rules
+// (order, flattened dim, evenness). The final placement is the same; the plan is never
+// costlier than greedy's, and ties keep greedy's.
 enum class Planner : std::uint8_t { greedy, min_cost };
 enum class Api : std::uint8_t {
   internal,  // redistribute_local_tensor: R -> P allowed
@@ -114,10 +122,12 @@ struct PlanOptions {
 struct Plan {
   std::vector<TransformStep> unmerged;  // the greedy planner's steps, before the merge pass
   std::vector<TransformStep> steps;     // what runs: after the merge pass (or min_cost search)
-  std::vector<RunDecision> runs;        // merge-pass decisions over `unmerged` (greedy)
-  std::vector<PlanWarning> warnings;    // each (dims, reason) once, in plan order
-  double greedy_cost = 0;               // modeled seconds of the greedy (merged) plan
-  double cost = 0;                      // modeled seconds of `steps`
+  // Merge-pass decisions over `unmerged` (greedy), one per run of like-kind collectives; with
+  // the pass off, each run of two or more is recorded as optimization_disabled.
+  std::vector<RunDecision> runs;
+  std::vector<PlanWarning> warnings;  // each (dims, reason) once, in plan order
+  double greedy_cost = 0;             // modeled seconds of the greedy (merged) plan
+  double cost = 0;                    // modeled seconds of `steps`
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
