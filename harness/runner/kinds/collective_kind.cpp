@@ -22,6 +22,7 @@
 #include "core/half_float.hpp"
 #include "kinds/case_values.hpp"
 #include "mesh/device_mesh.hpp"
+#include "plan/cost_model.hpp"
 
 namespace meshgate::runner {
 namespace {
@@ -321,6 +322,9 @@ class CollectiveCase final : public PreparedCase {
   int group_size = 1;
   int case_ranks = 1;
   nlohmann::json params_json;
+  // The mesh and group dims (indices) for the alpha-beta cost model of lib/plan.
+  std::optional<DeviceMesh> mesh;
+  std::vector<std::int64_t> dims;
 
   int ranks() const override { return case_ranks; }
   nlohmann::json params() const override { return params_json; }
@@ -355,7 +359,8 @@ class CollectiveCase final : public PreparedCase {
                        {"algbw_GBps", algbw},
                        {"busbw_GBps", algbw * factor},
                        {"wrong", r.wrong},
-                       {"inplace", r.inplace}});
+                       {"inplace", r.inplace},
+                       {"modeled_time_s", modeled(r.bytes)}});
       total_wrong += r.wrong;
       if (r.wrong > 0) {
         wrong_sizes += (wrong_sizes.empty() ? "" : ", ") + format_bytes(r.bytes) +
@@ -371,6 +376,7 @@ class CollectiveCase final : public PreparedCase {
       const double algbw =
           largest->time_s > 0 ? static_cast<double>(largest->bytes) / largest->time_s / 1e9 : 0.0;
       outcome.metrics["bytes"] = largest->bytes;
+      outcome.metrics["modeled_time_s"] = modeled(largest->bytes);
       outcome.metrics["algbw_GBps"] = algbw;
       outcome.metrics["busbw_GBps"] = algbw * factor;
     }
@@ -403,6 +409,12 @@ class CollectiveCase final : public PreparedCase {
   std::size_t calls_expected_ = 0;
 
   std::size_t element_size() const { return comm::element_size(dtype); }
+
+  // The cost model's time for one call of `bytes` on the case's groups (default topology: 8
+  // ranks per node), a deterministic number beside the measured one.
+  double modeled(std::int64_t bytes) const {
+    return modeled_time(*mesh, dims, parse_collective_op(to_string(op)), bytes);
+  }
   bool chunked() const { return op != Op::all_reduce && op != Op::broadcast; }
   // Per-rank element count of the Communicator call for a size in bytes.
   std::size_t count_of(std::int64_t bytes) const {
@@ -814,6 +826,12 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool /*expec
     }
   } catch (const meshgate::Error& err) {
     node.fail("group", err.what());
+  }
+  c->mesh = mesh;
+  if (group_dims.empty()) c->dims = {0};
+  for (const std::string& dim : group_dims) {
+    const auto& names = mesh.names();
+    c->dims.push_back(std::find(names.begin(), names.end(), dim) - names.begin());
   }
   std::int64_t highest = 0;
   for (const auto& group : groups) {

@@ -36,3 +36,22 @@ meshgate_runner_cli_test(list_json 0
 meshgate_runner_cli_test(unknown_option 2
   ARGS run ${_runner_testdata}/smoke.yaml --rank 4
   STDERR "unknown option '--rank' for run \\(did you mean '--ranks'\\?\\)")
+
+# The collectives end to end under mpirun with 4 processes (CI runs this as root, hence the
+# Open MPI variables and flags that allow it; --oversubscribe for machines with fewer cores).
+if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE)
+  set(_mpi_args -np 4 --oversubscribe --allow-run-as-root $<TARGET_FILE:meshgate-runner> run
+      ${_runner_testdata}/collectives-mpi.yaml --backend mpi --out ${_runner_out}/mpi
+      --run-id cli-mpi --case-timeout 120)
+  list(JOIN _mpi_args "|" _mpi_args)
+  add_test(NAME runner_cli_mpi_collectives
+           COMMAND ${CMAKE_COMMAND} -DRUNNER=${MPIEXEC_EXECUTABLE} "-DARGS=${_mpi_args}"
+                   -DEXPECT_CODE=0
+                   "-DEXPECT_STDOUT=\\[1/7\\] pass   runner-mpi/all-reduce-sum.*busbw.*\\[6/7\\] pass   runner-mpi/integer-avg-rejected.*\\[7/7\\] skip   runner-mpi/needs-eight-ranks.*7 cases: 6 pass, 0 fail, 0 error, 1 skip"
+                   -DEXPECT_FILE=${_runner_out}/mpi/results.json
+                   "-DEXPECT_FILE_MATCHES=\"backend\": \"mpi\".*\"world_size\": 4.*\"mpi\": \"Open MPI"
+                   -P ${_runner_testdata}/check_run.cmake)
+  set_tests_properties(runner_cli_mpi_collectives PROPERTIES
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+    LABELS "cpp;mpi" TIMEOUT 300)
+endif()
