@@ -343,6 +343,12 @@ TEST(Merge, SumAvgBecomesSumThenDivide) {
   const Plan avg = plan(m, "P(avg),P(avg)", "S(0),S(0)", {16});
   EXPECT_EQ(comm_strings(avg.steps, m), (Strings{"reduce_scatter(A+B, sum, dim=0)"}));
   EXPECT_EQ(avg.steps[0].avg_scale, 8);
+  // avg on a size-1 dim only: still a sum (an avg over the group would divide by B's size).
+  const DeviceMesh one = mesh_of({1, 2}, {"A", "B"});
+  flatten(one, {"A", "B"});
+  const Plan tiny = plan(one, "P(avg),P(sum)", "R,R", {16});
+  EXPECT_EQ(comm_strings(tiny.steps, one), (Strings{"all_reduce(A+B, sum)"}));
+  EXPECT_EQ(tiny.steps[0].avg_scale, 1);
   // max does not merge with anything but max.
   const Plan mx = plan(m, "P(max),P(max)", "R,R", {16});
   EXPECT_EQ(comm_strings(mx.steps, m), (Strings{"all_reduce(A+B, max)"}));
