@@ -1,0 +1,217 @@
+// The collective kind on the threads backend: exact verification that passes, wrong elements
+// that are counted on every rank and fail the case, and the size rules as input errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "case_file.hpp"
+#include "comm/threads_world.hpp"
+#include "runner.hpp"
+#include "validate.hpp"
+#include "world.hpp"
+
+namespace meshgate::runner {
+
+std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error);
+
+namespace {
+
+const std::vector<KindEntry>& kinds() {
+  static const std::vector<KindEntry> k = {{"collective", &parse_collective_case}};
+  return k;
+}
+
+PlannedCases plan(const std::string& case_yaml) {
+  LoadedCases loaded;
+  load_case_text("suite: s\ncases:\n  - " + case_yaml + "\n", "t.yaml", loaded);
+  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
+  return prepare_cases(std::move(loaded.cases), kinds());
+}
+
+PlannedCase plan_one(const std::string& case_yaml) {
+  PlannedCases planned = plan(case_yaml);
+  EXPECT_TRUE(planned.errors.empty()) << planned.errors.front();
+  EXPECT_EQ(planned.cases.size(), 1u);
+  return std::move(planned.cases.at(0));
+}
+
+std::string input_error(const std::string& case_yaml) {
+  PlannedCases planned = plan(case_yaml);
+  EXPECT_EQ(planned.errors.size(), 1u);
+  return planned.errors.empty() ? "" : planned.errors.front();
+}
+
+// A communicator that passes everything through and, on the group communicators split from
+// it, overwrites the first output element of all_reduce with all-ones bits (NaN in float32)
+// on the group's rank 1: a collective that is wrong on one rank.
+class CorruptingCommunicator final : public comm::Communicator {
+ public:
+  CorruptingCommunicator(std::unique_ptr<comm::Communicator> inner, bool corrupt)
+      : inner_(std::move(inner)), corrupt_(corrupt) {}
+  std::string_view backend() const override { return inner_->backend(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce(const void* send, void* recv, std::size_t count, comm::DType dtype,
+                  comm::ReduceOp op) override {
+    inner_->all_reduce(send, recv, count, dtype, op);
+    if (corrupt_ && rank() == 1) std::memset(recv, 0xFF, comm::element_size(dtype));
+  }
+  void all_gather(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
+    inner_->all_gather(send, recv, count, dtype);
+  }
+  void reduce_scatter(const void* send, void* recv, std::size_t count, comm::DType dtype,
+                      comm::ReduceOp op) override {
+    inner_->reduce_scatter(send, recv, count, dtype, op);
+  }
+  void all_to_all(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
+    inner_->all_to_all(send, recv, count, dtype);
+  }
+  void broadcast(void* buffer, std::size_t count, comm::DType dtype, int root) override {
+    inner_->broadcast(buffer, count, dtype, root);
+  }
+  void barrier() override { inner_->barrier(); }
+  std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
+    std::unique_ptr<comm::Communicator> child = inner_->split(groups);
+    if (!child) return nullptr;
+    return std::make_unique<CorruptingCommunicator>(std::move(child), true);
+  }
+  void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
+  void deallocate(void* ptr) override { inner_->deallocate(ptr); }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    inner_->copy_from_host(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
+    inner_->copy_to_host(dst, src, bytes);
+  }
+  void synchronize() override { inner_->synchronize(); }
+
+ private:
+  std::unique_ptr<comm::Communicator> inner_;
+  bool corrupt_;
+};
+
+// Rank threads over corrupting communicators; otherwise what the threads backend does.
+class CorruptingContext final : public RunContext {
+ public:
+  explicit CorruptingContext(int ranks) {
+    comm::ThreadsWorld world(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      comms_.push_back(std::make_unique<CorruptingCommunicator>(world.communicator(r), false));
+    }
+  }
+  std::string_view backend() const override { return "threads"; }
+  int world_size() const override { return static_cast<int>(comms_.size()); }
+  void run_on_ranks(int ranks,
+                    const std::function<void(int rank, comm::Communicator& comm)>& fn) override {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] { fn(r, *comms_[static_cast<std::size_t>(r)]); });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  int lead_rank() const override { return 0; }
+  std::optional<PerfSpec> perf() const override { return std::nullopt; }
+
+ private:
+  std::vector<std::unique_ptr<comm::Communicator>> comms_;
+};
+
+TEST(CollectiveKind, PassesWithEverySizeReported) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: all_gather, mesh: {shape: [2, 3], names: [dp, tp]}, "
+      "group: tp, dtype: bfloat16, bytes: [6, 6KiB], inplace: [false, true]}");
+  EXPECT_EQ(c.prepared->ranks(), 6);
+  const CaseRun run = execute_case(c, std::nullopt);
+  ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  const nlohmann::json& sizes = run.outcome.metrics["sizes"];
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_EQ(sizes[0]["bytes"], 6);
+  EXPECT_EQ(sizes[0]["count"], 1);
+  EXPECT_EQ(sizes[0]["inplace"], false);
+  EXPECT_EQ(sizes[3]["bytes"], 6144);
+  EXPECT_EQ(sizes[3]["count"], 1024);
+  EXPECT_EQ(sizes[3]["inplace"], true);
+  for (const nlohmann::json& s : sizes) {
+    EXPECT_EQ(s["wrong"], 0);
+    EXPECT_GT(s["time_s"].get<double>(), 0.0);
+    EXPECT_GT(s["modeled_time_s"].get<double>(), 0.0);
+    // nccl-tests: all_gather's busbw is algbw * (n-1)/n.
+    EXPECT_DOUBLE_EQ(s["busbw_GBps"].get<double>(), s["algbw_GBps"].get<double>() * 2.0 / 3.0);
+  }
+  EXPECT_EQ(run.outcome.metrics["group_size"], 3);
+  EXPECT_EQ(run.outcome.metrics["groups"], 2);
+  EXPECT_EQ(run.outcome.metrics["bytes"], 6144);
+  EXPECT_NE(run.outcome.console_detail.find("bfloat16"), std::string::npos);
+}
+
+TEST(CollectiveKind, EveryOpAndReduceVerifiesExactlyOnOddGroups) {
+  for (const char* body :
+       {"op: all_reduce, dtype: float16, reduce: avg",
+        "op: all_reduce, dtype: int8, reduce: product",
+        "op: reduce_scatter, dtype: uint8, reduce: sum",
+        "op: reduce_scatter, dtype: float64, reduce: min", "op: all_to_all, dtype: int64",
+        "op: broadcast, dtype: float32, root: 4"}) {
+    PlannedCase c = plan_one(std::string("{name: a, kind: collective, mesh: {shape: [5]}, ") +
+                             body + ", bytes: [40, 40KiB], inplace: [false, true]}");
+    const CaseRun run = execute_case(c, std::nullopt);
+    EXPECT_EQ(run.outcome.status, Status::pass) << body << ": " << run.outcome.message;
+    EXPECT_EQ(run.outcome.metrics["wrong"], 0) << body;
+  }
+}
+
+TEST(CollectiveKind, AWrongElementOnOneRankFailsTheCaseWithTheSummedCount) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: all_reduce, mesh: {shape: [2, 2], names: [dp, tp]}, "
+      "group: tp, dtype: float32, reduce: sum, bytes: [8, 64]}");
+  CorruptingContext ctx(4);
+  const Outcome outcome = c.prepared->run(ctx);
+  EXPECT_EQ(outcome.status, Status::fail);
+  // Two groups, rank 1 of each wrong in one element, at each of the two sizes.
+  EXPECT_EQ(outcome.metrics["wrong"], 4);
+  EXPECT_EQ(outcome.metrics["sizes"][0]["wrong"], 2);
+  EXPECT_EQ(outcome.message,
+            "4 wrong element(s) summed over the ranks (8 B out-of-place: 2, 64 B out-of-place: 2); "
+            "expected exact results");
+}
+
+TEST(CollectiveKind, SizesThatDoNotDivideAreInputErrors) {
+  EXPECT_EQ(input_error("{name: a, kind: collective, op: all_reduce, mesh: {shape: [4]}, dtype: "
+                        "float32, reduce: sum, bytes: [8, 6]}"),
+            "t.yaml:3:109: case 's/a': key 'bytes': 6 B does not divide into whole float32 "
+            "elements (4 B) for all_reduce on groups of 4");
+  EXPECT_EQ(input_error("{name: a, kind: collective, op: all_gather, mesh: {shape: [3]}, dtype: "
+                        "float32, bytes: 16}"),
+            "t.yaml:3:92: case 's/a': key 'bytes': 16 B does not divide into 3 equal chunks of "
+            "whole float32 elements (12 B) for all_gather on groups of 3");
+  EXPECT_NE(input_error("{name: a, kind: collective, op: all_gather, mesh: {shape: [3]}, dtype: "
+                        "float32, reduce: sum, bytes: 12}")
+                .find("key 'reduce': only all_reduce and reduce_scatter reduce"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: collective, op: broadcast, mesh: {shape: [3]}, dtype: "
+                        "int8, root: 3, bytes: 12}")
+                .find("key 'root': must be a rank of the group, 0 to 2, got 3"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: collective, op: all_to_all, mesh: {shape: [2, 2], names: "
+                        "[a, b]}, group: [c], dtype: int8, bytes: 12}")
+                .find("key 'group': KeyError"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: collective, op: all_reduce, mesh: {shape: [2]}, dtype: "
+                        "float32, reduce: sum, bytes: 8 MB}")
+                .find("key 'bytes': expected a size in bytes"),
+            std::string::npos);
+}
+
+TEST(CollectiveKind, SweepSizesRoundDownToWholeChunks) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: all_gather, mesh: {shape: [3]}, dtype: float32, bytes: "
+      "{from: 10, to: 100, factor: 2}}");
+  // 10 -> 0 (dropped), 20 -> 12, 40 -> 36, 80 -> 72: multiples of 3 chunks of 4 bytes.
+  EXPECT_EQ(c.prepared->params()["bytes"], (nlohmann::json{12, 36, 72}));
+}
+
+}  // namespace
+}  // namespace meshgate::runner
