@@ -383,6 +383,12 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     for (const auto& item : v) {
       FlattenDims f;
       if (item.IsMap()) {
+        for (const auto& kv : item) {
+          const std::string k = kv.first.Scalar();
+          if (k != "dims" && k != "name") {
+            node.fail_at(kv.first, "flatten", "unknown key '" + k + "' (known: dims, name)");
+          }
+        }
         if (!item["dims"])
           node.fail_at(item, "flatten", "a {dims: [..], name: ..} entry needs dims");
         f.dims = read_dim_names(item["dims"], node, "flatten");
