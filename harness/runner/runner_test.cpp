@@ -5,7 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "comm/threads_world.hpp"
+#include "provenance.hpp"
 #include "results_writer.hpp"
 #include "test_kinds.hpp"
 
@@ -235,6 +238,62 @@ TEST_F(RunCommandTest, RankFailureIsARowAndTheSuiteGoesOn) {
   EXPECT_NE(text.find("[2/4] error  s/crash  ("), std::string::npos) << text;
   EXPECT_NE(text.find("      rank 2: boom on rank 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("4 cases: 1 pass, 1 fail, 1 error, 1 skip"), std::string::npos) << text;
+}
+
+// The process path (mpi/nccl) without MPI: three "processes" are threads, each with its own
+// ProcessBackend over its rank of a threads world, all running the same command.
+TEST_F(RunCommandTest, ProcessWorldRunsCasesOnSubgroupsAndOnlyRankZeroWrites) {
+  const std::string file =
+      write("p.yaml",
+            "suite: p\n"
+            "cases:\n"
+            "  - {name: two, kind: probe, value: 1, ranks: 2, expect: 1}\n"
+            "  - {name: all, kind: probe, value: 1, ranks: 3, perf: {iters: 2}}\n"
+            "  - {name: boom, kind: probe, value: 1, ranks: 3, throw_on_rank: 2}\n"
+            "  - {name: big, kind: probe, value: 1, ranks: 4}\n"
+            "  - {name: wrong, kind: probe, value: 1, expect: 2}\n");
+  constexpr int kProcesses = 3;
+  comm::ThreadsWorld world(kProcesses);
+  std::vector<std::unique_ptr<comm::Communicator>> comms;
+  for (int r = 0; r < kProcesses; ++r) comms.push_back(world.communicator(r));
+  std::vector<std::ostringstream> outs(kProcesses), errs(kProcesses);
+  std::vector<int> codes(kProcesses, -1);
+  std::vector<std::thread> processes;
+  for (int r = 0; r < kProcesses; ++r) {
+    processes.emplace_back([&, r] {
+      comm::Communicator& c = *comms[static_cast<std::size_t>(r)];
+      ProcessBackend backend("mpi", c, c, nullptr, versions_info("Test MPI 1.0"));
+      codes[static_cast<std::size_t>(r)] =
+          run_command(options({file}), backend, test_kinds(), outs[static_cast<std::size_t>(r)],
+                      errs[static_cast<std::size_t>(r)]);
+    });
+  }
+  for (std::thread& p : processes) p.join();
+  EXPECT_EQ(codes[0], 2);
+  for (int r = 1; r < kProcesses; ++r) {
+    EXPECT_EQ(outs[static_cast<std::size_t>(r)].str(), "") << "rank " << r;
+    EXPECT_EQ(errs[static_cast<std::size_t>(r)].str(), "") << "rank " << r;
+  }
+  EXPECT_NE(outs[0].str().find("5 cases: 2 pass, 1 fail, 1 error, 1 skip"), std::string::npos)
+      << outs[0].str();
+  const nlohmann::json r = results();
+  EXPECT_EQ(r["run"]["backend"], "mpi");
+  EXPECT_EQ(r["run"]["world_size"], 3);
+  EXPECT_EQ(r["run"]["versions"]["mpi"], "Test MPI 1.0");
+  ASSERT_EQ(r["cases"].size(), 5u);
+  EXPECT_EQ(jsonl().size(), 5u);
+  // Rank 0 reports what its own rank saw: one rank here, on a communicator of the case's size.
+  EXPECT_EQ(r["cases"][0]["status"], "pass");
+  EXPECT_EQ(r["cases"][0]["metrics"]["ranks_ran"], 1);
+  EXPECT_EQ(r["cases"][0]["metrics"]["comms_matched"], 1);
+  EXPECT_EQ(r["cases"][1]["status"], "pass");
+  EXPECT_EQ(r["cases"][1]["samples"]["time_s"][0].size(), 2u);
+  // Rank 2 threw; rank 0 raises the same failure after the agreement.
+  EXPECT_EQ(r["cases"][2]["status"], "error");
+  EXPECT_EQ(r["cases"][2]["message"], "rank 2: boom on rank 2");
+  EXPECT_EQ(r["cases"][3]["status"], "skip");
+  EXPECT_EQ(r["cases"][3]["message"], "needs 4 ranks but the world has 3: run with --ranks 4");
+  EXPECT_EQ(r["cases"][4]["status"], "fail");
 }
 
 TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
