@@ -505,7 +505,7 @@ TEST(Merge, PlannerLookupAgreesWithFindFlattenedDim) {
       }
       if (dims.size() >= 2) {
         try {
-          m.slice(dims).flatten(names[dims.size()] + std::to_string(f));
+          m.slice(dims).flatten("flat" + std::to_string(f));
         } catch (const Error&) {
         }
       }
