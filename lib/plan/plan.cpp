@@ -53,10 +53,13 @@ FlatModes flat_modes(const DeviceMesh& mesh) {
     out.emplace_back(l.shape().value(), l.stride().value());
     return out;
   }
-  const std::vector<std::int64_t> sizes = leaves(l.shape());
-  if (sizes.size() != l.rank()) return out;
-  const std::vector<std::int64_t> strides = leaves(l.stride());
-  for (std::size_t i = 0; i < sizes.size(); ++i) out.emplace_back(sizes[i], strides[i]);
+  const std::size_t n = l.shape().length();
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const IntTuple size = l.shape()[i];
+    if (!size.is_int()) return {};
+    out.emplace_back(size.value(), l.stride()[i].value());
+  }
   return out;
 }
 
@@ -70,24 +73,24 @@ struct MeshView {
 
 // mesh_coalesce of the flat modes `dims` (in that order), as (size, stride) leaves: drop size-1
 // modes, merge a mode into the next when its stride is the next one's extent, strides 0 -> 1.
-std::vector<std::pair<std::int64_t, std::int64_t>> coalesced_modes(
-    const FlatModes& modes, std::span<const std::int64_t> dims) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> out;
-  out.reserve(dims.size());
+// Returns the number of leaves written to `out` (which has room for one per dim, at least 1).
+std::size_t coalesced_modes(const FlatModes& modes, std::span<const std::int64_t> dims,
+                            std::span<std::pair<std::int64_t, std::int64_t>> out) {
+  std::size_t n = 0;
   for (std::int64_t d : dims) {
     const auto [size, stride] = modes[static_cast<std::size_t>(d)];
     if (size == 1) continue;
-    if (!out.empty() && out.back().second == size * stride) {
-      out.back() = {out.back().first * size, stride};
+    if (n > 0 && out[n - 1].second == size * stride) {
+      out[n - 1] = {out[n - 1].first * size, stride};
     } else {
-      out.emplace_back(size, stride);
+      out[n++] = {size, stride};
     }
   }
-  if (out.empty()) out.emplace_back(1, 0);
-  for (auto& m : out) {
-    if (m.second == 0) m.second = 1;
+  if (n == 0) out[n++] = {1, 0};
+  for (std::size_t i = 0; i < n; ++i) {
+    if (out[i].second == 0) out[i].second = 1;
   }
-  return out;
+  return n;
 }
 
 // find_flattened_dim on flat modes: the registered layouts come from DeviceMesh::flatten, so
@@ -100,7 +103,15 @@ std::optional<std::string> find_flattened_fast(const DeviceMesh& mesh, const Fla
   }
   const std::vector<std::pair<std::string, Layout>> registry = mesh.flattened();
   if (registry.empty()) return std::nullopt;
-  const auto expected = coalesced_modes(modes, dims);
+  std::array<std::pair<std::int64_t, std::int64_t>, 16> buffer;
+  std::vector<std::pair<std::int64_t, std::int64_t>> large;
+  std::span<std::pair<std::int64_t, std::int64_t>> room(buffer);
+  if (dims.size() > buffer.size()) {
+    large.resize(dims.size());
+    room = large;
+  }
+  const std::span<const std::pair<std::int64_t, std::int64_t>> expected =
+      room.first(coalesced_modes(modes, dims, room));
   for (const auto& [name, flat] : registry) {
     if (flat.shape().is_int()) {
       if (expected.size() == 1 && expected[0].first == flat.shape().value() &&
