@@ -735,6 +735,64 @@ std::vector<TransformStep> best_segmentation(const DeviceMesh& mesh, const MeshV
   return out;
 }
 
+bool disjoint_dims(const TransformStep& a, const TransformStep& b) {
+  for (std::int64_t x : a.mesh_dims) {
+    if (std::find(b.mesh_dims.begin(), b.mesh_dims.end(), x) != b.mesh_dims.end()) return false;
+  }
+  return true;
+}
+
+// Rewrites that keep every rank's result and move fewer bytes. An all_reduce over X is an
+// elementwise reduction across ranks that differ only in their X coordinate, and a step on
+// another mesh dim Y does the same linear thing on each of them (same Y coordinate, same
+// shapes), so the two commute:
+//  - an all_reduce moves after a reduce_scatter or chunk on another dim (it then reduces the
+//    smaller piece) and before an all_gather on another dim (it reduces before the growth);
+//  - an all_reduce over X directly followed by a chunk over X is a reduce_scatter over X: the
+//    same piece, reduced, without reducing the parts that the chunk drops.
+// Shapes, bytes and costs are recomputed in the new order.
+std::vector<TransformStep> reorder_and_fuse(const MeshView& v,
+                                            const std::vector<TransformStep>& steps,
+                                            std::int64_t es, const Topology& topology) {
+  std::vector<TransformStep> out = steps;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+      TransformStep& a = out[i];
+      TransformStep& b = out[i + 1];
+      const bool sink = a.kind == StepKind::all_reduce &&
+                        (b.kind == StepKind::reduce_scatter || b.kind == StepKind::local_chunk) &&
+                        disjoint_dims(a, b);
+      const bool hoist =
+          a.kind == StepKind::all_gather && b.kind == StepKind::all_reduce && disjoint_dims(a, b);
+      if (sink || hoist) {
+        std::swap(a, b);
+        changed = true;
+      }
+    }
+  }
+  for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+    TransformStep& a = out[i];
+    const TransformStep& b = out[i + 1];
+    if (a.kind == StepKind::all_reduce && b.kind == StepKind::local_chunk &&
+        a.mesh_dims == b.mesh_dims && a.avg_scale == 1) {
+      a.kind = StepKind::reduce_scatter;
+      a.dst = b.dst;
+      a.dst_tensor_dim = b.dst_tensor_dim;
+      a.logical_shape = b.logical_shape;
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
+  Shape local = steps.empty() ? Shape{} : steps.front().input_shape;
+  for (TransformStep& s : out) {
+    const Shape input = local;
+    fill_shapes(s, v, input, es);
+    fill_cost(s, v, topology);
+    local = s.output_shape;
+  }
+  return out;
+}
+
 std::vector<TransformStep> min_cost_steps(const DeviceMesh& mesh, const MeshView& v,
                                           const std::vector<TransformStep>& steps, std::int64_t es,
                                           const Topology& topology) {
@@ -890,13 +948,18 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
   plan.greedy_cost = total_cost(plan.steps);
   plan.cost = plan.greedy_cost;
   if (options.planner == Planner::min_cost && optimize) {
-    std::vector<TransformStep> candidate =
-        min_cost_steps(src.mesh, v, plan.unmerged, src.element_size, options.topology);
-    const double c = total_cost(candidate);
-    // Keep the greedy plan on ties so min_cost only differs when it is strictly cheaper.
-    if (c < plan.greedy_cost * (1 - 1e-12)) {
-      plan.steps = std::move(candidate);
-      plan.cost = c;
+    // Two candidates: the greedy transforms with the cheapest merges, and the same after the
+    // commuting rewrites. Keep the greedy plan on ties so min_cost only differs when strictly
+    // cheaper.
+    for (const std::vector<TransformStep>& start :
+         {plan.unmerged, reorder_and_fuse(v, plan.unmerged, src.element_size, options.topology)}) {
+      std::vector<TransformStep> candidate =
+          min_cost_steps(src.mesh, v, start, src.element_size, options.topology);
+      const double c = total_cost(candidate);
+      if (c < plan.cost * (1 - 1e-12)) {
+        plan.steps = std::move(candidate);
+        plan.cost = c;
+      }
     }
   }
   return plan;
