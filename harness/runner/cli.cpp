@@ -9,10 +9,11 @@ namespace meshgate::runner {
 std::string usage_text() {
   return "usage:\n"
          "  meshgate-runner run  PATH... [--suite S]... [--tag T]... [--case ID]...\n"
-         "                       [--backend threads] [--ranks N] [--out DIR] [--run-id ID]\n"
-         "                       [--resume] [--case-timeout SECONDS] [--progress]\n"
+         "                       [--backend threads|mpi|nccl] [--ranks N] [--out DIR]\n"
+         "                       [--run-id ID] [--resume] [--case-timeout SECONDS] [--progress]\n"
          "  meshgate-runner list PATH... [--suite S]... [--tag T]... [--case ID]... [--json]\n"
          "PATH: case files or directories (searched recursively for *.yaml, *.yml).\n"
+         "--backend mpi|nccl: start under mpirun -np N or srun; one process per rank.\n"
          "Exit code: 0 all pass/skip, 1 any fail, 2 any error or unusable input.\n";
 }
 

@@ -42,8 +42,9 @@ class MpiRun final : public RunBackend {
     if (options.ranks && *options.ranks != world_->size()) {
       if (world_->rank() == 0) {
         err << "--ranks " << *options.ranks << " but the launcher started " << world_->size()
-            << " processes: run with mpirun -np " << *options.ranks << " (meshgate run --backend "
-            << options.backend << " --ranks N does that)\n";
+            << (world_->size() == 1 ? " process" : " processes") << ": run with mpirun -np "
+            << *options.ranks << " (meshgate run --backend " << options.backend
+            << " --ranks N does that)\n";
       }
       return false;
     }
