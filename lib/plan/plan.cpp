@@ -493,6 +493,14 @@ MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
     // reduce_scatter as the reference; all_gather as the fix of #194457: a flat gather of
     // uneven nested shards would put rows in the wrong place.
     if (outer->logical_shape[d] % n != 0) return {std::nullopt, MergeReason::uneven_tensor_shape};
+    // The logical shape follows the source placements, but a reduce_scatter scatters the local
+    // tensor, which an earlier step of the plan may already have chunked (R,P,P -> S0,S0,S0
+    // chunks on A first): 4 rows on 2x2x2 pass 4 % (B*C) while the 2 local rows split 1,0,1,0
+    // nested but 1,1,0,0 flat. The reference merges there and moves rows; refuse as uneven.
+    if (kind == StepKind::reduce_scatter && !run.front().input_shape.empty() &&
+        run.front().input_shape[d] % n != 0) {
+      return {std::nullopt, MergeReason::uneven_tensor_shape};
+    }
   }
   TransformStep m;
   m.kind = kind;

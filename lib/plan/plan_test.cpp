@@ -290,6 +290,20 @@ TEST(Merge, ReduceScatterAscendingAndEven) {
   EXPECT_EQ(warnings[0].mesh_dims, (Dims{0, 1}));
 }
 
+TEST(Merge, ReduceScatterEvennessAlsoHoldsForTheLocalTensor) {
+  // (R,P,P) -> (S0,S0,S0) chunks on A first, so B and C scatter A's half. With 4 rows the
+  // logical shape (4) divides by B*C but the 2 local rows do not: nested 1,0,1,0, flat 1,1,0,0.
+  const DeviceMesh m = mesh_of({2, 2, 2}, {"A", "B", "C"});
+  flatten(m, {"B", "C"});
+  const Plan uneven = plan(m, "R,P(sum),P(sum)", "S(0),S(0),S(0)", {4});
+  EXPECT_EQ(comm_strings(uneven.steps, m),
+            (Strings{"reduce_scatter(B, sum, dim=0)", "reduce_scatter(C, sum, dim=0)"}));
+  ASSERT_EQ(uneven.warnings.size(), 1u);
+  EXPECT_EQ(uneven.warnings[0].reason, MergeReason::uneven_tensor_shape);
+  EXPECT_EQ(comms(m, "R,P(sum),P(sum)", "S(0),S(0),S(0)", {8}),
+            (Strings{"reduce_scatter(B+C, sum, dim=0)"}));
+}
+
 TEST(Merge, ReduceScatterEvennessCountsOnlyTheRunsDims) {
   // On (1024,2,2) with B_C flattened, 8 rows divide by B*C = 4: the 1024-way A does not count.
   const DeviceMesh m = mesh_of({1024, 2, 2}, {"A", "B", "C"});
