@@ -325,6 +325,8 @@ class CollectiveCase final : public PreparedCase {
   // The mesh and group dims (indices) for the alpha-beta cost model of lib/plan.
   std::optional<DeviceMesh> mesh;
   std::vector<std::int64_t> dims;
+  // The runner times only cases that do not expect a rejection: only then run() keeps buffers.
+  bool expect_error = false;
 
   int ranks() const override { return case_ranks; }
   nlohmann::json params() const override { return params_json; }
@@ -387,7 +389,7 @@ class CollectiveCase final : public PreparedCase {
       outcome.message = std::to_string(total_wrong) + " wrong element(s) summed over the ranks (" +
                         wrong_sizes + "); expected exact results";
     }
-    if (outcome.status != Status::pass || !perf) release_states();
+    if (outcome.status != Status::pass || !perf || expect_error) release_states();
     return outcome;
   }
 
@@ -788,8 +790,9 @@ DeviceMesh read_mesh(CaseNode& node) {
 
 }  // namespace
 
-std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool /*expect_error*/) {
+std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error) {
   auto c = std::make_unique<CollectiveCase>();
+  c->expect_error = expect_error;
 
   const std::string op = node.required<std::string>("op");
   bool known = false;
