@@ -444,22 +444,94 @@ Redistributor::Redistributor(comm::Communicator& world, DeviceMesh mesh)
   coordinate_ = *coord;
 }
 
+std::vector<std::vector<std::int64_t>> collective_groups(std::span<const TransformStep> steps) {
+  std::vector<std::vector<std::int64_t>> out;
+  for (const TransformStep& s : steps) {
+    if (!is_collective(s.kind) || s.group_size <= 1) continue;
+    std::vector<std::int64_t> dims = s.mesh_dims;
+    std::sort(dims.begin(), dims.end());
+    out.push_back(std::move(dims));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::vector<std::int64_t>> groups_of_all_coordinates(
+    const DTensorSpec& src, const DTensorSpec& dst, std::span<const PlanOptions> options) {
+  const std::vector<std::int64_t> shape = src.mesh.shape();
+  std::vector<std::vector<std::int64_t>> out;
+  // Every coordinate, row-major; the cached planner shares the plans between the ranks of a
+  // threads world, which all ask for the same coordinates.
+  std::vector<std::int64_t> coord(shape.size(), 0);
+  for (std::int64_t k = 0; k < src.mesh.size(); ++k) {
+    for (const PlanOptions& o : options) {
+      const std::shared_ptr<const Plan> plan = cached_plan_redistribute(src, dst, coord, o);
+      for (auto& g : collective_groups(plan->steps)) out.push_back(std::move(g));
+    }
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      if (++coord[i] < shape[i]) break;
+      coord[i] = 0;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+CountingCommunicator& Redistributor::split_group(std::vector<std::int64_t> key) {
+  for (std::int64_t d : key) {
+    if (d < 0 || d >= static_cast<std::int64_t>(mesh_.ndim())) {
+      throw Error(ErrorKind::value, "mesh dim " + std::to_string(d) + " is outside the " +
+                                        std::to_string(mesh_.ndim()) + "-dim mesh " +
+                                        to_string(mesh_.layout()));
+    }
+  }
+  std::unique_ptr<comm::Communicator> g = world_->split(mesh_groups(mesh_, key, world_->size()));
+  if (!g) {
+    throw Error(ErrorKind::runtime, "rank " + std::to_string(world_->rank()) +
+                                        " is in no group of mesh dims " + group_name(mesh_, key));
+  }
+  auto counted =
+      std::make_unique<CountingCommunicator>(std::move(g), group_name(mesh_, key), nullptr);
+  return *groups_.emplace(std::move(key), std::move(counted)).first->second;
+}
+
+void Redistributor::create_groups(std::span<const std::vector<std::int64_t>> dim_sets) {
+  for (const std::vector<std::int64_t>& dims : dim_sets) {
+    std::vector<std::int64_t> key = dims;
+    std::sort(key.begin(), key.end());
+    if (!groups_.contains(key)) split_group(std::move(key));
+  }
+  groups_fixed_ = true;
+}
+
+HostTensor Redistributor::redistribute(const DTensorSpec& src, const DTensorSpec& dst,
+                                       HostTensor local, const PlanOptions& options, CommLog* log) {
+  create_groups(groups_of_all_coordinates(src, dst, std::span(&options, 1)));
+  const std::shared_ptr<const Plan> plan = cached_plan_redistribute(src, dst, coordinate_, options);
+  return run(plan->steps, std::move(local), log);
+}
+
 CountingCommunicator& Redistributor::group(std::span<const std::int64_t> dims, CommLog* log) {
   std::vector<std::int64_t> key(dims.begin(), dims.end());
   std::sort(key.begin(), key.end());
   auto it = groups_.find(key);
-  if (it == groups_.end()) {
-    std::unique_ptr<comm::Communicator> g = world_->split(mesh_groups(mesh_, key, world_->size()));
-    if (!g) {
-      throw Error(ErrorKind::runtime, "rank " + std::to_string(world_->rank()) +
-                                          " is in no group of mesh dims " + group_name(mesh_, key));
-    }
-    auto counted =
-        std::make_unique<CountingCommunicator>(std::move(g), group_name(mesh_, key), nullptr);
-    it = groups_.emplace(std::move(key), std::move(counted)).first;
+  CountingCommunicator* g = nullptr;
+  if (it != groups_.end()) {
+    g = it->second.get();
+  } else if (groups_fixed_) {
+    // A split here would be a world-wide collective that the other ranks never join.
+    throw Error(ErrorKind::runtime,
+                "rank " + std::to_string(world_->rank()) + " needs the group of mesh dims " +
+                    group_name(mesh_, key) +
+                    ", which was not created up front: pass every rank's groups to "
+                    "create_groups (groups_of_all_coordinates)");
+  } else {
+    g = &split_group(std::move(key));
   }
-  it->second->set_log(log);
-  return *it->second;
+  g->set_log(log);
+  return *g;
 }
 
 HostTensor Redistributor::run(std::span<const TransformStep> steps, HostTensor local,

@@ -142,9 +142,27 @@ std::vector<std::vector<int>> mesh_groups(const DeviceMesh& mesh,
 // The "A+C" name of a group of mesh dims (indices on an unnamed mesh).
 std::string group_name(const DeviceMesh& mesh, std::span<const std::int64_t> dims);
 
-// One rank's executor. Group communicators are split from `world` the first time a step needs
-// them (a collective call over every rank of `world`, so every rank must execute plans with
-// the same groups in the same order) and kept for the executor's life, one per set of mesh dims.
+// The sets of mesh dims (each ascending) that the collectives of `steps` run on, size-1
+// groups left out, sorted and without duplicates.
+std::vector<std::vector<std::int64_t>> collective_groups(std::span<const TransformStep> steps);
+
+// The group dim sets that the plans of src -> dst under any of `options` use at ANY coordinate
+// of the mesh, sorted and without duplicates. Plans depend on the rank's coordinate (uneven
+// shards give different logical shapes, hence different merge decisions, spec section 2), so
+// ranks can need different groups; this list is the same on every rank, and splitting it in
+// order (Redistributor::create_groups) before running keeps the world-wide splits paired.
+// Errors as plan_redistribute.
+std::vector<std::vector<std::int64_t>> groups_of_all_coordinates(
+    const DTensorSpec& src, const DTensorSpec& dst, std::span<const PlanOptions> options);
+
+// One rank's executor, one group communicator per set of mesh dims, kept for its life.
+// Splitting a group is a collective call over every rank of `world`, so all ranks must split
+// the same groups in the same order. Two ways to keep that:
+//   - create_groups() up front with a list that is the same on every rank (for a plan that
+//     differs between ranks: groups_of_all_coordinates); after that a step whose group was not
+//     created is an error instead of a split that no other rank joins;
+//   - or, when every rank runs plans with the same groups in the same order, let run() split
+//     each group the first time a step needs it.
 class Redistributor {
  public:
   // `world` must outlive the executor; its ranks are the global ranks of `mesh`.
@@ -157,6 +175,18 @@ class Redistributor {
   // Error(value) on a local tensor whose shape does not match a step's input shape.
   HostTensor run(std::span<const TransformStep> steps, HostTensor local, CommLog* log = nullptr);
 
+  // Splits, in the given order, the group of each set of mesh dims in `dim_sets` that this
+  // executor does not hold yet. Collective over `world`: every rank passes the same list.
+  // From then on run() never splits: a step on a group not created is Error(runtime).
+  // Error(value) for a mesh dim outside the mesh.
+  void create_groups(std::span<const std::vector<std::int64_t>> dim_sets);
+
+  // src -> dst of this rank's `local`, safe when plans differ between ranks: creates the groups
+  // of every coordinate's plan (groups_of_all_coordinates), then runs this rank's plan.
+  // Collective over `world`. Errors as plan_redistribute and run().
+  HostTensor redistribute(const DTensorSpec& src, const DTensorSpec& dst, HostTensor local,
+                          const PlanOptions& options = {}, CommLog* log = nullptr);
+
   const DeviceMesh& mesh() const { return mesh_; }
   const std::vector<std::int64_t>& coordinate() const { return coordinate_; }
   // How many group communicators were split so far (for tests of the cache).
@@ -164,12 +194,14 @@ class Redistributor {
 
  private:
   CountingCommunicator& group(std::span<const std::int64_t> dims, CommLog* log);
+  CountingCommunicator& split_group(std::vector<std::int64_t> sorted_dims);
   HostTensor step(const TransformStep& s, HostTensor x, CommLog* log);
 
   comm::Communicator* world_;
   DeviceMesh mesh_;
   std::vector<std::int64_t> coordinate_;
   std::map<std::vector<std::int64_t>, std::unique_ptr<CountingCommunicator>> groups_;
+  bool groups_fixed_ = false;  // create_groups() was called: run() no longer splits
 };
 
 }  // namespace meshgate

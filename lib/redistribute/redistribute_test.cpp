@@ -11,6 +11,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "comm/threads_world.hpp"
 #include "core/error.hpp"
@@ -36,10 +37,12 @@ DeviceMesh make_mesh(std::vector<std::int64_t> shape, std::vector<std::string> n
   return m;
 }
 
-// Runs src -> dst on every rank of a fresh threads world of the mesh's size.
+// Runs src -> dst on every rank of a fresh threads world of the mesh's size. With
+// `all_groups`, every rank first creates the groups of every coordinate's plan, which plans
+// that differ between ranks need.
 Outcome run(const DeviceMesh& mesh, const Shape& shape, DType dtype,
             const std::vector<Placement>& from, const std::vector<Placement>& to,
-            PlanOptions options = {}) {
+            PlanOptions options = {}, bool all_groups = false) {
   const auto n = static_cast<int>(mesh.size());
   const std::int64_t es = static_cast<std::int64_t>(comm::element_size(dtype));
   const DTensorSpec src = DTensorSpec::create(mesh, from, shape, es);
@@ -61,6 +64,7 @@ Outcome run(const DeviceMesh& mesh, const Shape& shape, DType dtype,
       const auto i = static_cast<std::size_t>(r);
       try {
         Redistributor ex(*comms[i], mesh);
+        if (all_groups) ex.create_groups(groups_of_all_coordinates(src, dst, {&options, 1}));
         const Plan plan = plan_redistribute(src, dst, ex.coordinate(), options);
         HostTensor local =
             source_local_tensor(global, mesh_shape, from, ex.coordinate(), mesh.size());
@@ -153,8 +157,8 @@ void check_comms(const Outcome& o, const std::vector<std::string>& want) {
 
 Outcome run_checked(const DeviceMesh& mesh, const Shape& shape, DType dtype,
                     const std::vector<Placement>& from, const std::vector<Placement>& to,
-                    PlanOptions options = {}) {
-  Outcome o = run(mesh, shape, dtype, from, to, options);
+                    PlanOptions options = {}, bool all_groups = false) {
+  Outcome o = run(mesh, shape, dtype, from, to, options, all_groups);
   check(mesh, shape, dtype, to, o);
   for (std::size_t r = 0; r < o.comms.size(); ++r) EXPECT_EQ(o.comms[r], o.planned[r]) << r;
   return o;
@@ -426,6 +430,88 @@ TEST(Redistribute, GroupsAreSplitOncePerSetOfDims) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(created, (std::vector<std::size_t>{2, 2, 2, 2}));  // {A,B} merged and {A}
+}
+
+// (S0,S0,S0) -> (S0,R,R) on 2x2x2 with B,C flattened: the B,C gathers see the rows A left on
+// this rank, so with 9 rows the A=0 ranks (5 rows, 5 % 4 != 0) gather twice and the A=1 ranks
+// (4 rows) once on B+C; with 7 rows the other way round. Each B x C group shares its A, so the
+// collectives pair up once every rank has split the groups of all coordinates.
+TEST(Redistribute, PlansThatDifferBetweenRanksRunWithTheGroupsOfAllCoordinates) {
+  const DeviceMesh mesh = make_mesh({2, 2, 2}, {"A", "B", "C"}, {{"B", "C"}});
+  const std::vector<std::string> two = {"all_gather(C, dim=0)", "all_gather(B, dim=0)"};
+  const std::vector<std::string> merged = {"all_gather(B+C, dim=0)"};
+  for (const auto& [rows, a0, a1] : {std::tuple{9, two, merged}, std::tuple{7, merged, two}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    const Shape shape = {rows, 2};
+    const DTensorSpec src = DTensorSpec::create(mesh, {S0, S0, S0}, shape);
+    const DTensorSpec dst = DTensorSpec::create(mesh, {S0, R, R}, shape);
+    const PlanOptions opt;
+    EXPECT_EQ(groups_of_all_coordinates(src, dst, {&opt, 1}),
+              (std::vector<std::vector<std::int64_t>>{{1}, {1, 2}, {2}}));
+    const Outcome o = run_checked(mesh, shape, DType::f32, {S0, S0, S0}, {S0, R, R}, {}, true);
+    for (int r = 0; r < 8; ++r) {
+      EXPECT_EQ(o.comms[static_cast<std::size_t>(r)], r < 4 ? a0 : a1) << "rank " << r;
+    }
+    EXPECT_EQ(o.out[0].shape, (Shape{(rows + 1) / 2, 2}));
+    EXPECT_EQ(o.out[7].shape, (Shape{rows / 2, 2}));
+    // Rank 0 holds rows [0, ceil(rows/2)) of the global tensor.
+    const HostTensor global = make_global_tensor(shape, DType::f32, 8);
+    EXPECT_EQ(o.out[0], narrow(global, 0, 0, (rows + 1) / 2));
+  }
+}
+
+// redistribute() plans, creates every coordinate's groups and runs, on a rank-dependent plan.
+TEST(Redistribute, RedistributeCreatesTheGroupsOfEveryRank) {
+  const DeviceMesh mesh = make_mesh({2, 2, 2}, {"A", "B", "C"}, {{"B", "C"}});
+  const Shape shape = {9, 3};
+  const DTensorSpec src = DTensorSpec::create(mesh, {S0, S0, S0}, shape);
+  const DTensorSpec dst = DTensorSpec::create(mesh, {S0, R, R}, shape);
+  const HostTensor global = make_global_tensor(shape, DType::f32, 8);
+  comm::ThreadsWorld world(8);
+  std::vector<std::unique_ptr<comm::Communicator>> comms;
+  for (int r = 0; r < 8; ++r) comms.push_back(world.communicator(r));
+  std::vector<HostTensor> out(8), want(8);
+  std::vector<std::size_t> created(8);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 8; ++r) {
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      Redistributor ex(*comms[i], mesh);
+      HostTensor local =
+          source_local_tensor(global, mesh.shape(), src.placements, ex.coordinate(), 8);
+      out[i] = ex.redistribute(src, dst, std::move(local));
+      want[i] = target_shard(global, mesh.shape(), dst.placements, ex.coordinate());
+      created[i] = ex.groups_created();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(out, want);
+  EXPECT_EQ(out[0].shape, (Shape{5, 3}));
+  EXPECT_EQ(out[4].shape, (Shape{4, 3}));
+  // B and C of the A=0 ranks and the merged B+C of the A=1 ranks, on every rank.
+  EXPECT_EQ(created, std::vector<std::size_t>(8, 3));
+}
+
+// Once the groups were created up front, a step on another group is an error on that rank
+// rather than a world-wide split that no other rank joins.
+TEST(Redistribute, StepOnAGroupNotCreatedUpFrontIsAnError) {
+  const DeviceMesh mesh = make_mesh({1}, {"A"});
+  comm::ThreadsWorld world(1);
+  auto c = world.communicator(0);
+  Redistributor ex(*c, mesh);
+  ex.create_groups({});
+  TransformStep s;
+  s.kind = StepKind::all_reduce;
+  s.mesh_dims = {0};
+  s.group_size = 2;
+  s.input_shape = {4};
+  try {
+    ex.run(std::vector<TransformStep>{s}, HostTensor::zeros({4}, DType::f32));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not created up front"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ex.create_groups(std::vector<std::vector<std::int64_t>>{{1}}), Error);
 }
 
 TEST(Redistribute, ShapeMismatchIsAnError) {

@@ -2,14 +2,25 @@
 // the mesh's size, run it through the executor on each rank's source shard of a deterministic
 // global tensor of integers (Partial sources: exact per-rank contributions), and check on every
 // rank the local shape, the values against the global tensor's target shard, bitwise equality
-// of replicas and the issued collectives against `expect.comms`. The unmerged plan runs too;
-// whether both give the same bits is reported. Every rank checks its own shard and the counts
-// of wrong results are summed over the communicator, so the threads and mpi backends agree.
+// of replicas and that the collectives it issued are its own plan's. The unmerged plan runs
+// too; whether both give the same bits is reported. Every rank checks its own shard and the
+// counts of wrong results are summed over the communicator, so the threads and mpi backends
+// agree.
+//
+// Plans are made per rank coordinate, and with uneven shards they can differ between ranks
+// (spec section 2: logical shapes use the coordinate, so merge decisions can differ). Hence
+// `expect.comms`, `expect.warnings` and `expect.local_shape` describe rank 0; the result row's
+// `plan` is rank 0's too, and `plans_differ_between_ranks` says whether another rank's plan
+// issues other collectives. Every rank splits the groups that the merged and the unmerged
+// plans of every coordinate use, in one order, before running anything, and every world-wide
+// call here (splits, count sums, timing barriers and max) is made the same number of times on
+// every rank whatever its plan.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,7 +83,8 @@ enum Count : std::size_t {
   wrong_shape,
   wrong_values,
   replica_mismatch,
-  comm_mismatch,
+  comm_mismatch,  // rank 0's issued collectives against expect.comms
+  plan_mismatch,  // a rank issued collectives other than its own plan's
   merged_unmerged_differ,
   local_shape_mismatch,
   count_slots
@@ -85,6 +97,7 @@ struct RankResult {
   std::int64_t bytes = 0;
   std::int64_t bytes_unmerged = 0;
   std::size_t warnings = 0;
+  std::size_t distinct_plans = 1;  // distinct comm lists of the merged plans over all ranks
   double cost = 0;
   double greedy_cost = 0;
   double cost_unmerged = 0;
@@ -160,6 +173,8 @@ class RedistributeCase final : public PreparedCase {
     o.metrics["modeled_cost_s"] = r.cost;
     o.metrics["greedy_cost_s"] = r.greedy_cost;
     o.metrics["warnings"] = r.warnings;
+    o.metrics["distinct_plans"] = r.distinct_plans;
+    o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
     o.metrics["unmerged"] = {{"plan", r.issued_unmerged},
                              {"collectives", r.issued_unmerged.size()},
                              {"bytes_per_rank", r.bytes_unmerged},
@@ -188,9 +203,10 @@ class RedistributeCase final : public PreparedCase {
       problems.push_back(std::to_string(c[replica_mismatch]) +
                          " rank(s) hold replicas that differ bitwise from their group's");
     }
-    if (c[comm_mismatch]) {
-      problems.push_back(comm_diff(*expect_comms, r.issued) + " (" +
-                         std::to_string(c[comm_mismatch]) + " rank(s) differ)");
+    if (c[comm_mismatch]) problems.push_back("rank 0: " + comm_diff(*expect_comms, r.issued));
+    if (c[plan_mismatch]) {
+      problems.push_back(std::to_string(c[plan_mismatch]) +
+                         " rank(s) issued collectives other than their own plan's");
     }
     if (c[local_shape_mismatch]) {
       problems.push_back("expect.local_shape " + shape_text(*expect_local_shape) +
@@ -198,7 +214,7 @@ class RedistributeCase final : public PreparedCase {
     }
     if (expect_warnings && static_cast<std::int64_t>(r.warnings) != *expect_warnings) {
       problems.push_back("expect.warnings " + std::to_string(*expect_warnings) +
-                         " but the plan has " + std::to_string(r.warnings));
+                         " but rank 0's plan has " + std::to_string(r.warnings));
     }
     if (!problems.empty()) {
       o.status = Status::fail;
@@ -223,6 +239,18 @@ class RedistributeCase final : public PreparedCase {
   std::vector<RankState> states_;
   std::size_t calls_ = 0;
   std::size_t calls_expected_ = 0;
+
+  // How many different comm lists the (merged) plans of all the mesh's coordinates issue.
+  std::size_t distinct_comm_lists(const DTensorSpec& src, const DTensorSpec& dst,
+                                  const DeviceMesh& mesh) const {
+    std::set<std::vector<std::string>> lists;
+    for (int rank = 0; rank < ranks(); ++rank) {
+      const auto coord = mesh.coordinate(rank);
+      if (!coord) continue;
+      lists.insert(comm_strings(cached_plan_redistribute(src, dst, *coord, options)->steps, mesh));
+    }
+    return lists.size();
+  }
 
   // Seconds of one redistribution, the max over the ranks of `world`.
   static double timed(comm::Communicator& world, RankState& s,
@@ -251,6 +279,10 @@ class RedistributeCase final : public PreparedCase {
     plain.optimize = false;
     plain.planner = Planner::greedy;
     const Plan unmerged = plan_redistribute(src, dst, coord, plain);
+    // Group splits are collective over the world and a rank's plans need only some groups:
+    // every rank splits the union over all coordinates and both plans, in one order.
+    const std::vector<PlanOptions> both = {options, plain};
+    ex.create_groups(groups_of_all_coordinates(src, dst, both));
 
     const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
     state.source = source_local_tensor(global, mesh_shape, src.placements, coord, mesh.size());
@@ -264,6 +296,7 @@ class RedistributeCase final : public PreparedCase {
     r.bytes = log.bytes();
     r.bytes_unmerged = log_unmerged.bytes();
     r.warnings = state.plan.warnings.size();
+    r.distinct_plans = distinct_comm_lists(src, dst, mesh);
     r.cost = state.plan.cost;
     r.greedy_cost = state.plan.greedy_cost;
     for (const TransformStep& s : unmerged.steps) r.cost_unmerged += s.modeled_time;
@@ -275,7 +308,11 @@ class RedistributeCase final : public PreparedCase {
     const bool shape_ok = out.shape == want.shape;
     if (!shape_ok) c[wrong_shape] = 1;
     if (out != out_unmerged) c[merged_unmerged_differ] = 1;
-    if (expect_comms && r.issued != *expect_comms) c[comm_mismatch] = 1;
+    if (r.issued != comm_strings(state.plan.steps, mesh) ||
+        r.issued_unmerged != comm_strings(unmerged.steps, mesh)) {
+      c[plan_mismatch] = 1;
+    }
+    if (rank == 0 && expect_comms && r.issued != *expect_comms) c[comm_mismatch] = 1;
     if (rank == 0 && expect_local_shape && out.shape != *expect_local_shape) {
       c[local_shape_mismatch] = 1;
     }
