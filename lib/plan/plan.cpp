@@ -743,6 +743,22 @@ std::vector<TransformStep> best_segmentation(const DeviceMesh& mesh, const MeshV
   return out;
 }
 
+// Every rank of a group must issue the same collectives, so min_cost may only choose from
+// costs that do not depend on the rank. They do not when every tensor dim divides evenly by
+// the product of all mesh dims that shard it in the source or the target: then every chunk at
+// every nesting level, in every intermediate placement of the plan, has the same size.
+bool rank_independent_shapes(const DTensorSpec& src, const DTensorSpec& dst, const MeshView& v) {
+  for (std::size_t d = 0; d < src.shape.size(); ++d) {
+    std::int64_t ways = 1;
+    for (std::size_t m = 0; m < v.shape.size(); ++m) {
+      const auto dim = static_cast<std::int64_t>(d);
+      if (src.placements[m].is_shard(dim) || dst.placements[m].is_shard(dim)) ways *= v.shape[m];
+    }
+    if (src.shape[d] % ways != 0) return false;
+  }
+  return true;
+}
+
 bool disjoint_dims(const TransformStep& a, const TransformStep& b) {
   for (std::int64_t x : a.mesh_dims) {
     if (std::find(b.mesh_dims.begin(), b.mesh_dims.end(), x) != b.mesh_dims.end()) return false;
@@ -955,7 +971,7 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
   }
   plan.greedy_cost = total_cost(plan.steps);
   plan.cost = plan.greedy_cost;
-  if (options.planner == Planner::min_cost && optimize) {
+  if (options.planner == Planner::min_cost && optimize && rank_independent_shapes(src, dst, v)) {
     // Two candidates: the greedy transforms with the cheapest merges, and the same after the
     // commuting rewrites. Keep the greedy plan on ties so min_cost only differs when strictly
     // cheaper.

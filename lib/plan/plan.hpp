@@ -99,8 +99,12 @@ struct PlanWarning {
 // transforms, then for each run of like-kind collectives the cheapest split under the cost
 // model: all_reduces (which commute, so order is free) into any groups that have a flattened
 // dim, reduce_scatters / all_gathers into consecutive segments that pass the merge rules
-// (order, flattened dim, evenness). The final placement is the same; the plan is never
-// costlier than greedy's, and ties keep greedy's.
+// (order, flattened dim, evenness), also after commuting rewrites (an all_reduce after another
+// dim's reduce_scatter or chunk and before another dim's all_gather; an all_reduce and a chunk
+// on one dim as a reduce_scatter). The final placement is the same; the plan is never costlier
+// than greedy's, and ties keep greedy's. Every rank of a group must issue the same
+// collectives, so min_cost only departs from greedy when no shard is uneven (each tensor dim
+// divides by all the mesh dims that shard it in source or target); otherwise it is greedy.
 enum class Planner : std::uint8_t { greedy, min_cost };
 enum class Api : std::uint8_t {
   internal,  // redistribute_local_tensor: R -> P allowed

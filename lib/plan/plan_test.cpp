@@ -585,6 +585,12 @@ TEST(MinCost, ReducesBeforeGatheringAndFusesAllReduceWithChunk) {
   flatten(m, {"B", "C"});
   const Plan f = plan(m, "S(0),P(sum),P(sum)", "S(0),S(0),S(0)", {1 << 20}, mc);
   EXPECT_EQ(all_steps(m, f.steps), (Strings{"reduce_scatter(B+C, sum, dim=0)"}));
+  // With uneven shards local sizes, hence costs, differ between the ranks of a group, and all
+  // of them must issue the same collectives: min_cost stays greedy there.
+  const Plan uneven = plan(m, "S(0),P(sum),P(sum)", "S(0),S(0),S(0)", {6}, mc);
+  EXPECT_EQ(all_steps(m, uneven.steps),
+            (Strings{"all_reduce(C, sum)", "reduce_scatter(B, sum, dim=0)", "chunk(C, dim=0)"}));
+  EXPECT_EQ(uneven.cost, uneven.greedy_cost);
   // (P,S0,P) -> RRR: greedy all_reduces C, gathers B, all_reduces A; reducing both before the
   // gather lets them merge over A_C.
   const DeviceMesh n = mesh_of({2, 2, 2}, {"A", "B", "C"});
