@@ -21,6 +21,7 @@
 #include "core/error.hpp"
 #include "core/half_float.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 #include "plan/cost_model.hpp"
 
@@ -719,70 +720,11 @@ std::int64_t read_bytes(const YAML::Node& value, const CaseNode& at, std::string
   return *bytes;
 }
 
-std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
-                                        std::string_view key) {
-  if (value.IsScalar()) return {value.Scalar()};
-  if (!value.IsSequence() || value.size() == 0) {
-    at.fail_at(value, key, "expected a dim name or a non-empty list of dim names");
-  }
-  std::vector<std::string> names;
-  for (const auto& item : value) {
-    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
-    names.push_back(item.Scalar());
-  }
-  return names;
-}
-
-std::vector<std::int64_t> read_mesh_ranks(const YAML::Node& value, const CaseNode& at) {
-  if (value.IsSequence()) return read_int_list(value, at, "mesh.ranks");
-  const std::string text = value.IsScalar() ? value.Scalar() : "";
-  const auto dots = text.find("..");
-  if (dots != std::string::npos) {
-    try {
-      std::size_t used_first = 0, used_last = 0;
-      const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
-      const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
-      if (used_first == dots && used_last == text.size() - dots - 2 && 0 <= first &&
-          first <= last && last < 65536) {
-        std::vector<std::int64_t> ranks;
-        for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
-        return ranks;
-      }
-    } catch (const std::exception&) {
-      // Falls through to the message below.
-    }
-  }
-  at.fail_at(value, "mesh.ranks",
-             "expected a list of ranks or an inclusive range such as \"8..15\"");
-}
-
+// The mesh must build here: a mesh the library rejects is an input error of the case file.
 DeviceMesh read_mesh(CaseNode& node) {
-  CaseNode m = node.child("mesh");
-  const bool has_shape = m.has("shape");
-  const bool has_layout = m.has("layout");
-  std::vector<std::string> names;
-  std::vector<std::int64_t> ranks;
-  std::optional<std::vector<std::int64_t>> shape;
-  std::optional<Layout> layout;
-  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
-  if (has_shape) {
-    shape = m.required<std::vector<std::int64_t>>("shape");
-    for (std::int64_t s : *shape) {
-      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
-    }
-  } else {
-    YAML::Node v = m.raw("layout");
-    try {
-      layout = read_layout(v, m, "layout");
-    } catch (const meshgate::Error& err) {
-      m.fail_at(v, "layout", err.what());
-    }
-  }
-  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) names = read_dim_names(v, m, "names");
-  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) ranks = read_mesh_ranks(v, m);
+  const MeshSpec spec = read_mesh_spec(node);
   try {
-    return layout ? DeviceMesh::from_layout(*layout, names, ranks)
-                  : DeviceMesh::create(*shape, names, ranks);
+    return spec.build();
   } catch (const meshgate::Error& err) {
     node.fail("mesh", err.what());
   }
@@ -812,6 +754,8 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   std::vector<std::string> group_dims;
   if (YAML::Node v = node.raw("group"); v && !v.IsNull()) {
     group_dims = read_dim_names(v, node, "group");
+    if (group_dims.empty())
+      node.fail_at(v, "group", "expected a dim name or a non-empty list of dim names");
   } else if (mesh.names().empty()) {
     if (mesh.ndim() != 1) node.fail("group", "is required for an unnamed mesh of several dims");
   } else {

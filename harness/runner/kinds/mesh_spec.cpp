@@ -16,8 +16,9 @@ std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at
       std::size_t used_last = 0;
       const std::int64_t first = std::stoll(text.substr(0, dots), &used_first);
       const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
+      // A bound on the range keeps a typo such as "0..10000000000" from exhausting memory.
       if (used_first == dots && used_last == text.size() - dots - 2 && 0 <= first &&
-          first <= last) {
+          first <= last && last < (1 << 20)) {
         std::vector<std::int64_t> ranks;
         for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
         return ranks;
