@@ -11,8 +11,6 @@ namespace {
 
 constexpr std::array<DType, 8> kDTypes = {DType::f32, DType::f64, DType::f16, DType::bf16,
                                           DType::i32, DType::i64, DType::i8,  DType::u8};
-constexpr std::array<ReduceOp, 5> kReduceOps = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max,
-                                                ReduceOp::min, ReduceOp::product};
 
 }  // namespace
 
@@ -61,22 +59,6 @@ std::string_view to_string(DType d) {
   return "unknown-dtype";
 }
 
-std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::avg:
-      return "avg";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::product:
-      return "product";
-  }
-  return "unknown-reduce-op";
-}
-
 DType parse_dtype(std::string_view text) {
   std::string known;
   for (DType d : kDTypes) {
@@ -85,16 +67,6 @@ DType parse_dtype(std::string_view text) {
   }
   throw Error(ErrorKind::value,
               "unknown dtype '" + std::string(text) + "': expected one of " + known);
-}
-
-ReduceOp parse_reduce_op(std::string_view text) {
-  std::string known;
-  for (ReduceOp op : kReduceOps) {
-    if (to_string(op) == text) return op;
-    known += (known.empty() ? "" : ", ") + std::string(to_string(op));
-  }
-  throw Error(ErrorKind::value,
-              "unknown reduce op '" + std::string(text) + "': expected one of " + known);
 }
 
 GroupPosition locate_rank(const std::vector<std::vector<int>>& groups, int size, int rank) {

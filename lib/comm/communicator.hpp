@@ -11,18 +11,17 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/reduce_op.hpp"
 
 namespace meshgate::comm {
 
 enum class DType { f32, f64, f16, bf16, i32, i64, i8, u8 };
-enum class ReduceOp { sum, avg, max, min, product };
+using meshgate::ReduceOp;
 
 std::size_t element_size(DType d);
 std::string_view to_string(DType d);  // "float32", "float64", "float16", "bfloat16", "int32", ...
-std::string_view to_string(ReduceOp op);          // "sum", "avg", "max", "min", "product"
-DType parse_dtype(std::string_view text);         // Error(value) naming the known dtypes
-ReduceOp parse_reduce_op(std::string_view text);  // Error(value) naming the known ops
-bool is_floating(DType d);                        // float32, float64, float16, bfloat16
+DType parse_dtype(std::string_view text);  // Error(value) naming the known dtypes
+bool is_floating(DType d);                 // float32, float64, float16, bfloat16
 
 // Where `rank` sits in `groups` (split's argument): the index of its group and its position
 // there, or {-1, -1} when no group holds it. Error(value) unless the groups are non-empty and

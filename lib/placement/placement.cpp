@@ -32,32 +32,6 @@ std::string py_list(std::span<const std::int64_t> v) {
 
 }  // namespace
 
-std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::avg:
-      return "avg";
-    case ReduceOp::max:
-      return "max";
-    case ReduceOp::min:
-      return "min";
-    case ReduceOp::product:
-      return "product";
-  }
-  return "?";
-}
-
-ReduceOp parse_reduce_op(std::string_view text) {
-  const std::string_view t = trim(text);
-  for (ReduceOp op :
-       {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min, ReduceOp::product}) {
-    if (t == to_string(op)) return op;
-  }
-  throw Error(ErrorKind::value, "unknown reduce op '" + std::string(text) +
-                                    "': use one of sum, avg, max, min, product");
-}
-
 std::int64_t Placement::dim() const {
   if (!is_shard()) {
     throw Error(ErrorKind::assertion,

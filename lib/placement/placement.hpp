@@ -11,15 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/reduce_op.hpp"
 #include "mesh/device_mesh.hpp"
 
 namespace meshgate {
-
-// Partial's reduce op. The default (Partial()) is sum, as in the reference.
-enum class ReduceOp : std::uint8_t { sum, avg, max, min, product };
-std::string_view to_string(ReduceOp op);  // "sum", "avg", ...
-// "sum" | "avg" | "max" | "min" | "product"; Error(value) naming the accepted ops otherwise.
-ReduceOp parse_reduce_op(std::string_view text);
 
 // Shard(d), Replicate() or Partial(op): 8 bytes, trivially copyable, ordered and hashable.
 class Placement {

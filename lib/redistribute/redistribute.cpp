@@ -27,22 +27,6 @@ std::string shape_string(std::span<const std::int64_t> s) {
   return out + "]";
 }
 
-comm::ReduceOp comm_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return comm::ReduceOp::sum;
-    case ReduceOp::avg:
-      return comm::ReduceOp::avg;
-    case ReduceOp::max:
-      return comm::ReduceOp::max;
-    case ReduceOp::min:
-      return comm::ReduceOp::min;
-    case ReduceOp::product:
-      return comm::ReduceOp::product;
-  }
-  return comm::ReduceOp::sum;
-}
-
 // A buffer in the communicator's memory space (device memory for nccl), filled from and read
 // back to host tensors, so the executor works on every backend.
 class CommBuffer {
@@ -558,8 +542,7 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
       CommBuffer buf(g, x.bytes());
       buf.upload(x);
       g.annotate(-1, -1, s.reduce_op);
-      g.all_reduce(buf.get(), buf.get(), static_cast<std::size_t>(x.numel()), dt,
-                   comm_op(s.reduce_op));
+      g.all_reduce(buf.get(), buf.get(), static_cast<std::size_t>(x.numel()), dt, (s.reduce_op));
       buf.download(x);
       if (s.avg_scale > 1) divide(x, s.avg_scale);
       return x;
@@ -587,8 +570,7 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
       CommBuffer rb(g, recv.bytes());
       sb.upload(send);
       g.annotate(-1, s.dst_tensor_dim, s.reduce_op);
-      g.reduce_scatter(sb.get(), rb.get(), static_cast<std::size_t>(block), dt,
-                       comm_op(s.reduce_op));
+      g.reduce_scatter(sb.get(), rb.get(), static_cast<std::size_t>(block), dt, (s.reduce_op));
       rb.download(recv);
       const ChunkRange mine = chunk_range(x.shape[d], n, g.rank());
       HostTensor out = narrow(recv, static_cast<std::int64_t>(d), 0, mine.length);

@@ -446,7 +446,7 @@ class CollectiveCase final : public PreparedCase {
 
   std::string plan_line() const {
     std::string line = std::string(to_string(op)) + "(" + std::string(comm::to_string(dtype));
-    if (reduce) line += ", " + std::string(comm::to_string(*reduce));
+    if (reduce) line += ", " + std::string(to_string(*reduce));
     if (op == Op::broadcast) line += ", root=" + std::to_string(root);
     return line + ") on " + std::to_string(groups.size()) + " group(s) of " +
            std::to_string(group_size);
@@ -653,7 +653,7 @@ class CollectiveCase final : public PreparedCase {
       std::snprintf(line, sizeof line, "      %12lld %12zu %8s %7s %5s",
                     static_cast<long long>(r.bytes), count_of(r.bytes),
                     std::string(comm::to_string(dtype)).c_str(),
-                    reduce ? std::string(comm::to_string(*reduce)).c_str() : "-",
+                    reduce ? std::string(to_string(*reduce)).c_str() : "-",
                     op == Op::broadcast ? std::to_string(root).c_str() : "-");
       out += line + cells[0] + cells[1] + "\n";
     }
@@ -801,7 +801,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   if (is_reduction(c->op)) {
     const std::string reduce = node.required<std::string>("reduce");
     try {
-      c->reduce = comm::parse_reduce_op(reduce);
+      c->reduce = parse_reduce_op(reduce);
     } catch (const meshgate::Error& err) {
       node.fail("reduce", err.what());
     }
@@ -893,7 +893,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
                     {"inplace", c->inplace},
                     {"group_size", c->group_size},
                     {"ranks", c->case_ranks}};
-  if (c->reduce) c->params_json["reduce"] = std::string(comm::to_string(*c->reduce));
+  if (c->reduce) c->params_json["reduce"] = std::string(to_string(*c->reduce));
   if (c->op == Op::broadcast) c->params_json["root"] = c->root;
   if (c->seed != 0) c->params_json["seed"] = c->seed;
   return c;

@@ -347,10 +347,8 @@ class RedistributeCase final : public PreparedCase {
     if (!partial_dims.empty()) {
       std::unique_ptr<comm::Communicator> g =
           world.split(mesh_groups(mesh, partial_dims, world.size()));
-      const comm::ReduceOp cop = op == ReduceOp::max       ? comm::ReduceOp::max
-                                 : op == ReduceOp::min     ? comm::ReduceOp::min
-                                 : op == ReduceOp::product ? comm::ReduceOp::product
-                                                           : comm::ReduceOp::sum;
+      // An avg is summed here; the division by the avg dims' size follows below.
+      const ReduceOp cop = op == ReduceOp::avg ? ReduceOp::sum : op;
       g->all_reduce(value.data.data(), value.data.data(), static_cast<std::size_t>(value.numel()),
                     comm::DType::f64, cop);
       if (op == ReduceOp::sum && avg_size > 1) divide(value, avg_size);
