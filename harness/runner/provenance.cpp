@@ -11,6 +11,10 @@
 #include <random>
 #include <thread>
 
+#ifdef MESHGATE_HAVE_NCCL
+#include "comm/nccl_world.hpp"
+#endif
+
 namespace meshgate::runner {
 
 namespace {
@@ -97,7 +101,11 @@ CommitInfo commit_info() {
 nlohmann::ordered_json versions_info(std::optional<std::string> mpi,
                                      std::optional<std::string> nccl,
                                      std::optional<std::string> cuda) {
-  // The threads backend uses neither CUDA, NCCL nor MPI; the process backends fill theirs in.
+  // The threads backend uses neither NCCL nor MPI (the process backends fill theirs in); a
+  // CUDA build records its CUDA runtime whatever the backend, since the GEMM cases use it.
+#ifdef MESHGATE_HAVE_NCCL
+  if (!cuda) cuda = comm::cuda_runtime_version();
+#endif
   const auto or_null = [](const std::optional<std::string>& v) {
     return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
   };
@@ -110,14 +118,16 @@ nlohmann::ordered_json versions_info(std::optional<std::string> mpi,
 nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions) {
   const std::string cpu = cpu_model();
   const unsigned cores = std::thread::hardware_concurrency();
-  const nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  const std::string identity =
-      cpu + "|" + std::to_string(cores) + "|" + gpus.dump() + "|" + versions.dump();
-  return {{"host", host_name()},
-          {"cpu", cpu},
-          {"cores", cores},
-          {"gpus", gpus},
-          {"fingerprint", stable_hash(identity)}};
+  nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+  nlohmann::ordered_json driver = nullptr;  // the CUDA driver's version, null without one
+#ifdef MESHGATE_HAVE_NCCL
+  for (const std::string& name : comm::cuda_device_names()) gpus.push_back(name);
+  if (const std::string d = comm::cuda_driver_version(); !d.empty()) driver = d;
+#endif
+  const std::string identity = cpu + "|" + std::to_string(cores) + "|" + gpus.dump() + "|" +
+                               driver.dump() + "|" + versions.dump();
+  return {{"host", host_name()}, {"cpu", cpu},       {"cores", cores},
+          {"gpus", gpus},        {"driver", driver}, {"fingerprint", stable_hash(identity)}};
 }
 
 std::string utc_timestamp_now() {

@@ -4,6 +4,7 @@
 // is defined then); this header includes neither CUDA nor NCCL.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -11,6 +12,13 @@ namespace meshgate::comm {
 
 // How many CUDA devices this process sees; 0 without a driver or a device.
 int cuda_device_count();
+
+// The CUDA runtime this build links, e.g. "13.0", and the driver's CUDA version ("" without a
+// driver): for the provenance of every result.
+std::string cuda_runtime_version();
+std::string cuda_driver_version();
+// The names of the visible CUDA devices, in device order (empty without a driver or device).
+std::vector<std::string> cuda_device_names();
 
 // NCCL's version as "major.minor.patch" (ncclGetVersion), e.g. "2.28.9".
 std::string nccl_library_version();

@@ -241,6 +241,34 @@ int cuda_device_count() {
   return count;
 }
 
+namespace {
+// CUDA encodes versions as major * 1000 + minor * 10.
+std::string cuda_version_text(int code) {
+  return std::to_string(code / 1000) + "." + std::to_string(code % 1000 / 10);
+}
+}  // namespace
+
+std::string cuda_runtime_version() {
+  int code = 0;
+  if (cudaRuntimeGetVersion(&code) != cudaSuccess) return "";
+  return cuda_version_text(code);
+}
+
+std::string cuda_driver_version() {
+  int code = 0;
+  if (cudaDriverGetVersion(&code) != cudaSuccess || code == 0) return "";
+  return cuda_version_text(code);
+}
+
+std::vector<std::string> cuda_device_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < cuda_device_count(); ++i) {
+    cudaDeviceProp props{};
+    if (cudaGetDeviceProperties(&props, i) == cudaSuccess) names.emplace_back(props.name);
+  }
+  return names;
+}
+
 std::string nccl_library_version() {
   int code = 0;
   MESHGATE_NCCL_CHECK(ncclGetVersion(&code));
