@@ -12,6 +12,12 @@
 namespace meshgate {
 namespace {
 
+// memcpy for buffers that may be empty (empty shards): memcpy's pointers must be valid even for
+// zero bytes, and an empty vector's data() may be null.
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
 std::int64_t product(std::span<const std::int64_t> s) {
   std::int64_t p = 1;
   for (std::int64_t v : s) p *= v;
@@ -217,7 +223,7 @@ void copy_box(const HostTensor& src, std::span<const std::int64_t> src_offset, H
       so += idx[d] * ss[d];
       dof += idx[d] * ds[d];
     }
-    std::memcpy(t + dof, s + so, row);
+    copy_bytes(t + dof, s + so, row);
     std::size_t d = nd - 1;
     while (d-- > 0) {
       if (++idx[d] < extent[d]) break;
@@ -562,8 +568,8 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
         if (r.length == 0) continue;
         HostTensor piece = pad_to(narrow(x, static_cast<std::int64_t>(d), r.offset, r.length),
                                   static_cast<std::int64_t>(d), full);
-        std::memcpy(send.data.data() + static_cast<std::size_t>(j * block) * es, piece.data.data(),
-                    piece.bytes());
+        copy_bytes(send.data.data() + static_cast<std::size_t>(j * block) * es, piece.data.data(),
+                   piece.bytes());
       }
       HostTensor recv = HostTensor::zeros(block_shape, dt);
       CommBuffer sb(g, send.bytes());
@@ -600,8 +606,8 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
       for (std::int64_t j = 0; j < n; ++j) {
         const std::int64_t rows = std::min(full, logical - j * full);
         if (rows <= 0) break;
-        std::memcpy(piece.data.data(), recv.data.data() + static_cast<std::size_t>(j * block) * es,
-                    piece.bytes());
+        copy_bytes(piece.data.data(), recv.data.data() + static_cast<std::size_t>(j * block) * es,
+                   piece.bytes());
         Shape extent = piece.shape;
         extent[d] = rows;
         Shape at(nd, 0);
@@ -637,8 +643,8 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
           extent[b] = r.length;
           copy_box(x, from, piece, zero, extent);
         }
-        std::memcpy(send.data.data() + static_cast<std::size_t>(j * block) * es, piece.data.data(),
-                    piece.bytes());
+        copy_bytes(send.data.data() + static_cast<std::size_t>(j * block) * es, piece.data.data(),
+                   piece.bytes());
       }
       HostTensor recv = HostTensor::zeros({n * block}, dt);
       CommBuffer sb(g, send.bytes());
@@ -655,8 +661,8 @@ HostTensor Redistributor::step(const TransformStep& s, HostTensor x, CommLog* lo
       for (std::int64_t i = 0; i < n; ++i) {
         const std::int64_t rows = std::min(fa, la - i * fa);
         if (rows <= 0) break;
-        std::memcpy(piece.data.data(), recv.data.data() + static_cast<std::size_t>(i * block) * es,
-                    piece.bytes());
+        copy_bytes(piece.data.data(), recv.data.data() + static_cast<std::size_t>(i * block) * es,
+                   piece.bytes());
         Shape extent = block_shape;
         extent[a] = rows;
         extent[b] = mine.length;
