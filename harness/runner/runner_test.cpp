@@ -311,13 +311,21 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
   EXPECT_EQ(run["started"].get<std::string>().size(), 20u);
   EXPECT_TRUE(run["commit"].is_string());
   EXPECT_TRUE(run["dirty"].is_boolean());
-  for (const char* key : {"host", "cpu", "cores", "gpus", "fingerprint"}) {
+  for (const char* key : {"host", "cpu", "cores", "gpus", "driver", "fingerprint"}) {
     EXPECT_TRUE(run["machine"].contains(key)) << key;
   }
-  EXPECT_EQ(run["machine"]["gpus"], nlohmann::json::array());
+  EXPECT_TRUE(run["machine"]["gpus"].is_array());
+  for (const auto& gpu : run["machine"]["gpus"]) EXPECT_TRUE(gpu.is_string());
   EXPECT_EQ(run["machine"]["fingerprint"].get<std::string>().size(), 16u);
   EXPECT_TRUE(run["versions"]["meshgate"].is_string());
+#ifdef MESHGATE_HAVE_NCCL
+  // A CUDA build records its CUDA runtime (e.g. "13.0") even on the threads backend.
+  EXPECT_TRUE(run["versions"]["cuda"].is_string());
+#else
+  EXPECT_EQ(run["machine"]["gpus"], nlohmann::json::array());
+  EXPECT_TRUE(run["machine"]["driver"].is_null());
   EXPECT_TRUE(run["versions"]["cuda"].is_null());
+#endif
   EXPECT_TRUE(run["versions"]["nccl"].is_null());
   EXPECT_TRUE(run["versions"]["mpi"].is_null());
 
