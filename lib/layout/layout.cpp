@@ -65,8 +65,8 @@ void insertion_sort(Buffer& v) {
   }
 }
 
-// The leaves after the placeholder at `root` were written right to left: reverse them into
-// a flat tuple, or replace the placeholder by the leaf when there is only one.
+// The leaves after the reserved tuple node at `root` were written right to left: reverse them into
+// a flat tuple, or replace that node by the leaf when there is only one.
 void finish_mode(Nodes& out, std::size_t root) {
   const std::size_t count = out.size() - root - 1;
   if (count == 1) {
@@ -116,7 +116,7 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
     out_stride.push_back(Node{0, 0});
     return;
   }
-  // The modes are found right to left: they are written after a placeholder tuple node and
+  // The modes are found right to left: they are written after a reserved tuple node and
   // put in order (or collapsed to a single int) at the end.
   const std::size_t shape_root = out_shape.size();
   const std::size_t stride_root = out_stride.size();
