@@ -232,12 +232,15 @@ def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _size_series(metrics: dict[str, Any], key_hint: str = "busbw") -> list[tuple[float, float]]:
+def _size_series(metrics: dict[str, Any], key_hint: str = "busbw",
+                 inplace: Optional[bool] = None) -> list[tuple[float, float]]:
     sizes = metrics.get("sizes")
     points = []
     if isinstance(sizes, list):
         for entry in sizes:
             if not isinstance(entry, dict):
+                continue
+            if inplace is not None and bool(entry.get("inplace", False)) != inplace:
                 continue
             size = entry.get("bytes", entry.get("size"))
             value = next((v for k, v in entry.items() if k.lower().startswith(key_hint)), None)
@@ -305,12 +308,30 @@ def _badge(text: str, cls: Optional[str] = None) -> str:
     return f'<span class="badge {_esc(cls or text)}">{_esc(text)}</span>'
 
 
+def _busbw_series(metrics: dict[str, Any], label: str = "") -> list[tuple[str, list[tuple[float, float]]]]:
+    """busbw per size; one line per mode when the sizes were measured in and out of place
+    (one line through both would zigzag between two measurements of each size)."""
+    sizes = metrics.get("sizes")
+    modes = sorted({bool(e["inplace"]) for e in sizes if isinstance(e, dict) and "inplace" in e}) \
+        if isinstance(sizes, list) else []
+    if len(modes) < 2:
+        points = _size_series(metrics, "busbw")
+        return [(label or "busbw", points)] if points else []
+    series = []
+    for mode in modes:
+        points = _size_series(metrics, "busbw", inplace=mode)
+        name = "in-place" if mode else "out-of-place"
+        if points:
+            series.append((f"{label} {name}".strip(), points))
+    return series
+
+
 def _metric_plots(row: dict[str, Any], label: str = "") -> list[str]:
     metrics = row.get("metrics") or {}
     plots = []
-    busbw = _size_series(metrics, "busbw")
+    busbw = _busbw_series(metrics, label)
     if busbw:
-        plots.append(svg.line_plot([(label or "busbw", busbw)], f"{row['id']}: busbw vs size", "message size", "busbw (GB/s)"))
+        plots.append(svg.line_plot(busbw, f"{row['id']}: busbw vs size", "message size", "busbw (GB/s)"))
     bars = _tflops_by_impl(metrics)
     if bars:
         plots.append(svg.bar_chart(bars, f"{row['id']}: TFLOP/s per implementation", "TFLOP/s"))
@@ -544,8 +565,7 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
 def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: Optional[dict[str, Any]]) -> list[str]:
     sides = [(label, (row or {}).get("metrics") or {}) for label, row in (("base", base), ("new", new)) if row]
     plots = []
-    series = [(label, _size_series(m, "busbw")) for label, m in sides]
-    series = [(label, pts) for label, pts in series if pts]
+    series = [line for label, m in sides for line in _busbw_series(m, label)]
     if series:
         plots.append(svg.line_plot(series, f"{case_id}: busbw vs size", "message size", "busbw (GB/s)"))
     bars, colors = [], []

@@ -100,6 +100,17 @@ class RunReportTest(unittest.TestCase):
         error_root = ET.fromstring(report.junit_xml(load("mesh_compat_run.json")))
         self.assertEqual(error_root.get("errors"), "1")
 
+    def test_busbw_in_and_out_of_place_are_separate_lines(self):
+        metrics = {"sizes": [{"bytes": 1024, "busbw_GBps": 1.0, "inplace": False},
+                             {"bytes": 1024, "busbw_GBps": 3.0, "inplace": True},
+                             {"bytes": 4096, "busbw_GBps": 2.0, "inplace": False},
+                             {"bytes": 4096, "busbw_GBps": 4.0, "inplace": True}]}
+        self.assertEqual(report._busbw_series(metrics, "new"),
+                         [("new out-of-place", [(1024.0, 1.0), (4096.0, 2.0)]),
+                          ("new in-place", [(1024.0, 3.0), (4096.0, 4.0)])])
+        one_mode = {"sizes": [{"bytes": 8, "busbw_GBps": 0.5, "inplace": False}]}
+        self.assertEqual(report._busbw_series(one_mode), [("busbw", [(8.0, 0.5)])])
+
     def test_html_is_self_contained_with_plots(self):
         page = report.run_html(load("new.json"))
         checker = check_html(self, page)
