@@ -24,23 +24,11 @@ void children_of(const Node* n, ChildList& out) {
   }
 }
 
-void append_cute(const Node* n, std::string& out) {
-  if (IntTupleAccess::is_leaf(n)) {
-    out += std::to_string(n->value);
-    return;
-  }
-  out += '(';
-  const auto count = static_cast<std::size_t>(n->value);
-  const Node* child = n + 1;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i != 0) out += ',';
-    append_cute(child, out);
-    child += IntTupleAccess::subtree_size(child);
-  }
-  out += ')';
-}
+// CuTe notation "(2,(1,6))", or Python's tuple repr "(2, (1, 6))" with "(8,)" for a 1-tuple
+// (the form the reference's error messages quote).
+enum class TupleStyle { cute, python };
 
-void append_python(const Node* n, std::string& out) {
+void append_tuple(const Node* n, TupleStyle style, std::string& out) {
   if (IntTupleAccess::is_leaf(n)) {
     out += std::to_string(n->value);
     return;
@@ -49,17 +37,17 @@ void append_python(const Node* n, std::string& out) {
   const auto count = static_cast<std::size_t>(n->value);
   const Node* child = n + 1;
   for (std::size_t i = 0; i < count; ++i) {
-    if (i != 0) out += ", ";
-    append_python(child, out);
+    if (i != 0) out += style == TupleStyle::cute ? "," : ", ";
+    append_tuple(child, style, out);
     child += IntTupleAccess::subtree_size(child);
   }
-  if (count == 1) out += ',';
+  if (style == TupleStyle::python && count == 1) out += ',';
   out += ')';
 }
 
 std::string cute_of(const Node* n) {
   std::string s;
-  append_cute(n, s);
+  append_tuple(n, TupleStyle::cute, s);
   return s;
 }
 
@@ -437,7 +425,7 @@ std::string to_string(const IntTuple& t) {
 
 std::string python_repr(const IntTuple& t) {
   std::string s;
-  append_python(IntTupleAccess::nodes(t), s);
+  append_tuple(IntTupleAccess::nodes(t), TupleStyle::python, s);
   return s;
 }
 

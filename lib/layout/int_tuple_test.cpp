@@ -6,26 +6,13 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "layout/layout_test_support.hpp"
 #include "layout/random_layouts_test.hpp"
 
 namespace meshgate {
 namespace {
 
-IntTuple T(std::string_view text) {
-  return parse_int_tuple(text);
-}
-
-// Runs `f` and returns the Error it throws; fails the test when nothing is thrown.
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::runtime, "nothing thrown");
-}
+using namespace meshgate::testing;
 
 TEST(IntTuple, ConstructionAndAccess) {
   const IntTuple eight = 8;

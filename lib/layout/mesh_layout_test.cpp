@@ -8,31 +8,15 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "layout/layout_test_support.hpp"
 #include "layout/random_layouts_test.hpp"
 
 namespace meshgate {
 namespace {
 
+using namespace meshgate::testing;
+
 using Ranks = std::vector<std::int64_t>;
-
-Layout L(std::string_view text) {
-  return parse_layout(text);
-}
-
-template <class F>
-Error error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::runtime, "nothing thrown");
-}
-
-bool contains(const Error& e, std::string_view text) {
-  return std::string_view(e.what()).find(text) != std::string_view::npos;
-}
 
 Ranks arange(std::int64_t from, std::int64_t to) {
   Ranks r(static_cast<std::size_t>(to - from));
