@@ -1,6 +1,10 @@
 """Getting a runner to launch: MESHGATE_RUNNER when set, otherwise install missing system
-packages (ci/bootstrap) and configure once, then build the meshgate-runner target with the CMake preset ci/preset chooses. CMake decides what is
-stale; its output is shown only when it compiles something or fails."""
+packages (ci/bootstrap) and configure once, then build the meshgate-runner target (only that
+target, on every CPU this process may use: `cmake --build ... -j N`) with the CMake preset
+ci/preset chooses. CMake decides what is stale; its output is shown only when it compiles
+something or fails. Builds run with CCACHE_BASEDIR at the checkout and CCACHE_NOHASHDIR=1, so
+ccache (the compiler launcher when installed) shares its entries between this checkout and the
+worktrees of other revisions under it (revisions.py)."""
 
 from __future__ import annotations
 
@@ -88,6 +92,68 @@ def ensure_system_packages(root: Path, out: TextIO, env: dict) -> None:
                          f"(exit code {proc.returncode}); see its message above")
 
 
+def build_jobs(env: dict | None = None) -> int:
+    """Parallel build jobs: CMAKE_BUILD_PARALLEL_LEVEL when set, else the CPUs this process may
+    run on."""
+    given = (os.environ if env is None else env).get("CMAKE_BUILD_PARALLEL_LEVEL", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def ccache_env(env: dict, base_dir: Path) -> dict:
+    """`env` plus the ccache settings that let builds of several checkouts under `base_dir`
+    share cache entries: paths under CCACHE_BASEDIR are hashed relative to the build folder,
+    and CCACHE_NOHASHDIR=1 leaves the working directory (which -g would add) out of the hash.
+    A CCACHE_BASEDIR the caller set that already contains `base_dir` is kept."""
+    env = dict(env)
+    given = env.get("CCACHE_BASEDIR")
+    if not (given and Path(base_dir).resolve().is_relative_to(Path(given).resolve())):
+        env["CCACHE_BASEDIR"] = str(Path(base_dir).resolve())
+    env.setdefault("CCACHE_NOHASHDIR", "1")
+    return env
+
+
+def is_configured(build_dir: Path) -> bool:
+    """Whether a configure finished in `build_dir`: a cache and a generated build system (a
+    configure that failed leaves CMakeCache.txt alone, and is run again)."""
+    return (build_dir / "CMakeCache.txt").exists() and any(
+        (build_dir / name).exists() for name in ("Makefile", "build.ninja"))
+
+
+def build_target(root: Path, preset: str, env: dict, out: TextIO,
+                 target: str = RUNNER_TARGET, configure_args: tuple[str, ...] = (),
+                 checked_packages: bool = False) -> Path:
+    """Configures `root` with `cmake --preset PRESET [configure_args]` unless build/PRESET is
+    configured already, then builds only `target` with `-j build_jobs()`. Returns the build
+    folder; BuildError when a step fails."""
+    build_dir = root / "build" / preset
+    if not is_configured(build_dir):
+        if not checked_packages:
+            ensure_system_packages(root, out, env)
+        out.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
+        _run_quietly(["cmake", "--preset", preset, *configure_args], root, out,
+                     f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
+    _run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
+                  "-j", str(build_jobs(env))], root, out,
+                 "fix the compile error above (or run ci/bootstrap when a tool is missing)", env)
+    return build_dir
+
+
+def require_cmake(root: Path, out: TextIO, env: dict) -> bool:
+    """Makes sure cmake is on PATH, running ci/bootstrap when it is not; returns whether
+    ci/bootstrap ran."""
+    if shutil.which("cmake", path=env.get("PATH")) is not None:
+        return False
+    ensure_system_packages(root, out, env)
+    if shutil.which("cmake", path=env.get("PATH")) is None:
+        raise BuildError(f"cmake not found on PATH: {BOOTSTRAP_HINT}")
+    return True
+
+
 def find_runner(build_dir: Path) -> Path:
     """The meshgate-runner executable inside a build folder."""
     for candidate in (build_dir / "harness" / "runner" / RUNNER_TARGET,
@@ -114,20 +180,8 @@ def runner_command(root: Path | None = None, preset: str | None = None,
                              f"build the runner, or point it at a built meshgate-runner")
         return [str(path)]
     root = root or source_root()
-    checked_packages = False
-    if shutil.which("cmake", path=env.get("PATH")) is None:
-        ensure_system_packages(root, out, env)
-        checked_packages = True
-    if shutil.which("cmake", path=env.get("PATH")) is None:
-        raise BuildError(f"cmake not found on PATH: {BOOTSTRAP_HINT}")
+    checked_packages = require_cmake(root, out, env)
     preset = preset_for(root, preset, env)
-    build_dir = root / "build" / preset
-    if not (build_dir / "CMakeCache.txt").exists():
-        if not checked_packages:
-            ensure_system_packages(root, out, env)
-        out.write(f"meshgate: configuring build/{preset} (cmake --preset {preset})\n")
-        _run_quietly(["cmake", "--preset", preset], root, out,
-                     f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
-    _run_quietly(["cmake", "--build", "--preset", preset, "--target", RUNNER_TARGET], root, out,
-                 "fix the compile error above (or run ci/bootstrap when a tool is missing)", env)
+    build_dir = build_target(root, preset, ccache_env(env, root), out,
+                             checked_packages=checked_packages)
     return [str(find_runner(build_dir))]

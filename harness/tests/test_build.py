@@ -38,8 +38,10 @@ class BuildTest(unittest.TestCase):
         bin_dir.mkdir()
         (bin_dir / "cmake").symlink_to(FIXTURES / "fake_cmake.py")
         self.log = Path(tmp.name) / "cmake.jsonl"
+        self.context_log = Path(tmp.name) / "cmake-context.jsonl"
         self.env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_CMAKE_LOG": str(self.log),
-                    "MESHGATE_PRESET": "cpu"}
+                    "FAKE_CMAKE_CONTEXT_LOG": str(self.context_log), "MESHGATE_PRESET": "cpu"}
+        self.jobs = str(build.build_jobs(self.env))
         self.out = io.StringIO()
 
     def calls(self):
@@ -57,7 +59,7 @@ class BuildTest(unittest.TestCase):
                          [str(self.root / "build/cpu/harness/runner/meshgate-runner")])
         self.assertEqual(self.calls(), [["--preset", "cpu"],
                                         ["--build", "--preset", "cpu", "--target",
-                                         "meshgate-runner"]])
+                                         "meshgate-runner", "-j", self.jobs]])
 
     def bootstrap_calls(self):
         return len(self.bootstrap_log.read_text().splitlines()) if self.bootstrap_log.exists() else 0
@@ -82,8 +84,42 @@ class BuildTest(unittest.TestCase):
         self.log.unlink()
         self.build()
         self.assertEqual(self.calls(), [["--build", "--preset", "cpu", "--target",
-                                         "meshgate-runner"]])
+                                         "meshgate-runner", "-j", self.jobs]])
         self.assertEqual(self.out.getvalue(), "")
+
+    def test_builds_on_every_usable_cpu(self):
+        expected = len(os.sched_getaffinity(0))
+        self.assertEqual(build.build_jobs({}), expected)
+        self.build()
+        self.assertEqual(self.calls()[-1][-2:], ["-j", str(expected)])
+
+    def test_cmake_build_parallel_level_sets_the_jobs(self):
+        self.assertEqual(build.build_jobs({"CMAKE_BUILD_PARALLEL_LEVEL": "7"}), 7)
+        self.env["CMAKE_BUILD_PARALLEL_LEVEL"] = "3"
+        self.build()
+        self.assertEqual(self.calls()[-1][-2:], ["-j", "3"])
+
+    def test_builds_share_ccache_entries_across_checkouts(self):
+        self.build()
+        contexts = [json.loads(line) for line in self.context_log.read_text().splitlines()]
+        for context in contexts:
+            self.assertEqual(context["env"], {"CCACHE_BASEDIR": str(self.root.resolve()),
+                                              "CCACHE_NOHASHDIR": "1"})
+
+    def test_a_basedir_that_covers_the_checkout_is_kept(self):
+        env = build.ccache_env({"CCACHE_BASEDIR": "/"}, self.root)
+        self.assertEqual(env["CCACHE_BASEDIR"], "/")
+        env = build.ccache_env({"CCACHE_BASEDIR": "/nonexistent"}, self.root)
+        self.assertEqual(env["CCACHE_BASEDIR"], str(self.root.resolve()))
+
+    def test_a_failed_configure_is_run_again(self):
+        with self.assertRaises(BuildError):
+            self.build("configure_fail")
+        (self.root / "build" / "cpu").mkdir(parents=True)
+        (self.root / "build" / "cpu" / "CMakeCache.txt").write_text("# left by the failure\n")
+        self.log.unlink()
+        self.build()
+        self.assertEqual(self.calls()[0], ["--preset", "cpu"])
 
     def test_compiling_shows_cmake_output(self):
         self.build()
