@@ -21,52 +21,12 @@ from typing import Any, Callable, Optional
 
 from . import baseline as _baseline
 from . import compare as _compare
-from . import replicate
+from . import replicate, revisions
 from .replicate import LaunchFn, Side
+# A revision's worktree and build live in revisions.py; AbError is its RevisionError.
+from .revisions import RevisionError as AbError, ensure_worktree, resolve_commit, worktree_path  # noqa: F401
 
 DEFAULT_RUNS = 9
-
-
-class AbError(Exception):
-    """A revision that does not resolve, a worktree or build that fails; exit code 2."""
-
-
-def _git(repo: pathlib.Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise AbError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout.strip()
-
-
-def resolve_commit(repo: pathlib.Path, rev: str) -> str:
-    """Full commit hash of `rev`; AbError naming the revision when it does not resolve."""
-    try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except AbError:
-        raise AbError(f"revision {rev!r} is not a commit of {repo}: check `git log` for the name") from None
-
-
-def worktree_path(repo: pathlib.Path, commit: str) -> pathlib.Path:
-    return pathlib.Path(repo) / "build" / "ab" / commit[:12]
-
-
-def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
-    """A detached worktree of `commit` under build/ab/<commit>, created or reused."""
-    path = worktree_path(repo, commit)
-    if (path / ".git").exists():
-        head = _git(path, "rev-parse", "HEAD")
-        if head != commit:
-            raise AbError(
-                f"{path} is a worktree of {head[:12]}, not {commit[:12]}: remove it with "
-                f"`git worktree remove --force {path}` and run again"
-            )
-        return path
-    if path.exists() and any(path.iterdir()):
-        raise AbError(f"{path} exists but is not a git worktree: remove it and run again")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "prune")
-    _git(repo, "worktree", "add", "--detach", str(path), commit)
-    return path
 
 
 def _case_paths(side_root: pathlib.Path, given: list[str]) -> list[str]:
@@ -149,18 +109,14 @@ def run_ab(
 
 
 def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str]) -> Side:
-    from . import build
-
     commit = resolve_commit(repo, rev)
-    root = ensure_worktree(repo, commit)
-    env = replicate.env_for_commit(commit)
-    print(f"meshgate ab: {label} {rev} = {commit[:12]} in {root}", file=sys.stderr)
+    print(f"meshgate ab: {label} {rev} = {commit[:12]} in {worktree_path(repo, commit)}", file=sys.stderr)
     try:
-        runner = build.runner_command(root, preset, env=env)
-    except build.BuildError as e:
-        raise AbError(f"{label} {rev} ({commit[:12]}) does not build: {e}") from None
-    return Side(label=label, rev=rev, commit=commit, root=root, runner=runner, env=env,
-                case_paths=_case_paths(root, given_paths))
+        built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset))
+    except revisions.RevisionBuildError as e:
+        raise AbError(f"{label} {rev}: {e}") from None
+    return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
+                env=replicate.env_for_commit(commit), case_paths=_case_paths(built.root, given_paths))
 
 
 def _selection_for(side: Side, args: argparse.Namespace) -> Any:

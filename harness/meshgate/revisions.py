@@ -1,0 +1,221 @@
+"""A revision's build: the runner of any commit, built once and reused (`meshgate ab`, bisect).
+
+    built = runner_for(repo, "HEAD~1", "cuda")   # -> BuiltRevision(commit, root, runner)
+
+- `rev` resolves to a full commit hash (RevisionError naming it when it does not).
+- The commit is checked out in a detached git worktree, build/ab/<commit12>/ under the
+  repository (created once, reused afterwards).
+- The runner is built in that worktree's build/<preset>/, so a build folder belongs to one
+  commit and one preset. The worktree is configured with tests and benchmarks off
+  (MESHGATE_BUILD_TESTS=OFF, MESHGATE_BUILD_BENCHMARKS=OFF) and only the meshgate-runner
+  target is built, on every CPU (`-j`).
+- ccache, when installed, is the compiler launcher of every language (passed on the configure
+  line too, so revisions older than the launcher in CMakeLists.txt use it), and every build
+  runs with CCACHE_BASEDIR at the repository and CCACHE_NOHASHDIR=1: the worktrees and the
+  checkout itself share one cache (ccache's own, CCACHE_DIR when set), so the second revision
+  of an adjacent pair compiles mostly from cache hits.
+- A finished build writes build/<preset>/.meshgate-built.json (the commit, the preset, the
+  runner's path, size and time). A later call whose worktree is still clean and whose runner
+  is unchanged returns at once, without running cmake; delete the file to force the check.
+- A revision whose runner does not build raises RevisionBuildError (a RevisionError) with the
+  commit, so a bisection can skip that commit and stop on anything else.
+
+Calls for the same commit wait for each other (a lock file beside the worktree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+from typing import Iterator, NamedTuple, Optional, TextIO
+
+from . import build
+
+WORKTREES = pathlib.Path("build") / "ab"  # under the repository
+STAMP = ".meshgate-built.json"            # in a finished build folder
+WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
+LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
+
+
+class RevisionError(Exception):
+    """A revision that does not resolve, or a worktree that cannot be made; `meshgate ab`
+    exits with code 2."""
+
+
+class RevisionBuildError(RevisionError):
+    """A commit that resolves and checks out but whose runner does not build (a bisection
+    skips it). `commit` is the full hash."""
+
+    def __init__(self, commit: str, reason: str):
+        super().__init__(f"commit {commit[:12]} does not build: {reason}")
+        self.commit = commit
+        self.reason = reason
+
+
+class BuiltRevision(NamedTuple):
+    commit: str              # full hash
+    root: pathlib.Path       # the worktree (its cases/ are that revision's)
+    runner: list[str]        # the command that starts its meshgate-runner
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RevisionError(f"git {' '.join(args)} failed in {repo}: "
+                            f"{proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def resolve_commit(repo: pathlib.Path, rev: str) -> str:
+    """Full commit hash of `rev`; RevisionError naming the revision when it does not resolve."""
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except RevisionError:
+        raise RevisionError(f"revision {rev!r} is not a commit of {repo}: check `git log` for the name") from None
+
+
+def worktree_path(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    return pathlib.Path(repo) / WORKTREES / commit[:12]
+
+
+def build_dir_for(repo: pathlib.Path, commit: str, preset: str) -> pathlib.Path:
+    """Where the runner of `commit` is built with `preset`."""
+    return worktree_path(repo, commit) / "build" / preset
+
+
+def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    """A detached worktree of `commit` under build/ab/<commit12>, created or reused."""
+    path = worktree_path(repo, commit)
+    if (path / ".git").exists():
+        head = _git(path, "rev-parse", "HEAD")
+        if head != commit:
+            raise RevisionError(
+                f"{path} is a worktree of {head[:12]}, not {commit[:12]}: remove it with "
+                f"`git worktree remove --force {path}` and run again"
+            )
+        return path
+    if path.exists() and any(path.iterdir()):
+        raise RevisionError(f"{path} exists but is not a git worktree: remove it and run again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "prune")
+    _git(repo, "worktree", "add", "--detach", str(path), commit)
+    return path
+
+
+@contextlib.contextmanager
+def _locked(repo: pathlib.Path, commit: str) -> Iterator[None]:
+    """Holds build/ab/<commit12>.lock while a worktree is made and built."""
+    lock_path = worktree_path(repo, commit).with_name(f"{commit[:12]}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def configure_args(env: dict) -> list[str]:
+    """The extra `cmake --preset` arguments of a worktree build: tests and benchmarks off and,
+    when ccache is on PATH, ccache as every language's compiler launcher (unless the
+    environment names a launcher). Options a revision does not know are ignored."""
+    args = ["--no-warn-unused-cli", *WORKTREE_CONFIGURE_ARGS]
+    ccache = shutil.which("ccache", path=env.get("PATH"))
+    if ccache:
+        args += [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={ccache}" for lang in LAUNCHER_LANGUAGES
+                 if not env.get(f"CMAKE_{lang}_COMPILER_LAUNCHER")]
+    return args
+
+
+def build_env(repo: pathlib.Path, env: Optional[dict] = None) -> dict:
+    """The environment of a revision's build: the caller's, without MESHGATE_RUNNER (a
+    revision's runner is always its own), with the shared ccache settings of the repository."""
+    env = dict(os.environ if env is None else env)
+    env.pop("MESHGATE_RUNNER", None)
+    return build.ccache_env(env, repo)
+
+
+def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: str) -> dict:
+    info = runner.stat()
+    return {"commit": commit, "preset": preset, "target": build.RUNNER_TARGET,
+            "runner": str(runner.relative_to(build_dir)), "size": info.st_size,
+            "mtime_ns": info.st_mtime_ns}
+
+
+def _is_clean(root: pathlib.Path) -> bool:
+    try:
+        return _git(root, "status", "--porcelain", "--untracked-files=no") == ""
+    except RevisionError:
+        return False
+
+
+def finished_runner(repo: pathlib.Path, commit: str, preset: str) -> Optional[pathlib.Path]:
+    """The runner of a finished build of `commit` with `preset` whose stamp still holds (same
+    commit, preset and runner file, clean worktree), else None."""
+    build_dir = build_dir_for(repo, commit, preset)
+    try:
+        stamp = json.loads((build_dir / STAMP).read_text())
+        runner = build_dir / stamp["runner"]
+        if (stamp.get("commit") != commit or stamp.get("preset") != preset
+                or stamp != _stamp(runner, build_dir, commit, preset)
+                or not os.access(runner, os.X_OK)):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return runner if _is_clean(worktree_path(repo, commit)) else None
+
+
+def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[TextIO] = None,
+                 env: Optional[dict] = None) -> BuiltRevision:
+    """The worktree and runner of `commit` (a full hash) built with `preset`, reusing a
+    finished build. RevisionBuildError when it does not build."""
+    repo = pathlib.Path(repo).resolve()
+    out = out or sys.stderr
+    with _locked(repo, commit):
+        root = ensure_worktree(repo, commit)
+        runner = finished_runner(repo, commit, preset)
+        if runner is not None:
+            return BuiltRevision(commit, root, [str(runner)])
+        env = build_env(repo, env)
+        build_dir = build_dir_for(repo, commit, preset)
+        (build_dir / STAMP).unlink(missing_ok=True)
+        try:
+            checked = build.require_cmake(root, out, env)
+            build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                               checked_packages=checked)
+            runner = build.find_runner(build_dir)
+        except build.BuildError as e:
+            raise RevisionBuildError(commit, str(e)) from None
+        if _is_clean(root):
+            tmp = build_dir / f"{STAMP}.tmp"
+            tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset)) + "\n")
+            os.replace(tmp, build_dir / STAMP)
+        return BuiltRevision(commit, root, [str(runner)])
+
+
+def choose_preset(repo: pathlib.Path, preset: Optional[str] = None,
+                  env: Optional[dict] = None) -> str:
+    """`preset` when given, else ci/preset's choice (of `repo` when it has one, else of this
+    checkout), the same for every revision."""
+    root = pathlib.Path(repo)
+    if not (root / "ci" / "preset").exists():
+        root = build.source_root()
+    try:
+        return build.preset_for(root, preset, env)
+    except build.BuildError as e:
+        raise RevisionError(str(e)) from None
+
+
+def runner_for(repo: pathlib.Path, rev: str, preset: Optional[str] = None,
+               out: Optional[TextIO] = None, env: Optional[dict] = None) -> BuiltRevision:
+    """(commit, worktree root, runner command) of revision `rev` of `repo`, built with
+    `preset` (default: ci/preset's choice) or reused. RevisionError when `rev` does not
+    resolve or its worktree cannot be made; RevisionBuildError when it does not build."""
+    commit = resolve_commit(repo, rev)
+    return build_commit(repo, commit, choose_preset(repo, preset, env), out, env)
