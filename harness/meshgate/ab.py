@@ -4,9 +4,10 @@ Each revision is checked out in its own git worktree under build/ab/<commit> (re
 present) and builds its own runner there with `cmake --preset`. The performance cases run k
 times per side (default 9) in randomised ABBA order, each run a fresh runner process with
 MESHGATE_COMMIT naming the revision. The comparison is `meshgate compare`'s; cases it flags as
-regressions are re-run in a fresh interleaved batch, and only those flagged again stay red
-(spec/gating.md, step 5). Exit codes as `meshgate compare`: 1 confirmed regression or
-correctness failure, 0 otherwise, 2 unusable input or a build that fails.
+regressions or improvements are re-run in a fresh interleaved batch, and only those flagged
+the same way again keep their verdict (spec/gating.md, steps 5 and 6). Exit codes as
+`meshgate compare`: 1 confirmed regression or correctness failure, 0 otherwise, 2 unusable
+input or a build that fails.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from typing import Any, Callable, Optional
 
 from . import baseline as _baseline
 from . import compare as _compare
-from . import replicate, revisions
+from . import replicate, revisions, stats
 from .replicate import LaunchFn, Side
 # A revision's worktree and build live in revisions.py; AbError is its RevisionError.
 from .revisions import RevisionError as AbError, ensure_worktree, resolve_commit, worktree_path  # noqa: F401
 
 DEFAULT_RUNS = 9
+# Verdicts that count only after a fresh batch repeats them (spec/gating.md items 5 and 6).
+CONFIRMED_VERDICTS = ("regression", "improvement")
 
 
 def _case_paths(side_root: pathlib.Path, given: list[str]) -> list[str]:
@@ -46,12 +49,16 @@ def run_ab(
     seed: Optional[int] = None,
     confirm: bool = True,
     floors_for: Optional[Callable[[dict], dict]] = None,
+    max_gate: float = stats.MAX_GATE,
 ) -> tuple[_compare.Comparison, dict[str, Any]]:
     """The A/B experiment once both runners exist: interleaved batch, comparison, confirmation.
 
     `floors_for(candidate results)` returns the calibrated noise floors for the machine the
-    runs landed on. Returns the final comparison (regressions not confirmed become
-    inconclusive, with the evidence of both batches in the note) and a record of what ran.
+    runs landed on. Cases flagged as regressions or improvements are re-run in a fresh
+    interleaved batch and keep their verdict only when that batch gives the same one; the
+    others become inconclusive. Returns the final comparison (each confirmed or unconfirmed
+    case carries the confirmation batch's ratio, CI and p beside the first batch's) and a
+    record of what ran.
     """
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     rng = random.Random(seed)
@@ -62,7 +69,7 @@ def run_ab(
         _baseline.atomic_write_json(pathlib.Path(out_dir) / "batch-1" / side.label / "results.json", docs[side.label])
     noise_floors = floors_for(docs[cand.label]) if floors_for else {}
     comparison = _compare.compare_results(
-        docs[base.label], docs[cand.label], noise_floors, seed=seed,
+        docs[base.label], docs[cand.label], noise_floors, max_gate=max_gate,
         base_label=f"{base.rev} ({base.commit[:10]})", new_label=f"{cand.rev} ({cand.commit[:10]})",
     )
     record: dict[str, Any] = {
@@ -74,7 +81,7 @@ def run_ab(
         "batches": [str(pathlib.Path(out_dir) / "batch-1")],
         "confirmation": {},
     }
-    flagged = [v.id for v in comparison.cases if v.verdict == "regression"]
+    flagged = {v.id: v.verdict for v in comparison.cases if v.verdict in CONFIRMED_VERDICTS}
     if not flagged or not confirm:
         return comparison, record
     confirm_ids = {s.label: [i for i in case_ids[s.label] if i in flagged] for s in sides}
@@ -83,21 +90,28 @@ def run_ab(
     again_docs = replicate.collect_runs(sides, confirm_order, confirm_ids, launch, confirm_dir)
     for side in sides:
         _baseline.atomic_write_json(confirm_dir / side.label / "results.json", again_docs[side.label])
-    again = _compare.compare_results(again_docs[base.label], again_docs[cand.label], noise_floors, seed=seed + 1)
+    again = _compare.compare_results(again_docs[base.label], again_docs[cand.label], noise_floors, max_gate=max_gate)
     again_by_id = {v.id: v for v in again.cases}
     record["batches"].append(str(confirm_dir))
+    record["confirm_order"] = ["AB"[i] for i in confirm_order]
     for v in comparison.cases:
         if v.id not in flagged:
             continue
         second = again_by_id.get(v.id)
-        confirmed = second is not None and second.verdict == "regression"
+        confirmed = second is not None and second.verdict == flagged[v.id]
         v.confirmed = confirmed
+        if second is not None:
+            v.confirm_verdict, v.confirm_ratio, v.confirm_ci, v.confirm_p = second.verdict, second.ratio, second.ci, second.p
         evidence = (
-            f"ratio {second.ratio:.3f}, p = {second.p:.2g}" if second is not None and second.ratio is not None
+            f"ratio {second.ratio:.3f}, 95 % CI [{second.ci[0]:.3f}, {second.ci[1]:.3f}], p = {second.p:.2g}"
+            if second is not None and second.ratio is not None
             else (second.note if second is not None else "no result")
         )
-        record["confirmation"][v.id] = {"confirmed": confirmed, "verdict": second.verdict if second else None,
-                                        "ratio": second.ratio if second else None, "p": second.p if second else None}
+        record["confirmation"][v.id] = {
+            "confirmed": confirmed, "verdict": second.verdict if second else None,
+            "ratio": second.ratio if second else None, "ci": list(second.ci) if second and second.ci else None,
+            "p": second.p if second else None,
+        }
         if second is not None and second.verdict == "correctness":
             v.verdict, v.note = "correctness", f"confirmation batch: {second.note}"
         elif confirmed:
@@ -160,7 +174,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
     try:
         comparison, record = run_ab(sides, case_ids, launcher, out_dir, k=args.runs, seed=args.seed,
-                                    confirm=not args.no_confirm, floors_for=floors_for)
+                                    confirm=not args.no_confirm, floors_for=floors_for, max_gate=args.max_gate)
     except _baseline.InputError as e:
         print(f"meshgate ab: {e}", file=sys.stderr)
         return 2
@@ -178,7 +192,7 @@ def register(subparsers: Any) -> None:
         "ab", help="interleaved A/B of two revisions' builds (exit 1 on a confirmed regression)",
         description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
                     "selected performance cases k times per side in randomised ABBA order, "
-                    "compares, and re-runs flagged cases in a fresh batch to confirm them.")
+                    "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
     parser.add_argument("cases", nargs="*", metavar="CASES", help="case files/folders or case ids (patterns allowed)")
     parser.add_argument("--base", required=True, metavar="REV")
     parser.add_argument("--candidate", required=True, metavar="REV")
@@ -190,8 +204,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
     parser.add_argument("--ranks", type=int, metavar="N")
     parser.add_argument("--preset", metavar="P", help="CMake preset for both builds (default: ci/preset)")
-    parser.add_argument("--seed", type=int, help="seed of the run order and bootstrap (default: random, recorded)")
-    parser.add_argument("--no-confirm", action="store_true", help="skip the confirmation batch")
+    parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
+    parser.add_argument("--no-confirm", action="store_true",
+                        help="skip the confirmation batch (flagged cases then stand unconfirmed)")
+    _compare.add_max_gate_argument(parser)
     parser.add_argument("--machine-class", help="use this machine class's calibration")
     parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/ab-<time>)")
     parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")

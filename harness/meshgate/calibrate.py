@@ -1,15 +1,24 @@
-"""`meshgate calibrate [CASES]`: A/A runs of one build to measure this machine's noise.
+"""`meshgate calibrate [CASES]`: what the gate can and cannot see on this machine, measured.
 
-The selected performance cases run N times (default 2 x 9), each run a fresh runner process.
-Per case it reports:
-- noise floor: MAD of the per-run medians / their median (spec/gating.md);
-- measured false-alarm rate: the share of random splits of the N runs into two groups of k
-  that the gate's rule (one-sided MWU at alpha in either direction AND the median ratio past
-  max(2 %, 3 x noise floor)) would flag, although both groups ran the same build;
-- minimum detectable regression at k runs per side: the larger of the gate and the effect the
-  test detects with 80 % power given the measured run-to-run spread.
-The noise floors are stored in baselines/<machine-class>/calibration.json (merged with the
-cases already there), where `compare`, `run --baseline` and `ab` pick them up.
+spec/gating.md item 6b: calibration measures, it does not assume. One build runs the selected
+performance cases in S interleaved A/A sessions (default 10), each exactly what `meshgate ab`
+does with two builds: 2 x k launches (k = 9 per side) in randomised ABBA order, the same build
+labelled A and B, judged by `meshgate compare`'s decision rule, flagged cases confirmed in a
+fresh batch. Per case it reports:
+- noise floor: the relative MAD of the per-run medians around the median of their side of
+  their session (the floor `compare` and `ab` use for this machine class: gate = max(2 %,
+  3 x floor));
+- false alarms: the share of A/A sessions that ended in a confirmed regression or improvement
+  (with the count, and the sessions flagged before confirmation) — measured on real launches,
+  so drift, warm-up order or a bimodal machine that interleaving does not cancel shows up;
+- pass rate: the share of A/A sessions judged PASS (a gate that can never say PASS is useless);
+- minimum detectable regression: the smallest slowdown caught with 80 % power AFTER the
+  confirmation batch at k runs per side, found by simulating the whole rule on per-run medians
+  drawn from this machine's measured noise (the same residuals as the noise floor, resampled
+  with a little smoothing, so outliers and skew come along).
+The noise floors and the rest are stored per machine class in
+baselines/<machine-class>/calibration.json (merged with the cases already there), where
+`compare`, `run --baseline` and `ab` pick the floors up.
 """
 
 from __future__ import annotations
@@ -17,62 +26,192 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import pathlib
 import random
+import statistics
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from . import baseline as _baseline
 from . import compare as _compare
 from . import replicate, stats, svg
 
 DEFAULT_K = 9
-SPLITS = 400
+DEFAULT_SESSIONS = 10
+SIMULATION_TRIALS = 400
 
 
-def aa_false_alarm_rate(medians: list[float], k: int, gate: float, rng: random.Random,
-                        splits: int = SPLITS, alpha: float = stats.ALPHA) -> Optional[float]:
-    """Share of random k-vs-k splits of A/A per-run medians that the gate would flag."""
-    if len(medians) < 4:
-        return None
-    k = min(k, len(medians) // 2)
-    flagged = 0
-    for _ in range(splits):
-        shuffled = medians[:]
-        rng.shuffle(shuffled)
-        a, b = shuffled[:k], shuffled[k : 2 * k]
-        ratio = stats.median(b) / stats.median(a)
-        if ratio >= 1 + gate and stats.mann_whitney_greater(b, a) <= alpha:
-            flagged += 1
-        elif ratio <= 1 / (1 + gate) and stats.mann_whitney_greater(a, b) <= alpha:
-            flagged += 1
-    return flagged / splits
+def _smoothing(residuals: Sequence[float]) -> float:
+    """Kernel bandwidth for a smoothed bootstrap of the residuals (Silverman's rule on a
+    robust spread): enough to break ties, small against the noise itself."""
+    spread = stats.mad(residuals) * stats.MAD_TO_SIGMA
+    if spread <= 0:
+        spread = statistics.stdev(residuals)
+    return 0.9 * spread * len(residuals) ** -0.2
 
 
-def calibrate_results(results: dict[str, Any], k: int = DEFAULT_K, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Per case id: runs, median_s, noise_floor, false_alarm_rate, min_detectable (all fractions)."""
+def detection_power(residuals: Sequence[float], effect: float, k: int, noise_floor: Optional[float],
+                    trials: int, seed: int, max_gate: float = stats.MAX_GATE) -> float:
+    """Share of simulated A/B sessions with a slowdown `effect` that end in a confirmed
+    regression: first batch and confirmation batch both REGRESSION by the gate's rule."""
     rng = random.Random(seed)
-    out: dict[str, dict[str, Any]] = {}
-    for row in results.get("cases", []):
-        if row.get("status") != "pass":
-            continue
-        medians = _compare.run_medians(row)
-        if len(medians) < 3:
-            continue
-        floor = stats.relative_mad(medians)
-        gate = stats.minimum_effect(floor)
-        sigma = floor * stats.MAD_TO_SIGMA
-        detectable = max(gate, stats.minimum_detectable_effect(sigma, k))
-        out[row["id"]] = {
-            "runs": len(medians),
-            "median_s": stats.median(medians),
-            "noise_floor": floor,
-            "min_effect": gate,
-            "false_alarm_rate": aa_false_alarm_rate(medians, k, gate, rng),
-            "min_detectable": detectable,
-            "k": k,
-        }
+    h = _smoothing(residuals)
+    pool = list(residuals)
+
+    def side(factor: float) -> list[float]:
+        return [factor * (1.0 + rng.choice(pool) + rng.gauss(0.0, h)) for _ in range(k)]
+
+    caught = 0
+    for _ in range(trials):
+        if all(_compare.judge(side(1.0), side(1.0 + effect), noise_floor, max_gate=max_gate).verdict == "regression"
+               for _batch in range(2)):
+            caught += 1
+    return caught / trials
+
+
+def minimum_detectable_regression(residuals: Sequence[float], k: int, noise_floor: Optional[float],
+                                  trials: int = SIMULATION_TRIALS, seed: int = 0,
+                                  max_gate: float = stats.MAX_GATE, power: float = stats.TARGET_POWER,
+                                  resolution: float = 0.0025) -> Optional[float]:
+    """Smallest slowdown (to `resolution`) caught with `power` after confirmation, by
+    bisection over the effect with common random numbers; None beyond a doubling (100 %)."""
+    if len(residuals) < 4 or k < stats.smallest_k_reaching():
+        return None
+    gate = stats.minimum_effect(noise_floor)
+    lo, hi = gate, 1.0
+    if detection_power(residuals, hi, k, noise_floor, trials, seed, max_gate) < power:
+        return None
+    if detection_power(residuals, lo, k, noise_floor, trials, seed, max_gate) >= power:
+        return lo
+    while hi - lo > resolution:
+        mid = (lo + hi) / 2.0
+        if detection_power(residuals, mid, k, noise_floor, trials, seed, max_gate) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def judge_sessions(session_docs: list[dict[str, dict]], confirmations: list[dict[str, dict]],
+                   floors: dict[str, float], max_gate: float) -> dict[str, dict[str, int]]:
+    """Per case: sessions, first-batch flags, confirmed false alarms, passes (spec/gating.md 6b)."""
+    out: dict[str, dict[str, int]] = {}
+    for docs, again in zip(session_docs, confirmations):
+        first = _compare.compare_results(docs["a"], docs["b"], floors, max_gate=max_gate)
+        second = ({v.id: v for v in _compare.compare_results(again["a"], again["b"], floors, max_gate=max_gate).cases}
+                  if again else {})
+        for v in first.cases:
+            entry = out.setdefault(v.id, {"sessions": 0, "flagged": 0, "false_alarms": 0, "passes": 0})
+            entry["sessions"] += 1
+            entry["passes"] += v.verdict == "pass"
+            if v.verdict in ("regression", "improvement"):
+                entry["flagged"] += 1
+                confirmed = second.get(v.id)
+                entry["false_alarms"] += confirmed is not None and confirmed.verdict == v.verdict
     return out
+
+
+def _flagged_ids(docs: dict[str, dict], floors: dict[str, float], max_gate: float) -> list[str]:
+    comparison = _compare.compare_results(docs["a"], docs["b"], floors, max_gate=max_gate)
+    return [v.id for v in comparison.cases if v.verdict in ("regression", "improvement")]
+
+
+def upper_bound(count: int, n: int, confidence: float = 0.95) -> float:
+    """One-sided Clopper-Pearson upper bound of a rate seen `count` times in n (by bisection)."""
+    if n == 0:
+        return 1.0
+    if count >= n:
+        return 1.0
+    tail = 1.0 - confidence
+    lo, hi = count / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        p_at_most = sum(math.comb(n, i) * mid**i * (1 - mid) ** (n - i) for i in range(count + 1))
+        if p_at_most > tail:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def calibrate_sessions(side: replicate.Side, ids: list[str], launch: replicate.LaunchFn, out_dir: pathlib.Path,
+                       sessions: int, k: int, seed: int, max_gate: float = stats.MAX_GATE,
+                       trials: int = SIMULATION_TRIALS) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Runs the A/A sessions and their confirmation batches; returns the per-case calibration
+    and one merged results document of every first-batch launch (for the run report)."""
+    rng = random.Random(seed)
+    aa = [replicate.Side(label=label, rev=side.rev, commit=side.commit, root=side.root, runner=side.runner,
+                         env=side.env, case_paths=side.case_paths) for label in ("a", "b")]
+    session_docs = []
+    for s in range(sessions):
+        order = replicate.abba_order(k, rng)
+        session_docs.append(replicate.collect_runs(aa, order, {"a": ids, "b": ids}, launch,
+                                                   pathlib.Path(out_dir) / "sessions" / f"{s + 1}"))
+    medians: dict[str, list[float]] = {}
+    residuals: dict[str, list[float]] = {}
+    failing: set[str] = set()
+    for docs in session_docs:
+        for label in ("a", "b"):
+            for row in docs[label]["cases"]:
+                if row.get("status") in ("fail", "error"):
+                    failing.add(row["id"])
+                    continue
+                group = _compare.run_medians(row)
+                medians.setdefault(row["id"], []).extend(group)
+                if len(group) >= 3:
+                    residuals.setdefault(row["id"], []).extend(stats.side_residuals(group))
+    # Residuals per side of each session: the run-to-run noise a side of an A/B sees. Shifts
+    # between sessions (drift, which interleaving cancels) and between the two labels (what
+    # the false-alarm column must catch, not absorb) stay out.
+    floors = {i: stats.relative_mad([1.0 + r for r in residuals[i]]) for i in residuals if i not in failing}
+    confirmations: list[dict[str, dict]] = []
+    for s, docs in enumerate(session_docs):
+        flagged = [i for i in _flagged_ids(docs, floors, max_gate) if i in floors]
+        confirmations.append(
+            replicate.collect_runs(aa, replicate.abba_order(k, rng), {"a": flagged, "b": flagged}, launch,
+                                   pathlib.Path(out_dir) / "sessions" / f"{s + 1}-confirm") if flagged else {})
+    judged = judge_sessions(session_docs, confirmations, floors, max_gate)
+    cases: dict[str, dict[str, Any]] = {}
+    for case_id, floor in floors.items():
+        j = judged.get(case_id, {"sessions": 0, "flagged": 0, "false_alarms": 0, "passes": 0})
+        cases[case_id] = {
+            "runs": len(medians[case_id]),
+            "median_s": stats.median(medians[case_id]),
+            "noise_floor": floor,
+            "min_effect": stats.minimum_effect(floor),
+            "sessions": j["sessions"],
+            "flagged_sessions": j["flagged"],
+            "false_alarms": j["false_alarms"],
+            "false_alarm_rate": j["false_alarms"] / j["sessions"] if j["sessions"] else None,
+            "false_alarm_upper": upper_bound(j["false_alarms"], j["sessions"]),
+            "pass_rate": j["passes"] / j["sessions"] if j["sessions"] else None,
+            "min_detectable": minimum_detectable_regression(residuals.get(case_id, []), k, floor, trials=trials,
+                                                            seed=seed, max_gate=max_gate),
+            "k": k,
+            "max_gate": max_gate,
+        }
+    merged = _merge_launches(session_docs, ids)
+    merged["run"]["runs"] = sessions * 2 * k
+    return cases, merged
+
+
+def _merge_launches(session_docs: list[dict[str, dict]], ids: list[str]) -> dict[str, Any]:
+    """Every first-batch launch of every session as one results document (one sample list per run)."""
+    rows: dict[str, dict] = {}
+    run: dict[str, Any] = {}
+    for docs in session_docs:
+        for label in ("a", "b"):
+            run = run or dict(docs[label].get("run") or {})
+            for row in docs[label]["cases"]:
+                if row["id"] not in rows:
+                    rows[row["id"]] = json.loads(json.dumps(row))
+                    continue
+                merged = rows[row["id"]]
+                merged.setdefault("samples", {}).setdefault("time_s", []).extend((row.get("samples") or {}).get("time_s") or [])
+                if row.get("status") in ("fail", "error") and merged.get("status") == "pass":
+                    merged["status"], merged["message"] = row["status"], row.get("message", "")
+    return {"schema": _baseline.RESULTS_SCHEMA, "run": run, "cases": [rows[i] for i in ids if i in rows]}
 
 
 def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], results: dict[str, Any], machine_class: str) -> dict:
@@ -99,25 +238,36 @@ def _pct(x: Optional[float]) -> str:
     return f"{x * 100:.2f} %"
 
 
-def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, runs: int, k: int,
+def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, sessions: int, k: int,
                          stored: Optional[pathlib.Path]) -> str:
     lines = [
         f"# meshgate calibrate: {len(cases)} case(s) on machine class `{machine_class}`",
         "",
-        f"{runs} A/A runs of one build per case; false alarms measured over random {k}-vs-{k} splits; "
-        f"minimum detectable regression at k = {k} runs per side with 80 % power.",
+        f"{sessions} interleaved A/A session(s) of one build, {k} launches per side each (ABBA order), judged by "
+        "the gate's own rule with a confirmation batch for flagged cases. False alarms: sessions that ended "
+        "in a confirmed regression or improvement (95 % upper bound in brackets). Minimum detectable: the "
+        f"slowdown caught with 80 % power after confirmation at k = {k}, simulated from this machine's "
+        "measured run-to-run noise.",
         "",
-        "| case | runs | median time | noise floor | gate | false alarms | min detectable |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| case | runs | median time | noise floor | gate | false alarms | flagged before confirmation | "
+        "PASS in A/A | min detectable |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case_id, e in sorted(cases.items(), key=lambda item: -item[1]["noise_floor"]):
+        detectable = _pct(e["min_detectable"]) if e["min_detectable"] is not None else "> 100 %"
         lines.append(
             f"| `{case_id}` | {e['runs']} | {svg.format_seconds(e['median_s'])} | {_pct(e['noise_floor'])} | "
-            f"{_pct(e['min_effect'])} | {_pct(e['false_alarm_rate'])} | {_pct(e['min_detectable'])} |"
+            f"{_pct(e['min_effect'])} | {e['false_alarms']}/{e['sessions']} (<= {_pct(e['false_alarm_upper'])}) | "
+            f"{e['flagged_sessions']}/{e['sessions']} | {_pct(e['pass_rate'])} | {detectable} |"
         )
     lines.append("")
+    too_wide = [i for i, e in cases.items() if e["min_effect"] > e["max_gate"]]
+    if too_wide:
+        lines += [f"{len(too_wide)} case(s) have a gate wider than --max-gate {e['max_gate'] * 100:g} %: on this "
+                  "machine they can never PASS, only be inconclusive or regress (quieten the machine or "
+                  "raise --max-gate).", ""]
     if stored:
-        lines += [f"Noise floors stored in `{stored}`.", ""]
+        lines += [f"Stored in `{stored}`.", ""]
     return "\n".join(lines)
 
 
@@ -126,9 +276,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from .selection import SelectionError, build_selection
 
     root = build.source_root()
-    runs = args.runs if args.runs else 2 * args.k
-    if runs < 4:
-        print("meshgate calibrate: --runs must be at least 4", file=sys.stderr)
+    if args.sessions < 1:
+        print("meshgate calibrate: --sessions must be at least 1", file=sys.stderr)
+        return 2
+    if args.k < stats.smallest_k_reaching():
+        print(f"meshgate calibrate: -k must be at least {stats.smallest_k_reaching()} "
+              f"(fewer runs per side can never reach alpha = {stats.ALPHA})", file=sys.stderr)
         return 2
     try:
         selection = build_selection(args, root, [])
@@ -147,18 +300,17 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print("meshgate calibrate: no performance case (with a `perf:` block) is selected", file=sys.stderr)
         return 2
     out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("calibrate")
-    return calibrate_with(side, ids, launcher, out_dir, runs, args.k, args.seed, args.machine_class,
-                          pathlib.Path(args.baselines), store=not args.no_store)
+    return calibrate_with(side, ids, launcher, out_dir, args.sessions, args.k, args.seed, args.machine_class,
+                          pathlib.Path(args.baselines), store=not args.no_store, max_gate=args.max_gate)
 
 
 def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.LaunchFn, out_dir: pathlib.Path,
-                   runs: int, k: int, seed: int, machine_class: Optional[str], baselines_root: pathlib.Path,
-                   store: bool = True) -> int:
-    """Runs the A/A launches, writes reports/<id>/ and stores the noise floors; exit code."""
-    docs = replicate.collect_runs([side], [0] * runs, {side.label: ids}, launch, out_dir / "runs")
-    results = docs[side.label]
+                   sessions: int, k: int, seed: int, machine_class: Optional[str], baselines_root: pathlib.Path,
+                   store: bool = True, max_gate: float = stats.MAX_GATE, trials: int = SIMULATION_TRIALS) -> int:
+    """Runs the A/A sessions, writes reports/<id>/ and stores the calibration; exit code."""
+    out_dir = pathlib.Path(out_dir)
+    cases, results = calibrate_sessions(side, ids, launch, out_dir, sessions, k, seed, max_gate, trials)
     _baseline.atomic_write_json(out_dir / "results.json", results)
-    cases = calibrate_results(results, k=k, seed=seed)
     mclass = machine_class or _baseline.results_machine_class(results)
     stored = None
     if store and cases:
@@ -168,8 +320,9 @@ def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.Launc
         except _baseline.InputError as e:
             print(f"meshgate calibrate: {e}", file=sys.stderr)
             return 2
-    text = calibration_markdown(cases, mclass, runs, k, stored)
+    text = calibration_markdown(cases, mclass, sessions, k, stored)
     (out_dir / "report.md").write_text(text)
+    (out_dir / "calibration.json").write_text(json.dumps({"machine_class": mclass, "cases": cases}, indent=1) + "\n")
     from . import report
 
     report.write_run_report(out_dir / "runs-report", results)
@@ -186,20 +339,23 @@ def register(subparsers: Any) -> None:
     from .selection import add_selection_arguments
 
     parser = subparsers.add_parser(
-        "calibrate", help="A/A runs: noise floor, false-alarm rate and detectable regression per case",
-        description="Runs the selected performance cases of this checkout's build many times, "
-                    "reports per case the noise floor, the measured false-alarm rate and the "
-                    "minimum detectable regression at k runs per side, and stores the noise "
-                    "floors in baselines/<machine-class>/calibration.json.")
+        "calibrate", help="A/A sessions: noise floor, measured false alarms and detectable regression per case",
+        description="Runs the selected performance cases of this checkout's build in interleaved A/A "
+                    "sessions judged by the gate's own rule, and reports per case the noise floor, the "
+                    "gate, the measured false-alarm rate after confirmation, how often A/A passes, and "
+                    "the minimum regression detected with 80 %% power after confirmation. Stores them "
+                    "in baselines/<machine-class>/calibration.json.")
     add_selection_arguments(parser)
-    parser.add_argument("--runs", type=int, metavar="N", help="A/A runs per case (default: 2 x k)")
+    parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, metavar="S",
+                        help="interleaved A/A sessions, 2 x k launches each (default %(default)s)")
     parser.add_argument("-k", "--k", type=int, default=DEFAULT_K, help="runs per side the gate uses (default %(default)s)")
     parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
-    parser.add_argument("--ranks", type=int, metavar="N")
-    parser.add_argument("--preset", metavar="P")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the A/A splits (default %(default)s)")
+    parser.add_argument("--ranks", type=int, metavar="N", help="ranks for the mpi and nccl backends")
+    parser.add_argument("--preset", metavar="P", help="CMake preset of the build (default: ci/preset)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run orders and the simulation (default %(default)s)")
     parser.add_argument("--machine-class", help="store under this machine class instead of the derived one")
     parser.add_argument("--baselines", default=str(_baseline.DEFAULT_BASELINES), help="baselines root (default: %(default)s)")
     parser.add_argument("--no-store", action="store_true", help="report only; leave calibration.json alone")
+    _compare.add_max_gate_argument(parser)
     parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/calibrate-<time>)")
     parser.set_defaults(func=_cmd_calibrate)

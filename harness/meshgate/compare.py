@@ -1,10 +1,23 @@
 """Compare two results files case by case and decide a verdict per case (spec/gating.md).
 
 Verdicts: pass | regression | improvement | inconclusive | new | missing | correctness.
-Timing decisions use per-run medians only: one-sided Mann-Whitney U at alpha = 0.01 in the
-direction of the observed change, Benjamini-Hochberg across the timed cases (q = 0.05), and
-the median ratio past the minimum effect max(2 %, 3 x noise floor). Correctness (a failing or
-erroring case) and plan changes are decided without statistics and are never hidden by them.
+Timing decisions use per-run medians only. Per timed case, with gate = max(2 %, 3 x noise
+floor) and ratio = median(new) / median(base):
+- REGRESSION (IMPROVEMENT): the ratio is past the gate in the slower (faster) direction AND the
+  change is significant: one-sided Mann-Whitney at alpha = 0.01 in the direction of the
+  change, i.e. the two-sided permutation p <= 2 alpha, and the Benjamini-Hochberg q of the
+  two-sided p among the timed cases <= 0.05. `meshgate ab` then confirms it in a
+  fresh batch before it counts.
+- PASS is a claim too (spec/gating.md item 6): the 95 % CI of the ratio must rule out a
+  slowdown beyond the gate (upper bound <= 1 + gate), the gate must be no wider than
+  `max_gate` (10 %: the largest regression a user accepts to miss) — and so must the gate
+  that the noise these runs show would set (3 x their own relative MAD), since a calibration
+  from a quieter day or the 2 % default is no licence — and the CI must be informative (lower
+  bound >= 1 / (1 + max_gate)), so that very noisy runs that happen to come out fast do not
+  pass. Every PASS row says what it rules out.
+- otherwise INCONCLUSIVE, with the reason and, where more runs would help, how many.
+Correctness (a failing or erroring case) and plan changes are decided without statistics and
+are never hidden by them.
 
 Exit codes of `meshgate compare`: 1 when any case is a regression or a correctness failure,
 0 otherwise, 2 on unusable input.
@@ -34,9 +47,11 @@ class CaseVerdict:
     verdict: str
     ratio: Optional[float] = None  # median(new per-run medians) / median(base ...); > 1 is slower
     ci: Optional[tuple[float, float]] = None  # bootstrap 95 % CI of the ratio
-    p: Optional[float] = None  # one-sided MWU p in the direction of the observed change
+    p: Optional[float] = None  # two-sided Mann-Whitney p
     q: Optional[float] = None  # Benjamini-Hochberg adjusted p
-    min_effect: Optional[float] = None
+    min_effect: Optional[float] = None  # the gate
+    rules_out: Optional[float] = None  # PASS: slowdowns at least this large are ruled out (CI upper - 1)
+    wide_ci: bool = False  # PASS whose CI also admits a speed-up past the gate
     noise_floor: Optional[float] = None
     runs_base: int = 0
     runs_new: int = 0
@@ -51,10 +66,16 @@ class CaseVerdict:
     base_medians: list[float] = dataclasses.field(default_factory=list)
     new_medians: list[float] = dataclasses.field(default_factory=list)
     confirmed: Optional[bool] = None  # set by `meshgate ab` after a confirmation batch
+    # The confirmation batch's own evidence (`meshgate ab`), beside the first batch's above.
+    confirm_verdict: Optional[str] = None
+    confirm_ratio: Optional[float] = None
+    confirm_ci: Optional[tuple[float, float]] = None
+    confirm_p: Optional[float] = None
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["ci"] = list(self.ci) if self.ci else None
+        out["confirm_ci"] = list(self.confirm_ci) if self.confirm_ci else None
         return out
 
 
@@ -67,6 +88,7 @@ class Comparison:
     new_run: dict = dataclasses.field(default_factory=dict)
     alpha: float = stats.ALPHA
     fdr_q: float = stats.FDR_Q
+    max_gate: float = stats.MAX_GATE
     calibrated: bool = False
     # The compared rows by case id, for reports that plot their metrics (not part of the JSON).
     base_rows: dict = dataclasses.field(default_factory=dict)
@@ -102,6 +124,7 @@ class Comparison:
             "new": self.new_label,
             "alpha": self.alpha,
             "fdr_q": self.fdr_q,
+            "max_gate": self.max_gate,
             "calibrated": self.calibrated,
             "exit_code": self.exit_code(),
             "counts": {v: self.count(v) for v in VERDICTS},
@@ -126,50 +149,100 @@ def run_medians(row: Optional[dict[str, Any]]) -> list[float]:
     return []
 
 
-def _seed_for(case_id: str, seed: int) -> int:
-    # Stable across processes (str hash is salted), so a case's CI is reproducible.
-    h = seed
-    for ch in case_id.encode():
-        h = (h * 1000003 + ch) & 0xFFFFFFFF
-    return h
-
-
-def _timing_verdict(
-    v: CaseVerdict, base: list[float], new: list[float], seed: int, resamples: int
-) -> tuple[Optional[float], str]:
-    """Fills ratio, CI and p; returns the p-value that enters BH and the change direction."""
+def _measure(v: CaseVerdict, base: list[float], new: list[float]) -> None:
+    """Fills the ratio, its bootstrap CI and the two-sided Mann-Whitney p-value."""
     v.ratio = stats.median(new) / stats.median(base)
-    if resamples > 0:
-        v.ci = stats.bootstrap_ratio_ci(base, new, seed=_seed_for(v.id, seed), resamples=resamples)
-    direction = "slower" if v.ratio >= 1.0 else "faster"
-    if direction == "slower":
-        v.p = stats.mann_whitney_greater(new, base)
+    v.ci = stats.bootstrap_ratio_ci(base, new)
+    v.p = stats.mann_whitney_two_sided(new, base)
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f} %"
+
+
+def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q: float = stats.FDR_Q,
+           max_gate: float = stats.MAX_GATE) -> None:
+    """The decision rule of the module docstring for one measured case (ratio, CI, p set);
+    `q` is its Benjamini-Hochberg adjusted p among the comparison's timed cases."""
+    v.q = q
+    gate = v.min_effect
+    lo, hi = v.ci
+    slower = v.ratio >= 1.0
+    past_gate = v.ratio >= 1.0 + gate if slower else v.ratio <= 1.0 / (1.0 + gate)
+    significant = stats.significant(v.p, alpha) and q is not None and q <= fdr_q
+    change = f"{'slower' if slower else 'faster'} by {_pct(abs(v.ratio - 1))}"
+    evidence = f"p = {v.p:.2g}, q = {q:.2g}, 95 % CI [{lo:.3f}, {hi:.3f}]"
+    if past_gate and significant:
+        v.verdict = "regression" if slower else "improvement"
+        v.note = f"{change} (gate {_pct(gate)}), {evidence}"
+        return
+    floor_lo = 1.0 / (1.0 + max_gate)
+    # The noise these runs show, as a noise floor: a machine that noisy cannot support a PASS
+    # even where a calibration (perhaps from a quieter day) or the 2 % default says otherwise.
+    seen = stats.relative_mad([1.0 + r for r in stats.side_residuals(v.base_medians, v.new_medians)])
+    noisy = stats.minimum_effect(seen) > max_gate
+    if gate <= max_gate and not noisy and hi <= 1.0 + gate and lo >= floor_lo:
+        v.verdict = "pass"
+        v.rules_out = max(0.0, hi - 1.0)
+        v.wide_ci = lo < 1.0 / (1.0 + gate) and not (significant and not slower)
+        claim = f"rules out a slowdown of {_pct(v.rules_out)} or more" if hi > 1.0 else "rules out any slowdown"
+        v.note = (v.note + "; " if v.note else "") + f"{change}, within the {_pct(gate)} gate; {claim} ({evidence})"
+        return
+    v.verdict = "inconclusive"
+    k = min(v.runs_base, v.runs_new)
+    if gate > max_gate or (noisy and not past_gate):
+        v.runs_needed = None
+        floor = v.noise_floor if gate > max_gate else seen
+        source = "calibrated noise floor" if gate > max_gate else "noise floor these runs show"
+        why = (f"3 x the {source} {_pct(floor or 0)} is wider than --max-gate {_pct(max_gate)}: "
+               "more runs do not narrow it; quieten the machine or accept a wider gate")
+    elif not stats.significant(stats.min_two_sided_p(v.runs_base, v.runs_new), alpha) and (past_gate or hi > 1.0 + gate):
+        v.runs_needed = stats.smallest_k_reaching(alpha)
+        why = f"{v.runs_base} vs {v.runs_new} runs can never reach alpha = {alpha}"
+    elif past_gate:
+        v.runs_needed = stats.runs_to_reach_significance(k, v.p, alpha)
+        why = f"past the {_pct(gate)} gate but not significant ({evidence})"
+    elif hi > 1.0 + gate:
+        v.runs_needed = stats.runs_to_narrow_ci(k, hi - v.ratio, 1.0 + gate - v.ratio)
+        why = f"the CI reaches {_pct(hi - 1)} slower, past the {_pct(gate)} gate ({evidence})"
     else:
-        v.p = stats.mann_whitney_greater(base, new)
-    return v.p, direction
+        v.runs_needed = stats.runs_to_narrow_ci(k, v.ratio - lo, v.ratio - floor_lo)
+        why = (f"the CI [{lo:.3f}, {hi:.3f}] is too wide to say anything: its lower bound is more than "
+               f"--max-gate {_pct(max_gate)} below 1")
+    advice = f"; need ~{v.runs_needed} runs per side" if v.runs_needed else ""
+    v.note = f"{change}: {why}{advice}"
+
+
+def judge(base: list[float], new: list[float], noise_floor: Optional[float] = None, alpha: float = stats.ALPHA,
+          max_gate: float = stats.MAX_GATE) -> CaseVerdict:
+    """The verdict of one timed case alone (its BH q is its p), from per-run medians: what a
+    one-case `compare` says, without the results documents; simulations use it."""
+    v = CaseVerdict(id="", verdict="pass", runs_base=len(base), runs_new=len(new), noise_floor=noise_floor,
+                    min_effect=stats.minimum_effect(noise_floor), base_medians=list(base), new_medians=list(new))
+    _measure(v, v.base_medians, v.new_medians)
+    decide(v, v.p, alpha, stats.FDR_Q, max_gate)
+    return v
 
 
 def compare_results(
     base: dict[str, Any],
     new: dict[str, Any],
     noise_floors: Optional[dict[str, float]] = None,
-    seed: int = 0,
     alpha: float = stats.ALPHA,
     fdr_q: float = stats.FDR_Q,
     base_label: str = "base",
     new_label: str = "new",
-    resamples: int = stats.BOOTSTRAP_RESAMPLES,
+    max_gate: float = stats.MAX_GATE,
 ) -> Comparison:
     """Pure comparison of two results documents; the order of cases follows `new`, then missing.
 
-    `noise_floors` maps case ids to calibrated noise floors; `resamples` = 0 skips the bootstrap
-    CI (it reports, it does not decide), which simulations use to stay fast."""
+    `noise_floors` maps case ids to calibrated noise floors."""
     noise_floors = noise_floors or {}
     base_rows = {r["id"]: r for r in base.get("cases", [])}
     new_rows = {r["id"]: r for r in new.get("cases", [])}
     ids = [r["id"] for r in new.get("cases", [])] + [i for i in base_rows if i not in new_rows]
     verdicts: list[CaseVerdict] = []
-    timed: list[tuple[CaseVerdict, str]] = []
+    timed: list[CaseVerdict] = []
     for case_id in ids:
         b, n = base_rows.get(case_id), new_rows.get(case_id)
         v = CaseVerdict(id=case_id, verdict="pass")
@@ -218,37 +291,11 @@ def compare_results(
         if min(v.base_medians + v.new_medians) <= 0:
             v.verdict, v.note = "inconclusive", "a run reported a zero or negative time; ratios are undefined"
             continue
-        p, direction = _timing_verdict(v, v.base_medians, v.new_medians, seed, resamples)
-        timed.append((v, direction))
+        _measure(v, v.base_medians, v.new_medians)
+        timed.append(v)
 
-    qvalues = stats.benjamini_hochberg([v.p for v, _ in timed])
-    k_floor = stats.smallest_k_reaching(alpha)
-    for (v, direction), q in zip(timed, qvalues):
-        v.q = q
-        gate = v.min_effect
-        past_gate = v.ratio >= 1.0 + gate if direction == "slower" else v.ratio <= 1.0 / (1.0 + gate)
-        significant = v.p <= alpha and q is not None and q <= fdr_q
-        # With too few runs no outcome can reach alpha: a CI reaching past the gate then
-        # leaves a regression of gate size possible, and "pass" would claim more than we know.
-        too_few = stats.min_achievable_p(v.runs_base, v.runs_new) > alpha
-        ci_past_gate = v.ci is not None and v.ci[1] >= 1.0 + gate
-        change = f"{direction} by {abs(v.ratio - 1) * 100:.1f} %"
-        if past_gate and significant:
-            v.verdict = "regression" if direction == "slower" else "improvement"
-            v.note = f"{change} (gate {gate * 100:.1f} %), p = {v.p:.2g}, q = {q:.2g}"
-        elif past_gate or (too_few and ci_past_gate):
-            v.verdict = "inconclusive"
-            effect = max(gate, abs(math.log(v.ratio)))
-            v.runs_needed = stats.runs_needed(stats.relative_sigma(v.base_medians, v.new_medians), effect, alpha)
-            if too_few:
-                v.runs_needed = max(v.runs_needed, k_floor)
-                why = f"{v.runs_base} vs {v.runs_new} runs can never reach alpha = {alpha}"
-            else:
-                why = f"not significant (p = {v.p:.2g}, q = {q:.2g})"
-            v.note = f"{change} but {why}; need ~{v.runs_needed} runs per side"
-        else:
-            v.verdict = "pass"
-            v.note = (v.note + "; " if v.note else "") + f"{change}, within the {gate * 100:.1f} % gate"
+    for v, q in zip(timed, stats.benjamini_hochberg([v.p for v in timed])):
+        decide(v, q, alpha, fdr_q, max_gate)
     return Comparison(
         cases=verdicts,
         base_label=base_label,
@@ -257,6 +304,7 @@ def compare_results(
         new_run=new.get("run", {}),
         alpha=alpha,
         fdr_q=fdr_q,
+        max_gate=max_gate,
         calibrated=bool(noise_floors),
         base_rows=base_rows,
         new_rows=new_rows,
@@ -279,6 +327,12 @@ def verdicts_json(comparison: Comparison) -> dict[str, Any]:
                 "runs_base": c.runs_base,
                 "runs_new": c.runs_new,
                 "runs_needed": c.runs_needed,
+                "rules_out": c.rules_out,
+                "wide_ci": c.wide_ci,
+                "confirmed": c.confirmed,
+                "confirm_ratio": c.confirm_ratio,
+                "confirm_ci": list(c.confirm_ci) if c.confirm_ci else None,
+                "confirm_p": c.confirm_p,
                 "plan_changed": c.plan_changed,
                 "note": c.note,
             }
@@ -329,7 +383,8 @@ def write_comparison(out_dir: pathlib.Path, comparison: Comparison, new_results:
     return written
 
 
-def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path, out_dir: pathlib.Path) -> int:
+def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path, out_dir: pathlib.Path,
+                          max_gate: float = stats.MAX_GATE) -> int:
     """`meshgate run --baseline DIR`: compares a finished run with the baseline files of its
     suites in DIR, writes baseline-report.md/.html, baseline-junit.xml and
     baseline-comparison.json into out_dir, adds the verdict to out_dir/report.md when the run's
@@ -353,7 +408,8 @@ def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path
     except _baseline.InputError as e:
         print(f"meshgate compare: {e}", file=sys.stderr)
         return 2
-    comparison = compare_results(base, new, floors, base_label=str(baseline_dir), new_label=str(results_path))
+    comparison = compare_results(base, new, floors, base_label=str(baseline_dir), new_label=str(results_path),
+                                 max_gate=max_gate)
     write_comparison(out_dir, comparison, None, prefix="baseline-")
     from . import report
 
@@ -381,8 +437,15 @@ def format_table(comparison: Comparison) -> str:
         p = f"{c.p:.2g}" if c.p is not None else "-"
         k = f"{c.runs_base}/{c.runs_new}" if (c.runs_base or c.runs_new) else "-"
         lines.append(f"{c.id:<48} {c.verdict:<13} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
-        if c.verdict not in ("pass",) and c.note:
+        if c.verdict == "pass" and c.rules_out is not None:
+            wide = "; wide CI" if c.wide_ci else ""
+            lines.append(f"    no regression >= {max(c.rules_out, 0.0005) * 100:.1f} % (gate {c.min_effect * 100:.1f} %){wide}")
+        elif c.note:
             lines.append(f"    {c.note}")
+        if c.confirm_verdict is not None:
+            ci = f"[{c.confirm_ci[0]:.3f}, {c.confirm_ci[1]:.3f}]" if c.confirm_ci else "-"
+            ratio = f"{c.confirm_ratio:.3f}" if c.confirm_ratio is not None else "-"
+            lines.append(f"    confirmation batch: {c.confirm_verdict}, ratio {ratio}, 95% CI {ci}")
         if c.plan_changed:
             lines.append(f"    plan changed: {c.plan_base} -> {c.plan_new}")
     lines.append(_summary_line(comparison))
@@ -409,7 +472,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"meshgate compare: {e}", file=sys.stderr)
         return 2
     comparison = compare_results(
-        base, new, floors, seed=args.seed, base_label=str(base_path), new_label=str(new_path)
+        base, new, floors, base_label=str(base_path), new_label=str(new_path), max_gate=args.max_gate
     )
     print(format_table(comparison))
     if args.json:
@@ -422,6 +485,26 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return comparison.exit_code()
 
 
+def max_gate_fraction(text: str) -> float:
+    """--max-gate accepts a fraction (0.1) or a percentage (10 or 10%)."""
+    value = text.strip().rstrip("%").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number such as 0.1 or 10%") from None
+    fraction = number / 100.0 if text.strip().endswith("%") or number >= 1.0 else number
+    if not 0.0 < fraction < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the gate must lie between 0 and 100 %")
+    return fraction
+
+
+def add_max_gate_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-gate", type=max_gate_fraction, default=stats.MAX_GATE, metavar="G",
+                        help="the largest regression you accept to miss: PASS needs the gate (max(2 %%, "
+                             "3 x noise floor)) at most G and the CI's upper bound within the gate "
+                             "(a fraction or a percentage; default 10%%)")
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "compare", help="verdict per case between two results files (exit 1 on regression)"
@@ -432,5 +515,5 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out", metavar="DIR", help="report directory (default: reports/compare-<time>)")
     parser.add_argument("--calibration", metavar="FILE", help="calibration.json with noise floors")
     parser.add_argument("--machine-class", help="machine class whose calibration applies")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    add_max_gate_argument(parser)
     parser.set_defaults(func=_cmd_compare)

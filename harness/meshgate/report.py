@@ -415,6 +415,24 @@ def _fmt_p(x: Optional[float]) -> str:
     return f"{x:.2g}" if x is not None else "-"
 
 
+def _fmt_confirmation(v: "_compare.CaseVerdict") -> str:
+    """The confirmation batch's verdict, ratio and CI, or '-' when there was none."""
+    if v.confirm_verdict is None:
+        return "-"
+    ratio = f"{v.confirm_ratio:.3f}" if v.confirm_ratio is not None else "-"
+    ci = f"[{v.confirm_ci[0]:.3f}, {v.confirm_ci[1]:.3f}]" if v.confirm_ci else "-"
+    return f"{v.confirm_verdict} {ratio} {ci}"
+
+
+def _fmt_rules_out(v: "_compare.CaseVerdict") -> str:
+    """What a PASS row claims, e.g. 'no slowdown >= 1.3 %' (from the CI's upper bound)."""
+    if v.rules_out is None:
+        return "-"
+    if v.rules_out <= 0:
+        return "any slowdown"
+    return f"slowdown >= {v.rules_out * 100:.1f} %"
+
+
 def _evidence_text(v: "_compare.CaseVerdict") -> str:
     parts = [
         f"ratio {_fmt_ratio(v)} (95 % CI {_fmt_ci(v)})",
@@ -450,19 +468,27 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
     lines = [f"# meshgate compare: {c.headline()}", ""]
     counts = ", ".join(f"{c.count(v)} {v}" for v in _compare.VERDICTS if c.count(v))
     lines += [f"{counts or 'no cases'} · base `{c.base_label}` · new `{c.new_label}`", ""]
+    gate = ("max(2 %, 3 x calibrated noise floor)" if c.calibrated
+            else "2 % (no calibration for this machine class)")
     lines += [
-        f"Decision: one-sided Mann-Whitney U on per-run medians at alpha = {c.alpha}, Benjamini-Hochberg "
-        f"q = {c.fdr_q}, and the median ratio past the minimum effect "
-        + ("max(2 %, 3 x calibrated noise floor)." if c.calibrated else "2 % (no calibration for this machine class)."),
+        f"Decision: a regression (improvement) is a median ratio past the gate {gate}, significant by "
+        f"Mann-Whitney U on per-run medians (one-sided alpha = {c.alpha} in its direction; p below is "
+        f"two-sided) with Benjamini-Hochberg q <= {c.fdr_q}, confirmed by a fresh batch where one ran. "
+        f"PASS needs the 95 % CI's upper bound within the gate, a gate of at most "
+        f"{c.max_gate * 100:g} % (--max-gate) and a CI whose lower bound is above {1 / (1 + c.max_gate):.3f}; "
+        "everything else is inconclusive and does not block.",
         "",
     ]
     regressions = c.by_verdict("regression")
     if regressions:
-        lines += ["## Regressions", "", "| case | ratio | 95 % CI | p | q | runs | min effect | evidence |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        lines += ["## Regressions", "",
+                  "| case | ratio | 95 % CI | p | q | runs | gate | confirmation batch | evidence |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|---|"]
         for v in sorted(regressions, key=lambda v: -(v.ratio or 0)):
             lines.append(
                 f"| `{v.id}` | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
-                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_md(_evidence_extra(v))} |"
+                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_fmt_confirmation(v)} | "
+                f"{_md(_evidence_extra(v))} |"
             )
         lines.append("")
     correctness = c.by_verdict("correctness")
@@ -486,18 +512,35 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
             lines.append("")
     inconclusive = c.by_verdict("inconclusive")
     if inconclusive:
-        lines += ["## Inconclusive (does not block)", "", "| case | ratio | 95 % CI | p | runs | runs needed | why |", "|---|---:|---:|---:|---:|---:|---|"]
+        lines += ["## Inconclusive (does not block)", "",
+                  "| case | ratio | 95 % CI | p | runs | confirmation batch | runs needed | why |",
+                  "|---|---:|---:|---:|---:|---|---:|---|"]
         for v in inconclusive:
             lines.append(
                 f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
-                f"{v.runs_needed if v.runs_needed is not None else '-'} | {_md(v.note)} |"
+                f"{_fmt_confirmation(v)} | {v.runs_needed if v.runs_needed is not None else '-'} | {_md(v.note)} |"
             )
         lines.append("")
     improvements = c.by_verdict("improvement")
     if improvements:
-        lines += ["## Improvements", "", "| case | ratio | 95 % CI | p | runs |", "|---|---:|---:|---:|---:|"]
+        lines += ["## Improvements", "", "| case | ratio | 95 % CI | p | runs | confirmation batch |",
+                  "|---|---:|---:|---:|---:|---|"]
         for v in improvements:
-            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
+                         f"{_fmt_confirmation(v)} |")
+        lines.append("")
+    passes = [v for v in c.by_verdict("pass") if v.rules_out is not None]
+    if passes:
+        wide = [v for v in passes if v.wide_ci]
+        lines += ["## Passed timing (what each PASS rules out)", ""]
+        if wide:
+            lines += [f"{len(wide)} PASS row(s) flagged **wide CI**: the interval also admits a speed-up "
+                      "past the gate, so these runs could not have told a gate-sized change apart in "
+                      "that direction; more runs or a quieter machine make the claim stronger.", ""]
+        lines += ["| case | ratio | 95 % CI | gate | rules out | runs | |", "|---|---:|---:|---:|---|---:|---|"]
+        for v in passes:
+            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {v.min_effect * 100:.1f} % | "
+                         f"{_fmt_rules_out(v)} | {v.runs_base}/{v.runs_new} | {'**wide CI**' if v.wide_ci else ''} |")
         lines.append("")
     other = c.by_verdict("new") + c.by_verdict("missing")
     if other:

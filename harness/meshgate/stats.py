@@ -3,27 +3,39 @@
 The unit of replication is one run (one process launch); every function here takes per-run
 statistics (usually per-run medians), never raw iteration samples, because iterations inside
 one process are not independent of each other.
+
+Everything that decides is exact where an exact answer is cheap:
+- Mann-Whitney p-values come from the permutation distribution of the rank sum, mid-ranks for
+  ties, whenever there are ties or at most EXACT_MWU_MAX_N runs in total (the normal
+  approximation misstates small tied samples badly: 4 vs 4 with ties gave p = 0.0066 where no
+  split can go below 1/70);
+- the confidence interval of the median ratio is the percentile interval of the bootstrap
+  distribution computed exactly (the limit of infinitely many resamples), so it is
+  reproducible without a seed and costs microseconds.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-import random
 import statistics
 from functools import lru_cache
 from typing import Optional, Sequence
 
 # Decision defaults of spec/gating.md: MWU at alpha = 0.01, BH at q = 0.05, 2 % minimum effect,
-# minimum effect = max(2 %, 3 x noise floor), >= 2000 bootstrap resamples, 80 % power target.
+# minimum effect = max(2 %, 3 x noise floor), 80 % power target, PASS only when the gate is at
+# most 10 % (the largest regression a user accepts to miss).
 ALPHA = 0.01
 FDR_Q = 0.05
 MIN_EFFECT = 0.02
 NOISE_FLOOR_FACTOR = 3.0
-BOOTSTRAP_RESAMPLES = 2000
 TARGET_POWER = 0.8
-# Exact MWU p-values are used up to this many runs in total (both sides, no ties); beyond it
-# the normal approximation is accurate and cheaper.
-EXACT_MWU_MAX_N = 50
+MAX_GATE = 0.10
+CI_LEVEL = 0.95
+# Exact permutation p-values up to this many runs in total (both sides), ties or not; beyond
+# it the tie-corrected normal approximation is accurate. The spec requires exact p-values
+# with ties or <= 10 runs a side; both are inside this bound.
+EXACT_MWU_MAX_N = 60
 
 # A MAD of a normal sample is 0.6745 sigma; this turns a MAD into a sigma estimate.
 MAD_TO_SIGMA = 1.4826
@@ -49,29 +61,23 @@ def relative_mad(values: Sequence[float]) -> float:
     return mad(values) / abs(m)
 
 
+def side_residuals(*sides: Sequence[float]) -> list[float]:
+    """Each side's values relative to that side's median, pooled: the run-to-run noise with
+    the difference between the sides taken out."""
+    out: list[float] = []
+    for values in sides:
+        center = median(values) if values else 0.0
+        if center > 0:
+            out += [v / center - 1.0 for v in values]
+    return out
+
+
 def per_run_medians(runs: Sequence[Sequence[float]]) -> list[float]:
     """Median of each run's timed iterations; runs without iterations are dropped."""
     return [median(r) for r in runs if r]
 
 
-@lru_cache(maxsize=None)
-def _mwu_counts(n1: int, n2: int) -> tuple[int, ...]:
-    """Number of orderings of n1 + n2 distinct values giving each U in 0..n1*n2.
-
-    U counts pairs (x_i, y_j) with x_i > y_j. Recurrence over the largest value: it belongs
-    to x (adds n2 to U) or to y (adds nothing).
-    """
-    if n1 == 0 or n2 == 0:
-        return (1,)
-    with_x = _mwu_counts(n1 - 1, n2)
-    with_y = _mwu_counts(n1, n2 - 1)
-    size = n1 * n2 + 1
-    out = [0] * size
-    for u, c in enumerate(with_x):
-        out[u + n2] += c
-    for u, c in enumerate(with_y):
-        out[u] += c
-    return tuple(out)
+# --- Mann-Whitney U, exact permutation distribution ------------------------------------------
 
 
 def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> float:
@@ -86,62 +92,245 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> float:
     return u
 
 
-def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
-    """One-sided Mann-Whitney p-value for H1: x tends to be larger than y.
+def _tie_groups(x: Sequence[float], y: Sequence[float]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Pooled values in ascending order as groups of equal values: (group sizes, x's count per group)."""
+    tagged = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
+    sizes: list[int] = []
+    from_x: list[int] = []
+    previous = None
+    for value, side in tagged:
+        if not sizes or value != previous:
+            sizes.append(0)
+            from_x.append(0)
+            previous = value
+        sizes[-1] += 1
+        from_x[-1] += side == 0
+    return tuple(sizes), tuple(from_x)
 
-    Exact distribution when there are no ties and the samples are small; otherwise the normal
-    approximation with tie-corrected variance and a continuity correction.
+
+def _doubled_midranks(sizes: Sequence[int]) -> list[int]:
+    """Twice the mid-rank of each tie group (integers, so sums compare exactly)."""
+    ranks, start = [], 0
+    for t in sizes:
+        ranks.append(2 * start + t + 1)  # 2 x mean of the ranks start+1 .. start+t
+        start += t
+    return ranks
+
+
+@lru_cache(maxsize=256)
+def _rank_sum_distribution(sizes: tuple[int, ...], n1: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Permutation distribution of the doubled rank sum of a size-n1 sample drawn without
+    replacement from tie groups of `sizes`: (sorted sums, number of subsets giving each).
+
+    Dynamic programme over the groups: taking c of a group's t members adds c x its doubled
+    mid-rank and multiplies the count by C(t, c).
+    """
+    ranks = _doubled_midranks(sizes)
+    table: list[dict[int, int]] = [dict() for _ in range(n1 + 1)]
+    table[0][0] = 1
+    taken_before = 0
+    for t, r in zip(sizes, ranks):
+        top = min(n1, taken_before + t)
+        for chosen in range(top, -1, -1):
+            row: dict[int, int] = {}
+            for c in range(0, min(t, chosen) + 1):
+                source = table[chosen - c]
+                if not source:
+                    continue
+                ways, add = math.comb(t, c), c * r
+                for s, count in source.items():
+                    row[s + add] = row.get(s + add, 0) + count * ways
+            table[chosen] = row
+        taken_before += t
+    final = sorted(table[n1].items())
+    return tuple(s for s, _ in final), tuple(c for _, c in final)
+
+
+@lru_cache(maxsize=256)
+def _cumulative(sizes: tuple[int, ...], n1: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    sums, counts = _rank_sum_distribution(sizes, n1)
+    running, cum = 0, []
+    for c in counts:
+        running += c
+        cum.append(running)
+    return sums, tuple(cum), running
+
+
+def _exact_p_values(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    sizes, from_x = _tie_groups(x, y)
+    ranks = _doubled_midranks(sizes)
+    n1, n = len(x), len(x) + len(y)
+    observed = sum(c * r for c, r in zip(from_x, ranks))
+    sums, cum, total = _cumulative(sizes, n1)
+
+    def at_most(s: int) -> int:  # subsets with sum <= s
+        i = bisect.bisect_right(sums, s)
+        return cum[i - 1] if i else 0
+
+    greater = (total - at_most(observed - 1)) / total
+    less = at_most(observed) / total
+    center = n1 * (n + 1)  # doubled expected rank sum
+    distance = abs(observed - center)
+    two = (at_most(center - distance) + total - at_most(center + distance - 1)) / total
+    return greater, less, min(1.0, two)
+
+
+def _normal_p_values(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    n1, n2 = len(x), len(y)
+    n = n1 + n2
+    u = mann_whitney_u(x, y)
+    sizes, _ = _tie_groups(x, y)
+    tie_term = sum(t**3 - t for t in sizes)
+    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0, 1.0, 1.0
+    sd = math.sqrt(variance)
+    z = statistics.NormalDist()
+    mean = n1 * n2 / 2.0
+    greater = 1.0 - z.cdf((u - mean - 0.5) / sd)
+    less = z.cdf((u - mean + 0.5) / sd)
+    two = min(1.0, 2.0 * (1.0 - z.cdf(max(0.0, abs(u - mean) - 0.5) / sd)))
+    return greater, less, two
+
+
+def mann_whitney(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """Mann-Whitney p-values of x against y: (x tends to be larger, x smaller, two-sided).
+
+    Exact permutation p-values (mid-ranks for ties) up to EXACT_MWU_MAX_N runs in total; the
+    tie-corrected normal approximation with continuity correction beyond. The two-sided one
+    counts the splits whose rank sum is at least as far from its mean as the observed one.
     """
     n1, n2 = len(x), len(y)
     if n1 == 0 or n2 == 0:
         raise ValueError(f"Mann-Whitney needs samples on both sides, got {n1} and {n2}")
-    u = mann_whitney_u(x, y)
-    pooled = list(x) + list(y)
-    has_ties = len(set(pooled)) < len(pooled)
-    if not has_ties and n1 + n2 <= EXACT_MWU_MAX_N:
-        counts = _mwu_counts(n1, n2)
-        total = math.comb(n1 + n2, n1)
-        upper = sum(counts[math.ceil(u) :])
-        return upper / total
-    n = n1 + n2
-    tie_term = 0
-    for v in set(pooled):
-        t = pooled.count(v)
-        tie_term += t**3 - t
-    variance = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
-    if variance <= 0:
+    if n1 + n2 <= EXACT_MWU_MAX_N:
+        return _exact_p_values(x, y)
+    return _normal_p_values(x, y)
+
+
+def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float:
+    """One-sided p-value for H1: x tends to be larger than y."""
+    return mann_whitney(x, y)[0]
+
+
+def mann_whitney_two_sided(x: Sequence[float], y: Sequence[float]) -> float:
+    return mann_whitney(x, y)[2]
+
+
+def min_two_sided_p(n1: int, n2: int) -> float:
+    """Smallest two-sided p-value possible with these sample sizes (complete separation)."""
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def significant(p_two: float, alpha: float = ALPHA) -> bool:
+    """The per-case test of spec/gating.md: one-sided at alpha in the direction of the change,
+    which for a two-sided p-value of a symmetric permutation distribution is p_two <= 2 alpha.
+    A/A runs are then flagged slower at most alpha of the time and faster at most alpha."""
+    return p_two <= 2.0 * alpha
+
+
+def smallest_k_reaching(alpha: float = ALPHA) -> int:
+    """Fewest runs per side for which complete separation can be significant (5 for 0.01)."""
+    k = 2
+    while not significant(min_two_sided_p(k, k), alpha):
+        k += 1
+    return k
+
+
+# --- Bootstrap of the median ratio, computed exactly -----------------------------------------
+
+
+def _binomial_tail(n: int, p: float, at_least: int) -> float:
+    """P(Binomial(n, p) >= at_least)."""
+    if at_least <= 0:
         return 1.0
-    z = (u - n1 * n2 / 2.0 - 0.5) / math.sqrt(variance)
-    return 1.0 - statistics.NormalDist().cdf(z)
+    if at_least > n:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(at_least, n + 1))
 
 
-def min_achievable_p(n1: int, n2: int) -> float:
-    """Smallest one-sided MWU p-value possible with these sample sizes (complete separation)."""
-    return 1.0 / math.comb(n1 + n2, n1)
+def _binomial_pmf(n: int, p: float, i: int) -> float:
+    if p <= 0.0:
+        return 1.0 if i == 0 else 0.0
+    if p >= 1.0:
+        return 1.0 if i == n else 0.0
+    return math.comb(n, i) * p**i * (1 - p) ** (n - i)
 
 
-def bootstrap_ratio_ci(
-    base: Sequence[float],
-    new: Sequence[float],
-    seed: int = 0,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    confidence: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of median(new) / median(base), resampling each side's runs."""
+@lru_cache(maxsize=64)
+def _median_index_weights(n: int) -> tuple[tuple[int, int, float], ...]:
+    """Distribution of the median of a bootstrap resample of n sorted values by position:
+    (i, j, probability) meaning median = (x_i + x_j) / 2 (0-based positions, i == j for odd n).
+
+    With N_a = the number of the n draws among the a smallest values (Binomial(n, a/n)):
+    odd n = 2m+1: median <= x_a  iff  N_a >= m+1;
+    even n = 2m: the m-th and (m+1)-th order statistics (L, U) of the resample satisfy
+    P(L <= x_a, U <= x_b) = P(N_a >= m+1) + P(N_a = m) * (1 - (1 - (b-a)/(n-a))^(n-m)) for
+    a <= b (given N_a = m, at least one of the other n-m draws must land in (x_a, x_b]), and
+    the joint mass follows by differencing.
+    """
+    if n % 2:
+        m = n // 2
+        cdf = [_binomial_tail(n, a / n, m + 1) for a in range(n + 1)]
+        return tuple((a - 1, a - 1, cdf[a] - cdf[a - 1]) for a in range(1, n + 1) if cdf[a] > cdf[a - 1])
+    m = n // 2
+
+    def joint(a: int, b: int) -> float:  # P(L <= x_a, U <= x_b) with 1-based a, b
+        a = min(a, b)
+        if a <= 0:
+            return 0.0
+        value = _binomial_tail(n, a / n, m + 1)
+        if b > a and a < n:
+            value += _binomial_pmf(n, a / n, m) * (1.0 - (1.0 - (b - a) / (n - a)) ** (n - m))
+        return value
+
+    out = []
+    for a in range(1, n + 1):
+        for b in range(a, n + 1):
+            mass = joint(a, b) - joint(a - 1, b) - joint(a, b - 1) + joint(a - 1, b - 1)
+            if mass > 1e-15:
+                out.append((a - 1, b - 1, mass))
+    return tuple(out)
+
+
+def bootstrap_median_distribution(values: Sequence[float]) -> list[tuple[float, float]]:
+    """The exact bootstrap distribution of the sample median: [(value, probability)] sorted."""
+    xs = sorted(values)
+    masses: dict[float, float] = {}
+    for i, j, p in _median_index_weights(len(xs)):
+        v = (xs[i] + xs[j]) / 2.0
+        masses[v] = masses.get(v, 0.0) + p
+    return sorted(masses.items())
+
+
+def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], confidence: float = CI_LEVEL) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(new) / median(base), each side's runs resampled
+    independently, from the exact bootstrap distribution (no Monte Carlo error, no seed)."""
     if not base or not new:
         raise ValueError("bootstrap needs runs on both sides")
-    rng = random.Random(seed)
-    nb, nn = len(base), len(new)
-    ratios = []
-    for _ in range(resamples):
-        b = statistics.median([base[rng.randrange(nb)] for _ in range(nb)])
-        n = statistics.median([new[rng.randrange(nn)] for _ in range(nn)])
-        ratios.append(n / b if b else math.inf)
+    ratios: list[tuple[float, float]] = []
+    for b, pb in bootstrap_median_distribution(base):
+        for v, pn in bootstrap_median_distribution(new):
+            ratios.append((v / b if b else math.inf, pb * pn))
     ratios.sort()
     tail = (1.0 - confidence) / 2.0
-    lo = ratios[int(math.floor(tail * (resamples - 1)))]
-    hi = ratios[int(math.ceil((1.0 - tail) * (resamples - 1)))]
-    return lo, hi
+    lo = hi = None
+    running = 0.0
+    for r, p in ratios:
+        running += p
+        if lo is None and running >= tail - 1e-12:
+            lo = r
+        if running >= 1.0 - tail - 1e-12:
+            hi = r
+            break
+    return lo, hi if hi is not None else ratios[-1][0]
+
+
+# --- Many cases, gates and advice -------------------------------------------------------------
 
 
 def benjamini_hochberg(pvalues: Sequence[Optional[float]]) -> list[Optional[float]]:
@@ -167,47 +356,23 @@ def minimum_effect(noise_floor: Optional[float]) -> float:
     return max(MIN_EFFECT, NOISE_FLOOR_FACTOR * noise_floor)
 
 
-def smallest_k_reaching(alpha: float = ALPHA) -> int:
-    """Fewest runs per side for which complete separation reaches alpha (5 for 0.01)."""
-    k = 2
-    while min_achievable_p(k, k) > alpha:
-        k += 1
-    return k
+def runs_to_narrow_ci(k: int, half_width: float, allowed: float) -> int:
+    """Runs per side for a CI whose upper half-width is `half_width` at k runs to shrink to
+    `allowed` (CI widths scale as 1/sqrt(k))."""
+    if allowed <= 0:
+        raise ValueError("no CI width fits: the observed ratio itself is past the gate")
+    return max(k + 1, math.ceil(k * (half_width / allowed) ** 2))
 
 
-def runs_needed(
-    relative_sigma: float, effect: float, alpha: float = ALPHA, power: float = TARGET_POWER
-) -> int:
-    """Runs per side for a one-sided MWU to detect `effect` with `power`.
-
-    Normal-theory sample size scaled by the asymptotic relative efficiency of MWU against the
-    t-test (3 / pi), never below the smallest k that can reach alpha at all.
-    """
-    floor = smallest_k_reaching(alpha)
-    if effect <= 0:
-        return floor
-    if relative_sigma <= 0:
-        return floor
+def runs_to_reach_significance(k: int, p_two: float, alpha: float = ALPHA, power: float = TARGET_POWER) -> Optional[int]:
+    """Runs per side for an effect of the observed size to become significant (one-sided
+    alpha in its direction) with `power`: the z-score of a fixed effect grows as sqrt(k).
+    None when the runs show no difference at all (p = 1)."""
+    if p_two >= 1.0:
+        return None
     z = statistics.NormalDist()
-    za, zb = z.inv_cdf(1 - alpha), z.inv_cdf(power)
-    n = 2.0 * ((za + zb) * relative_sigma / effect) ** 2 * math.pi / 3.0
-    return max(floor, int(math.ceil(n)))
-
-
-def minimum_detectable_effect(
-    relative_sigma: float, k: int, alpha: float = ALPHA, power: float = TARGET_POWER
-) -> float:
-    """Smallest relative slowdown detected with `power` at k runs per side (inverse of runs_needed)."""
-    if k < smallest_k_reaching(alpha):
-        return math.inf
-    z = statistics.NormalDist()
-    za, zb = z.inv_cdf(1 - alpha), z.inv_cdf(power)
-    return (za + zb) * relative_sigma * math.sqrt(2.0 * math.pi / (3.0 * k))
-
-
-def relative_sigma(*sides: Sequence[float]) -> float:
-    """Pooled robust run-to-run spread: MAD-based sigma / median, averaged over the sides."""
-    spreads = [relative_mad(s) * MAD_TO_SIGMA for s in sides if len(s) >= 2]
-    if not spreads:
-        return 0.0
-    return sum(spreads) / len(spreads)
+    observed = z.inv_cdf(1.0 - p_two / 2.0)
+    if observed <= 0:
+        return None
+    needed = z.inv_cdf(1.0 - alpha) + z.inv_cdf(power)
+    return max(k + 1, smallest_k_reaching(alpha), math.ceil(k * (needed / observed) ** 2))

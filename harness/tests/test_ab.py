@@ -72,7 +72,7 @@ class RunAbTest(unittest.TestCase):
             ("candidate", "s/slow"): 1.10,
             ("candidate", "s/flaky", "batch-1"): 1.10,  # slower in the first batch only
             ("candidate", "s/fast"): 0.90,
-        })
+        }, noise=0.005)
         with tempfile.TemporaryDirectory() as tmp:
             comparison, record = ab.run_ab(self.sides(), {"base": ids, "candidate": ids}, launch, pathlib.Path(tmp), k=9, seed=11)
             self.assertTrue((pathlib.Path(tmp) / "batch-1" / "candidate" / "results.json").is_file())
@@ -86,6 +86,10 @@ class RunAbTest(unittest.TestCase):
         self.assertFalse(verdicts["s/flaky"].confirmed)
         self.assertIn("not confirmed by a fresh batch", verdicts["s/flaky"].note)
         self.assertEqual(verdicts["s/fast"].verdict, "improvement")
+        self.assertTrue(verdicts["s/fast"].confirmed)  # improvements are confirmed like regressions
+        self.assertEqual(verdicts["s/slow"].confirm_verdict, "regression")
+        self.assertGreater(verdicts["s/slow"].confirm_ci[0], 1.05)
+        self.assertEqual(verdicts["s/flaky"].confirm_verdict, "pass")
         self.assertEqual(comparison.exit_code(), 1)
         self.assertEqual(verdicts["s/slow"].runs_base, 9)
         # Batch 1: 18 launches in the recorded ABBA order; batch 2: only the flagged cases.
@@ -93,8 +97,19 @@ class RunAbTest(unittest.TestCase):
         self.assertEqual(["AB"[0 if c[1] == "base" else 1] for c in first], record["order"])
         second = [c for c in launch.calls if c[0] == "batch-2"]
         self.assertEqual(len(second), 18)
-        self.assertTrue(all(c[3] == ("s/slow", "s/flaky") for c in second))
+        self.assertTrue(all(c[3] == ("s/slow", "s/flaky", "s/fast") for c in second))
         self.assertEqual(record["confirmation"]["s/flaky"]["confirmed"], False)
+
+    def test_an_improvement_that_does_not_repeat_is_inconclusive(self):
+        launch = SyntheticLaunch({("candidate", "s/a", "batch-1"): 0.90}, noise=0.005)
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch,
+                                           pathlib.Path(tmp), k=9, seed=6)
+        v = comparison.cases[0]
+        self.assertEqual(v.verdict, "inconclusive")
+        self.assertFalse(v.confirmed)
+        self.assertIn("not confirmed by a fresh batch", v.note)
+        self.assertEqual(record["confirmation"]["s/a"]["verdict"], "pass")
 
     def test_no_confirmation_batch_without_flags(self):
         launch = SyntheticLaunch({})
@@ -169,7 +184,7 @@ class DriverLaunchEndToEndTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = pathlib.Path(tmp)
             config = tmp / "config.json"
-            config.write_text(json.dumps({"noise": 0.01, "cases": [
+            config.write_text(json.dumps({"noise": 0.003, "cases": [
                 {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {"c" * 40: 1.15}},
                 {"id": "coll/all-gather", "time_s": 2e-3},
             ]}))
@@ -256,7 +271,7 @@ class AbCommandEndToEndTest(unittest.TestCase):
         from unittest import mock
 
         config = pathlib.Path(self.tmp.name) / "config.json"
-        config.write_text(json.dumps({"noise": 0.01, "cases": [
+        config.write_text(json.dumps({"noise": 0.003, "cases": [
             {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {self.candidate: 1.2}},
             {"id": "coll/all-gather", "time_s": 2e-3},
         ]}))

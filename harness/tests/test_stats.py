@@ -1,24 +1,29 @@
 import itertools
-import math
 import random
+import statistics
 import unittest
 
 from meshgate import stats
 
 
-def permutation_p_greater(x, y):
-    """Exact one-sided permutation p-value of the U statistic, ties included (brute force)."""
+def permutation_p_values(x, y):
+    """Exact permutation p-values of the U statistic by enumerating every split (ties included):
+    (x larger, x smaller, two-sided)."""
     pooled = list(x) + list(y)
     n1 = len(x)
     observed = stats.mann_whitney_u(x, y)
-    hits = total = 0
+    center = n1 * len(y) / 2.0
+    greater = less = two = total = 0
     for idx in itertools.combinations(range(len(pooled)), n1):
         chosen = set(idx)
         a = [pooled[i] for i in idx]
         b = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        u = stats.mann_whitney_u(a, b)
         total += 1
-        hits += stats.mann_whitney_u(a, b) >= observed - 1e-12
-    return hits / total
+        greater += u >= observed - 1e-12
+        less += u <= observed + 1e-12
+        two += abs(u - center) >= abs(observed - center) - 1e-12
+    return greater / total, less / total, two / total
 
 
 class MannWhitneyTest(unittest.TestCase):
@@ -26,62 +31,103 @@ class MannWhitneyTest(unittest.TestCase):
         self.assertEqual(stats.mann_whitney_u([2, 4, 6], [1, 3, 5]), 6)
         self.assertEqual(stats.mann_whitney_u([1, 2], [2, 3]), 0.5)
 
-    def test_exact_distribution_sums_to_all_orderings(self):
-        for n1, n2 in ((1, 1), (3, 3), (4, 7), (9, 9)):
-            counts = stats._mwu_counts(n1, n2)
-            self.assertEqual(len(counts), n1 * n2 + 1)
-            self.assertEqual(sum(counts), math.comb(n1 + n2, n1))
-            self.assertEqual(list(counts), list(reversed(counts)))  # symmetric under H0
-
     def test_exact_p_values(self):
         # n = 3 + 3: U distribution counts 1,1,2,3,3,3,3,2,1,1 over 20 orderings.
         self.assertAlmostEqual(stats.mann_whitney_greater([2, 4, 6], [1, 3, 5]), 7 / 20)
         self.assertAlmostEqual(stats.mann_whitney_greater([4, 5, 6], [1, 2, 3]), 1 / 20)
         self.assertAlmostEqual(stats.mann_whitney_greater([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]), 1 / 252)
         self.assertAlmostEqual(stats.mann_whitney_greater([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), 1.0)
+        self.assertAlmostEqual(stats.mann_whitney_two_sided([6, 7, 8, 9, 10], [1, 2, 3, 4, 5]), 2 / 252)
 
-    def test_exact_matches_permutation_without_ties(self):
+    def test_exact_matches_enumeration_with_and_without_ties(self):
         rng = random.Random(3)
-        for _ in range(5):
-            x = [rng.random() for _ in range(5)]
-            y = [rng.random() + 0.2 for _ in range(6)]
-            self.assertAlmostEqual(stats.mann_whitney_greater(y, x), permutation_p_greater(y, x), places=12)
+        for trial in range(12):
+            n1, n2 = rng.randint(2, 6), rng.randint(2, 6)
+            if trial % 2:  # coarse values: many ties
+                x = [rng.randint(0, 4) for _ in range(n1)]
+                y = [rng.randint(1, 5) for _ in range(n2)]
+            else:
+                x = [rng.random() for _ in range(n1)]
+                y = [rng.random() + 0.2 for _ in range(n2)]
+            want = permutation_p_values(y, x)
+            got = stats.mann_whitney(y, x)
+            for g, w in zip(got, want):
+                self.assertAlmostEqual(g, w, places=12, msg=(x, y))
 
-    def test_tie_corrected_normal_approximation_is_close_to_exact_permutation(self):
-        x = [1, 1, 2, 2, 3, 3, 4]
-        y = [2, 3, 3, 4, 4, 5, 5]
-        exact = permutation_p_greater(y, x)
-        approx = stats.mann_whitney_greater(y, x)
-        self.assertLess(abs(exact - approx), 0.01, (exact, approx))
-        self.assertLess(approx, 0.05)
+    def test_tied_four_against_four_is_never_below_one_in_seventy(self):
+        # The normal approximation said p = 0.0066 here; no split of 4 + 4 runs can go below 1/70.
+        base = [1.0, 1.0, 1.0, 1.1]
+        new = [1.2, 1.3, 1.3, 1.3]
+        greater, _, two = stats.mann_whitney(new, base)
+        self.assertAlmostEqual(greater, 1 / 70)
+        self.assertAlmostEqual(two, 2 / 70)
+        self.assertFalse(stats.significant(two))
+
+    def test_large_samples_use_the_normal_approximation_close_to_exact(self):
+        rng = random.Random(4)
+        x = [rng.gauss(0, 1) for _ in range(35)]
+        y = [rng.gauss(0.8, 1) for _ in range(35)]
+        approx = stats.mann_whitney(y, x)  # 70 runs: beyond the exact bound
+        exact = stats._exact_p_values(y, x)
+        for a, e in zip(approx, exact):
+            self.assertLess(abs(a - e), 0.002, (approx, exact))
 
     def test_all_tied_is_not_significant(self):
-        self.assertEqual(stats.mann_whitney_greater([1.0] * 5, [1.0] * 5), 1.0)
+        self.assertEqual(stats.mann_whitney([1.0] * 5, [1.0] * 5), (1.0, 1.0, 1.0))
 
     def test_empty_side_is_an_error(self):
         with self.assertRaises(ValueError):
             stats.mann_whitney_greater([], [1.0])
 
     def test_smallest_k_reaching_alpha(self):
-        self.assertEqual(stats.smallest_k_reaching(0.01), 5)  # 1/252 < 0.01 < 1/70
-        self.assertEqual(stats.smallest_k_reaching(0.05), 3)  # 1/20 reaches 0.05 exactly
-        self.assertEqual(stats.smallest_k_reaching(0.04), 4)
+        self.assertEqual(stats.smallest_k_reaching(0.01), 5)  # 2/252 <= 0.02 < 2/70
+        self.assertEqual(stats.smallest_k_reaching(0.05), 3)  # 2/20 <= 0.1
+        self.assertEqual(stats.smallest_k_reaching(0.02), 4)  # 2/70 <= 0.04
+
+
+def enumerated_median_distribution(values):
+    """Every one of the n^n equally likely bootstrap resamples, enumerated."""
+    n = len(values)
+    masses = {}
+    for picks in itertools.product(range(n), repeat=n):
+        m = statistics.median(values[i] for i in picks)
+        masses[m] = masses.get(m, 0) + 1
+    return {m: c / n**n for m, c in masses.items()}
 
 
 class BootstrapTest(unittest.TestCase):
-    def test_seeded_and_contains_the_true_ratio(self):
+    def test_exact_median_distribution_matches_enumeration(self):
+        for values in ([3.0, 1.0, 2.0], [1.0, 2.0, 4.0, 8.0], [1.0, 1.0, 2.0, 5.0], [1.0, 2.0, 3.0, 5.0, 7.0],
+                       [0.5, 1.0, 2.0, 3.0, 5.0, 9.0]):
+            want = enumerated_median_distribution(values)
+            got = dict(stats.bootstrap_median_distribution(values))
+            self.assertEqual(sorted(got), sorted(want), values)
+            for m in want:
+                self.assertAlmostEqual(got[m], want[m], places=12, msg=(values, m))
+
+    def test_ci_agrees_with_a_monte_carlo_bootstrap(self):
+        rng = random.Random(5)
+        for n1, n2 in ((9, 9), (10, 8), (4, 7)):
+            base = [1.0 + rng.gauss(0, 0.03) for _ in range(n1)]
+            new = [1.05 + rng.gauss(0, 0.03) for _ in range(n2)]
+            ratios = sorted(statistics.median(rng.choices(new, k=n2)) / statistics.median(rng.choices(base, k=n1))
+                            for _ in range(20000))
+            lo, hi = stats.bootstrap_ratio_ci(base, new)
+            self.assertAlmostEqual(lo, ratios[500], delta=0.004)
+            self.assertAlmostEqual(hi, ratios[19500], delta=0.004)
+
+    def test_contains_the_true_ratio(self):
         rng = random.Random(5)
         base = [1.0 + rng.gauss(0, 0.02) for _ in range(9)]
         new = [1.1 + rng.gauss(0, 0.02) for _ in range(9)]
-        ci = stats.bootstrap_ratio_ci(base, new, seed=9)
-        self.assertEqual(ci, stats.bootstrap_ratio_ci(base, new, seed=9))
-        self.assertLess(ci[0], 1.1)
-        self.assertGreater(ci[1], 1.1)
-        self.assertGreater(ci[0], 1.03)
-        self.assertLess(ci[1], 1.17)
+        lo, hi = stats.bootstrap_ratio_ci(base, new)
+        self.assertLess(lo, 1.1)
+        self.assertGreater(hi, 1.1)
+        self.assertGreater(lo, 1.03)
+        self.assertLess(hi, 1.17)
 
     def test_identical_constant_sides_give_a_point_interval(self):
-        self.assertEqual(stats.bootstrap_ratio_ci([2.0] * 4, [3.0] * 4, resamples=50), (1.5, 1.5))
+        self.assertEqual(stats.bootstrap_ratio_ci([2.0] * 4, [3.0] * 4), (1.5, 1.5))
 
 
 class BenjaminiHochbergTest(unittest.TestCase):
@@ -99,7 +145,7 @@ class BenjaminiHochbergTest(unittest.TestCase):
         self.assertEqual(stats.benjamini_hochberg([]), [])
 
 
-class NoiseAndPowerTest(unittest.TestCase):
+class NoiseAndAdviceTest(unittest.TestCase):
     def test_relative_mad(self):
         self.assertAlmostEqual(stats.relative_mad([1.0, 1.1, 0.9, 1.0, 1.2]), 0.1)
         self.assertEqual(stats.relative_mad([5.0]), 0.0)
@@ -109,18 +155,17 @@ class NoiseAndPowerTest(unittest.TestCase):
         self.assertEqual(stats.minimum_effect(0.001), 0.02)
         self.assertAlmostEqual(stats.minimum_effect(0.01), 0.03)
 
-    def test_runs_needed_grows_with_noise_and_shrinks_with_effect(self):
-        self.assertEqual(stats.runs_needed(0.0, 0.05), 5)
-        small = stats.runs_needed(0.02, 0.05)
-        self.assertLess(small, stats.runs_needed(0.04, 0.05))
-        self.assertGreater(stats.runs_needed(0.02, 0.02), small)
-        # spec/gating.md: sigma 2 % gives ~98 % power at 5 % with k = 9, so 9 runs suffice.
-        self.assertLessEqual(small, 9)
+    def test_runs_to_narrow_a_ci_scale_with_the_square_of_the_width(self):
+        self.assertEqual(stats.runs_to_narrow_ci(9, 0.04, 0.02), 36)
+        self.assertEqual(stats.runs_to_narrow_ci(9, 0.021, 0.02), 10)  # never fewer than one more run
+        with self.assertRaises(ValueError):
+            stats.runs_to_narrow_ci(9, 0.04, 0.0)
 
-    def test_minimum_detectable_effect_inverts_runs_needed(self):
-        mde = stats.minimum_detectable_effect(0.02, 9)
-        self.assertLessEqual(stats.runs_needed(0.02, mde * 1.01), 9)
-        self.assertEqual(stats.minimum_detectable_effect(0.02, 3), math.inf)
+    def test_runs_to_reach_significance_exceed_the_runs_that_did_not(self):
+        for p in (0.03, 0.1, 0.4):
+            self.assertGreater(stats.runs_to_reach_significance(9, p), 9)
+        self.assertLess(stats.runs_to_reach_significance(9, 0.03), stats.runs_to_reach_significance(9, 0.3))
+        self.assertIsNone(stats.runs_to_reach_significance(9, 1.0))
 
 
 if __name__ == "__main__":
