@@ -8,7 +8,14 @@ class. `--machine-class` overrides it wherever a command derives it.
 
 `meshgate baseline update RESULTS.json` splits the results by suite and writes each suite's
 file atomically (temporary file + rename). The file it replaces is kept under
-`baselines/<machine-class>/history/<suite>.<UTC timestamp>.json`.
+`baselines/<machine-class>/history/<suite>.<UTC timestamp>.json`. It also writes the
+deterministic signals of every case (signals.py) to `baselines/signals/<suite>.json`; with
+`--signals-only` it writes nothing else. Those files are the committed baseline: they hold no
+timing, so any machine can be checked against them.
+
+`meshgate baseline check RESULTS.json` compares every case's signals with the committed ones
+and exits 1 on a changed plan or signal, or on a case that passed and now fails (a new
+failure); 0 otherwise (new, removed and skipped cases are listed); 2 on unusable input.
 """
 
 from __future__ import annotations
@@ -24,12 +31,15 @@ import sys
 import tempfile
 from typing import Any, Optional
 
+from . import signals as _signals
+
 RESULTS_SCHEMA = "meshgate.results/1"
 CALIBRATION_SCHEMA = "meshgate.calibration/1"
 CALIBRATION_FILE = "calibration.json"
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEFAULT_BASELINES = REPO_ROOT / "baselines"
+SIGNALS_DIR_NAME = "signals"
 
 
 class InputError(Exception):
@@ -245,30 +255,159 @@ def load_calibration(path: pathlib.Path) -> dict[str, float]:
     return floors
 
 
-def _cmd_update(args: argparse.Namespace) -> int:
+def signals_root_for(baseline_dir: pathlib.Path) -> Optional[pathlib.Path]:
+    """The committed signals folder next to a baseline folder: DIR/signals when DIR is the
+    baselines root, DIR/../signals when DIR is one machine class's folder; None without one."""
+    baseline_dir = pathlib.Path(baseline_dir)
+    for candidate in (baseline_dir / SIGNALS_DIR_NAME, baseline_dir.parent / SIGNALS_DIR_NAME):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def update_signals(
+    results_path: pathlib.Path,
+    signals_dir: pathlib.Path,
+    suites: Optional[list[str]] = None,
+    prune: bool = False,
+    accept_failures: bool = False,
+) -> _signals.UpdateOutcome:
+    """Writes the signals of a results file into signals_dir/<suite>.json (see signals.update_dir).
+
+    Refuses (InputError) results with failing or erroring cases unless accept_failures: a
+    committed baseline is the accepted good state, and a failure accepted there would no
+    longer be a new failure."""
+    results = load_results(results_path)
+    _refuse_failures(results_path, results, suites, accept_failures)
     try:
-        written = update_baseline(
-            pathlib.Path(args.results),
-            pathlib.Path(args.baselines),
-            machine_class_override=args.machine_class,
-            force=args.force,
-            suites=args.suite or None,
+        return _signals.update_dir(results, signals_dir, suites=suites, prune=prune)
+    except _signals.SignalsError as e:
+        raise InputError(str(e)) from e
+
+
+def _refuse_failures(results_path: pathlib.Path, results: dict[str, Any], suites: Optional[list[str]],
+                     accept_failures: bool) -> None:
+    failing = [r for r in _signals.failing_cases(results) if not suites or case_suite(r) in suites]
+    if failing and not accept_failures:
+        names = ", ".join(f"{r['id']} ({r.get('status')})" for r in failing[:5])
+        more = f" and {len(failing) - 5} more" if len(failing) > 5 else ""
+        raise InputError(
+            f"{results_path}: {len(failing)} case(s) fail or error: {names}{more}: fix them, or "
+            "pass --accept-failures to record their failure in the signals baseline"
         )
+
+
+def _cmd_update(args: argparse.Namespace) -> int:
+    results_path = pathlib.Path(args.results)
+    signals_dir = pathlib.Path(args.signals) if args.signals else pathlib.Path(args.baselines) / SIGNALS_DIR_NAME
+    suites = args.suite or None
+    try:
+        # Refusals first, so that a refused update writes neither kind of baseline.
+        _refuse_failures(results_path, load_results(results_path), suites, args.accept_failures)
+        written = []
+        if not args.signals_only:
+            written = update_baseline(
+                results_path,
+                pathlib.Path(args.baselines),
+                machine_class_override=args.machine_class,
+                force=args.force,
+                suites=suites,
+            )
+        outcome = update_signals(results_path, signals_dir, suites=suites, prune=args.prune,
+                                 accept_failures=args.accept_failures)
     except InputError as e:
         print(f"meshgate baseline: {e}", file=sys.stderr)
         return 2
     for path in written:
         print(f"baseline written: {path}")
+    for path in outcome.written:
+        print(f"signals written: {path}")
+    if outcome.unchanged:
+        print(f"signals unchanged: {len(outcome.unchanged)} suite file(s) in {signals_dir}")
+    if outcome.kept_skipped:
+        print(f"signals kept for {len(outcome.kept_skipped)} case(s) skipped here (recorded where "
+              f"they could run), e.g. {outcome.kept_skipped[0]}")
+    if outcome.kept_absent:
+        print(f"signals kept for {len(outcome.kept_absent)} case(s) not in the results, e.g. "
+              f"{outcome.kept_absent[0]}: pass --prune to drop them")
+    if outcome.pruned:
+        print(f"signals dropped for {len(outcome.pruned)} case(s) not in the results")
     return 0
 
 
+def run_check(results_path: pathlib.Path, signals_dir: pathlib.Path, out_dir: Optional[pathlib.Path],
+              json_path: Optional[pathlib.Path] = None, report_md: Optional[pathlib.Path] = None,
+              quiet: bool = False) -> int:
+    """`meshgate baseline check`: the signal check of a results file against signals_dir.
+
+    Writes signals-report.md and signals-check.json into out_dir (when given), the check as
+    JSON to json_path, and the section into report_md (a run's report.md) when given. Prints
+    the plan diffs and changed signals. Returns 0, 1 (a change or new failure) or 2."""
+    try:
+        results = load_results(results_path)
+        chk = _signals.check_against_dir(results, pathlib.Path(signals_dir), str(results_path))
+    except (InputError, _signals.SignalsError) as e:
+        print(f"meshgate baseline check: {e}", file=sys.stderr)
+        return 2
+    if out_dir is not None:
+        _signals.write_report(pathlib.Path(out_dir), chk)
+    if json_path is not None:
+        json_path = pathlib.Path(json_path)
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(chk.to_json(), indent=1) + "\n")
+    if report_md is not None:
+        _signals.attach_to_report(pathlib.Path(report_md), chk)
+    if chk.lacking_suites:
+        print(f"no committed signals in {signals_dir} for suite(s): {', '.join(chk.lacking_suites)} "
+              "(their cases are new)")
+    print(_signals.text(chk) if not quiet or chk.exit_code() else f"signals: {chk.headline()} ({chk.counts_line()})")
+    if out_dir is not None:
+        print(f"signals report: {pathlib.Path(out_dir) / 'signals-report.md'}")
+    return chk.exit_code()
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    results_path = pathlib.Path(args.results)
+    out_dir = pathlib.Path(args.out) if args.out else results_path.resolve().parent
+    return run_check(results_path, pathlib.Path(args.signals), out_dir,
+                     pathlib.Path(args.json) if args.json else None)
+
+
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("baseline", help="manage accepted baselines")
+    parser = subparsers.add_parser("baseline", help="manage accepted baselines, check signals against them")
     sub = parser.add_subparsers(dest="baseline_command", required=True)
-    update = sub.add_parser("update", help="accept RESULTS.json as the new baseline of its suites")
+    update = sub.add_parser(
+        "update", help="accept RESULTS.json as the new baseline of its suites",
+        description="Writes baselines/<machine-class>/<suite>.json (results with timing, for this "
+                    "machine class) and baselines/signals/<suite>.json (the deterministic signals "
+                    "of every case, committed).")
     update.add_argument("results", metavar="RESULTS.json")
     update.add_argument("--baselines", default=str(DEFAULT_BASELINES), help="baselines root (default: %(default)s)")
     update.add_argument("--machine-class", help="file under this machine class instead of the derived one")
     update.add_argument("--suite", action="append", help="accept only this suite (repeatable)")
     update.add_argument("--force", action="store_true", help="replace despite a schema or machine-class mismatch")
+    update.add_argument("--signals", metavar="DIR",
+                        help="signals folder (default: <baselines>/signals)")
+    update.add_argument("--signals-only", action="store_true",
+                        help="write only the signals, no per-machine timing baseline")
+    update.add_argument("--prune", action="store_true",
+                        help="drop signals of cases the results lack (default: keep them)")
+    update.add_argument("--accept-failures", action="store_true",
+                        help="record failing or erroring cases instead of refusing")
     update.set_defaults(func=_cmd_update)
+    chk = sub.add_parser(
+        "check", help="compare RESULTS.json's deterministic signals with the committed ones "
+                      "(exit 1 on a changed plan or signal or a new failure)",
+        description="Compares every case's deterministic signals (status, plan, bytes, modeled "
+                    "cost, GEMM algorithm on the same GPU, counts) with baselines/signals. No "
+                    "timing is involved. Exit 1 when a plan or signal changed or a case that "
+                    "passed now fails or errors; 0 otherwise (new, removed and skipped cases are "
+                    "listed); 2 on unusable input.")
+    chk.add_argument("results", metavar="RESULTS.json")
+    chk.add_argument("--signals", metavar="DIR", default=str(DEFAULT_BASELINES / SIGNALS_DIR_NAME),
+                     help="committed signals folder (default: %(default)s)")
+    chk.add_argument("--out", metavar="DIR",
+                     help="where signals-report.md and signals-check.json go (default: the "
+                          "results file's folder)")
+    chk.add_argument("--json", metavar="F", help="also write the check as JSON to F")
+    chk.set_defaults(func=_cmd_check)

@@ -5,7 +5,9 @@ baseline, print the summary and exit with the results CONTRACT code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import os
 import shutil
 import subprocess
@@ -27,7 +29,8 @@ def register(subparsers) -> None:
         description="Builds meshgate-runner, runs the selected cases (default: the smoke suite "
                     "of cases/ on the threads backend), recovers from runner crashes, repeats "
                     "performance cases in separate processes, writes the report and exits 0 "
-                    "(all pass/skip), 1 (a failure or confirmed regression) or 2 (an error).")
+                    "(all pass/skip), 1 (a failure, or a changed plan or signal against "
+                    "--baseline) or 2 (an error).")
     add_selection_arguments(parser)
     parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads",
                         help="ranks as threads of one runner (default), or MPI/NCCL processes "
@@ -35,8 +38,10 @@ def register(subparsers) -> None:
     parser.add_argument("--ranks", type=int, metavar="N",
                         help="threads: cap on the world size; mpi/nccl: number of processes")
     parser.add_argument("--baseline", metavar="DIR",
-                        help="compare the results with this baseline folder "
-                             "(baselines/<machine>)")
+                        help="check the deterministic signals against DIR/signals (or "
+                             "DIR/../signals), which gates, and compare timing with DIR's "
+                             "per-machine results (baselines or baselines/<machine>), which "
+                             "is informational")
     parser.add_argument("--out", metavar="DIR",
                         help="where the run lands (default: reports/<run-id>)")
     parser.add_argument("--preset", metavar="P",
@@ -107,14 +112,63 @@ def _write_report(out_dir: Path, document: dict) -> tuple[list[Path], str]:
         return [], f"meshgate: the report could not be written: {type(e).__name__}: {e}"
 
 
-def _compare(out_dir: Path, baseline: Path) -> tuple[int, str]:
+def _timing_baseline_present(baseline: Path, signals_root: Path | None, results_path: Path) -> bool:
+    """Whether `--baseline DIR` holds a timing baseline to compare with. A baselines root that
+    has signals/ but no folder for this machine class (and no suite files of its own) holds
+    only the committed signals; a missing DIR is left to the comparison to report."""
+    if signals_root is None or signals_root.parent != baseline or not baseline.is_dir():
+        return True
+    if any(baseline.glob("*.json")):
+        return True
+    try:
+        from . import baseline as _baseline
+        return (baseline / _baseline.results_machine_class(_baseline.load_results(results_path))).is_dir()
+    except Exception:
+        return True
+
+
+def _compare(out_dir: Path, baseline: Path) -> tuple[int, list[str]]:
+    """`--baseline DIR`: the signal check against the committed signals beside DIR (DIR/signals
+    or DIR/../signals), which gates, and the timing comparison with DIR's per-machine results,
+    which is informational: a timing recorded on another day is a blocked comparison that
+    machine drift turns into false alarms (spec/gating.md); `meshgate ab` is the timing gate.
+    Returns the exit code to combine with the run's and the summary lines."""
+    from . import baseline as _baseline
+
+    results_path = out_dir / "results.json"
+    code, lines = 0, []
+    signals_root = _baseline.signals_root_for(baseline)
+    if signals_root is not None:
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                signals_code = _baseline.run_check(results_path, signals_root, out_dir,
+                                                   report_md=out_dir / "report.md", quiet=True)
+        except Exception as e:
+            signals_code = 2
+            out.write(f"meshgate: signal check against {signals_root} failed: "
+                      f"{type(e).__name__}: {e}\n")
+        verdict = {0: "no change", 1: "CHANGED"}.get(signals_code, "check unusable")
+        lines.append(f"signals {signals_root}: {verdict} (exit {signals_code}); "
+                     f"{out_dir / 'signals-report.md'}")
+        if signals_code:
+            lines += [line for line in out.getvalue().splitlines() if line.strip()]
+        code = max(code, signals_code)
+    if not _timing_baseline_present(baseline, signals_root, results_path):
+        return code, lines
     try:
         from . import compare
-        code = compare.compare_with_baseline(out_dir / "results.json", baseline, out_dir)
+        timing_code = compare.compare_with_baseline(results_path, baseline, out_dir)
     except Exception as e:
-        return 2, f"meshgate: comparison with {baseline} failed: {type(e).__name__}: {e}"
-    verdict = {0: "no regression", 1: "regression"}.get(code, "comparison unusable")
-    return code, f"baseline {baseline}: {verdict} (exit {code})"
+        lines.append(f"meshgate: comparison with {baseline} failed: {type(e).__name__}: {e}")
+        return max(code, 2), lines
+    if timing_code == 1:
+        lines.append(f"baseline {baseline}: regression (exit 1), informational: a stored timing "
+                     "is not an interleaved A/B; `meshgate ab` gates timing")
+        return code, lines
+    verdict = {0: "no regression"}.get(timing_code, "comparison unusable")
+    lines.append(f"baseline {baseline}: {verdict} (exit {timing_code})")
+    return max(code, timing_code), lines
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -184,8 +238,8 @@ def run_command(args: argparse.Namespace) -> int:
         notes.append(report_problem)
         code = max(code, 2)
     if args.baseline:
-        compare_code, line = _compare(out_dir, Path(args.baseline))
-        notes.append(line)
+        compare_code, lines = _compare(out_dir, Path(args.baseline))
+        notes += lines
         code = max(code, compare_code)
     print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))
     return code

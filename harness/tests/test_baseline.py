@@ -106,5 +106,28 @@ class UpdateTest(unittest.TestCase):
         )
 
 
+class SignalsRootTest(unittest.TestCase):
+    def test_signals_beside_the_root_or_a_machine_class(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = pathlib.Path(tmp) / "baselines"
+            (root / "signals").mkdir(parents=True)
+            (root / "amd-epyc-7763-64-core-16c").mkdir()
+            self.assertEqual(baseline.signals_root_for(root), root / "signals")
+            self.assertEqual(baseline.signals_root_for(root / "amd-epyc-7763-64-core-16c"), root / "signals")
+            self.assertIsNone(baseline.signals_root_for(pathlib.Path(tmp) / "elsewhere" / "x"))
+
+    def test_update_signals_refuses_failures_of_the_chosen_suites_only(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            doc = json.loads((FIXTURES / "base.json").read_text())
+            doc["cases"][0]["status"] = "fail"  # collectives/all-reduce-8MiB
+            path = pathlib.Path(tmp) / "results.json"
+            path.write_text(json.dumps(doc))
+            with self.assertRaises(baseline.InputError) as e:
+                baseline.update_signals(path, pathlib.Path(tmp) / "signals")
+            self.assertIn("collectives/all-reduce-8MiB (fail)", str(e.exception))
+            outcome = baseline.update_signals(path, pathlib.Path(tmp) / "signals", suites=["gemm"])
+            self.assertEqual([p.name for p in outcome.written], ["gemm.json"])
+
+
 if __name__ == "__main__":
     unittest.main()
