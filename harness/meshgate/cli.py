@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ab, baseline, calibrate, compare, listing, plan, run
+from . import ab, baseline, calibrate, compare, listing, nightly, plan, run
 
-COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan]
+COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly]
 
 
 def build_parser() -> argparse.ArgumentParser:

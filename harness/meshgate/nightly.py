@@ -1,0 +1,379 @@
+"""`meshgate nightly`: every case at HEAD, its deterministic signals against the committed
+baseline, then timing as an interleaved A/B of the last good commit against HEAD.
+
+1. `meshgate run` of every case (cases/, all tags) into OUT/run.
+2. `meshgate baseline check` of those results against baselines/signals: a changed plan or
+   signal, or a case that passed and now fails, is red. No timing is involved.
+3. Timing: `meshgate ab --base <last good> --candidate <HEAD> --tag perf`, both builds on this
+   machine tonight, interleaved (spec/gating.md): never a number stored on another day.
+   The last good commit comes from --last-good REV, else from the state file (default
+   reports/nightly/last-good.json). The first night has none: it says so and gates on the
+   signals only.
+4. When the signals check and the timing gate pass, HEAD becomes the last good commit.
+
+Exit code: the largest of the run's (0 pass, 1 fail, 2 error), the signal check's (1 changed)
+and the A/B's (1 confirmed regression, 2 unusable). OUT gets nightly.md and nightly.json.
+
+The A/B runs through the `ab` parameter of `nightly()` (`run_ab_command` by default), so a
+test can replace it with a fake that returns a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime as _dt
+import io
+import json
+import pathlib
+import subprocess
+import sys
+from typing import Any, Callable, Optional, Union
+
+from . import baseline as _baseline
+
+STATE_SCHEMA = "meshgate.nightly-state/1"
+REPORT_SCHEMA = "meshgate.nightly/1"
+DEFAULT_STATE = _baseline.REPO_ROOT / "reports" / "nightly" / "last-good.json"
+
+
+class NightlyError(Exception):
+    """Unusable input: a state file or revision that cannot be read (exit code 2)."""
+
+
+@dataclasses.dataclass
+class Options:
+    cases: list[str] = dataclasses.field(default_factory=list)  # default: the repository's cases/
+    backend: str = "threads"
+    ranks: Optional[int] = None
+    runs: Optional[int] = None  # A/B runs per side (default: ab's)
+    preset: Optional[str] = None
+    case_timeout: Optional[float] = None
+    out: Optional[pathlib.Path] = None
+    signals: pathlib.Path = _baseline.DEFAULT_BASELINES / _baseline.SIGNALS_DIR_NAME
+    state: pathlib.Path = DEFAULT_STATE
+    last_good: Optional[str] = None
+    repo: pathlib.Path = _baseline.REPO_ROOT
+
+
+@dataclasses.dataclass
+class TimingVerdict:
+    """What the timing gate decided: code 0 pass (or inconclusive), 1 confirmed regression or
+    correctness failure, 2 unusable; a one-line summary; where the evidence is."""
+    code: int
+    summary: str
+    report: Optional[pathlib.Path] = None
+
+
+RunCases = Callable[[list[str], pathlib.Path], int]
+AbFn = Callable[[str, str, pathlib.Path, Options], Union[TimingVerdict, int]]
+HeadFn = Callable[[pathlib.Path], tuple[str, bool]]
+
+
+# ---------------------------------------------------------------------------------------------
+# git and the state file
+
+
+def _git(repo: pathlib.Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NightlyError(f"git {' '.join(args)} failed in {repo}: "
+                           f"{proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def head_commit(repo: pathlib.Path) -> tuple[str, bool]:
+    """HEAD's full commit hash and whether the working tree has uncommitted changes."""
+    sha = _git(repo, "rev-parse", "--verify", "HEAD^{commit}")
+    dirty = bool(_git(repo, "status", "--porcelain", "--untracked-files=no"))
+    return sha, dirty
+
+
+def resolve(repo: pathlib.Path, rev: str) -> str:
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except NightlyError:
+        raise NightlyError(f"last good revision {rev!r} is not a commit of {repo}: pass "
+                           f"--last-good REV with one that is") from None
+
+
+def read_state(path: pathlib.Path) -> Optional[dict[str, Any]]:
+    """The recorded last good commit ({"commit": SHA, "recorded": UTC, ...}), None when the
+    file does not exist (the first night)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise NightlyError(f"{path}: unreadable nightly state ({e}): fix or delete it, or pass "
+                           f"--last-good REV") from e
+    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("commit"), str):
+        raise NightlyError(f"{path}: not a {STATE_SCHEMA} file with a 'commit': fix or delete it, "
+                           f"or pass --last-good REV")
+    return data
+
+
+def write_state(path: pathlib.Path, commit: str, report: Optional[pathlib.Path] = None,
+                now: Optional[_dt.datetime] = None) -> None:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    _baseline.atomic_write_json(pathlib.Path(path), {
+        "schema": STATE_SCHEMA,
+        "commit": commit,
+        "recorded": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "report": str(report) if report else None,
+    })
+
+
+# ---------------------------------------------------------------------------------------------
+# The real steps (the defaults of nightly()'s seams)
+
+
+def _cli(argv: list[str]) -> int:
+    from . import cli  # cli imports this module
+
+    try:
+        return cli.main(argv)
+    except SystemExit as e:  # argparse rejected the arguments
+        return e.code if isinstance(e.code, int) else 2
+
+
+def run_cases_command(argv: list[str], out_dir: pathlib.Path) -> int:
+    """`meshgate run ARGV --out OUT_DIR`, in this process."""
+    return _cli(["run", *argv, "--out", str(out_dir)])
+
+
+def ab_argv(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> list[str]:
+    argv = ["ab", "--base", base, "--candidate", candidate, "--tag", "perf", "--out", str(out_dir)]
+    argv += ["--backend", options.backend]
+    if options.ranks is not None:
+        argv += ["--ranks", str(options.ranks)]
+    if options.runs is not None:
+        argv += ["--runs", str(options.runs)]
+    if options.preset:
+        argv += ["--preset", options.preset]
+    return argv + list(options.cases)
+
+
+def run_ab_command(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> TimingVerdict:
+    """`meshgate ab --base BASE --candidate CANDIDATE --tag perf [CASES]`, in this process."""
+    code = _cli(ab_argv(base, candidate, out_dir, options))
+    summary = {0: "no confirmed regression", 1: "confirmed regression or correctness failure"}.get(
+        code, "the A/B could not run")
+    comparison = out_dir / "comparison.json"
+    try:
+        data = json.loads(comparison.read_text())
+        counts = ", ".join(f"{n} {v}" for v, n in (data.get("counts") or {}).items() if n)
+        summary = f"{summary} ({counts or 'no cases'})"
+    except (OSError, json.JSONDecodeError):
+        pass
+    report = out_dir / "report.md"
+    return TimingVerdict(code, summary, report if report.exists() else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The job
+
+
+@dataclasses.dataclass
+class Outcome:
+    head: str
+    dirty: bool
+    out: pathlib.Path
+    run_code: int = 2
+    signals_code: int = 2
+    signals_headline: str = ""
+    last_good: Optional[str] = None
+    last_good_source: str = ""
+    timing: Optional[TimingVerdict] = None
+    timing_note: str = ""
+    recorded: bool = False
+    record_note: str = ""
+
+    @property
+    def timing_code(self) -> int:
+        return self.timing.code if self.timing else 0
+
+    @property
+    def exit_code(self) -> int:
+        return max(self.run_code, self.signals_code, self.timing_code)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "head": self.head,
+            "dirty": self.dirty,
+            "exit_code": self.exit_code,
+            "run": {"exit_code": self.run_code, "results": str(self.out / "run" / "results.json")},
+            "signals": {"exit_code": self.signals_code, "headline": self.signals_headline,
+                        "report": str(self.out / "run" / "signals-report.md")},
+            "last_good": self.last_good,
+            "last_good_source": self.last_good_source,
+            "timing": ({"exit_code": self.timing.code, "summary": self.timing.summary,
+                        "report": str(self.timing.report) if self.timing.report else None}
+                       if self.timing else {"exit_code": None, "summary": self.timing_note}),
+            "recorded_last_good": self.recorded,
+            "record_note": self.record_note,
+        }
+
+    def markdown(self) -> str:
+        verdict = {0: "PASS", 1: "FAIL"}.get(self.exit_code, "ERROR")
+        dirty = " (uncommitted changes)" if self.dirty else ""
+        lines = [f"# meshgate nightly {self.head[:12]}{dirty}: {verdict}", ""]
+        run_word = {0: "all pass/skip", 1: "failures"}.get(self.run_code, "errors")
+        lines.append(f"- correctness: `meshgate run` of every case: {run_word} (exit {self.run_code}); "
+                     f"`run/report.md`")
+        lines.append(f"- deterministic signals against the committed baseline: "
+                     f"{self.signals_headline or 'not checked'} (exit {self.signals_code}); "
+                     f"`run/signals-report.md`")
+        if self.timing:
+            where = f"; `{self.timing.report}`" if self.timing.report else ""
+            lines.append(f"- timing: interleaved A/B of last good {self.last_good[:12] if self.last_good else '?'} "
+                         f"({self.last_good_source}) against HEAD: {self.timing.summary} "
+                         f"(exit {self.timing.code}){where}")
+        else:
+            lines.append(f"- timing: {self.timing_note}")
+        lines.append(f"- last good: {self.record_note}")
+        return "\n".join(lines) + "\n"
+
+
+def _verdict(value: Union[TimingVerdict, int]) -> TimingVerdict:
+    if isinstance(value, TimingVerdict):
+        return value
+    code = int(value)
+    return TimingVerdict(code, {0: "pass", 1: "regression"}.get(code, "unusable"))
+
+
+def default_out(repo: pathlib.Path, now: Optional[_dt.datetime] = None) -> pathlib.Path:
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    return pathlib.Path(repo) / "reports" / f"nightly-{now.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_argv(options: Options) -> list[str]:
+    """The `meshgate run` arguments of step 1 (without --out): every case unless CASES."""
+    argv = list(options.cases) or [str(pathlib.Path(options.repo) / "cases")]
+    argv += ["--backend", options.backend]
+    if options.ranks is not None:
+        argv += ["--ranks", str(options.ranks)]
+    if options.preset:
+        argv += ["--preset", options.preset]
+    if options.case_timeout is not None:
+        argv += ["--case-timeout", str(options.case_timeout)]
+    return argv
+
+
+def nightly(options: Options, run_cases: RunCases = run_cases_command, ab: AbFn = run_ab_command,
+            head: HeadFn = head_commit, log=print) -> Outcome:
+    """The nightly job (see the module doc). The seams: `run_cases(argv, out_dir) -> exit code`
+    runs the cases, `ab(base, candidate, out_dir, options)` the timing A/B, `head(repo)` names
+    HEAD. Raises NightlyError on unusable input found before anything runs."""
+    repo = pathlib.Path(options.repo)
+    sha, dirty = head(repo)
+    out = pathlib.Path(options.out) if options.out else default_out(repo)
+    out.mkdir(parents=True, exist_ok=True)
+    outcome = Outcome(head=sha, dirty=dirty, out=out)
+    state = read_state(options.state) if not options.last_good else None
+    if options.last_good:
+        outcome.last_good, outcome.last_good_source = resolve(repo, options.last_good), "--last-good"
+    elif state:
+        outcome.last_good, outcome.last_good_source = state["commit"], f"recorded {state.get('recorded', '')}".strip()
+
+    log(f"== nightly {sha[:12]}: every case at HEAD -> {out / 'run'}")
+    run_dir = out / "run"
+    outcome.run_code = run_cases(run_argv(options), run_dir)
+    results_path = run_dir / "results.json"
+
+    if not results_path.exists():
+        outcome.signals_headline = "no results to check"
+        outcome.timing_note = "not run: the cases produced no results"
+        outcome.record_note = f"unchanged ({outcome.last_good[:12] if outcome.last_good else 'none'})"
+        outcome.run_code = max(outcome.run_code, 2)
+        _finish(outcome, log)
+        return outcome
+
+    log(f"== deterministic signals against {options.signals}")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        outcome.signals_code = _baseline.run_check(results_path, pathlib.Path(options.signals), run_dir,
+                                                   report_md=run_dir / "report.md")
+    log(printed.getvalue().rstrip())
+    try:
+        data = json.loads((run_dir / "signals-check.json").read_text())
+        outcome.signals_headline = data.get("headline", "")
+    except (OSError, json.JSONDecodeError):
+        outcome.signals_headline = "the check could not run"
+
+    if outcome.last_good is None:
+        outcome.timing_note = (f"first night: no last good commit recorded in {options.state}; "
+                               "timing is not gated tonight, the signals alone decide")
+        log(f"== timing: {outcome.timing_note}")
+    elif outcome.last_good == sha:
+        outcome.timing_note = f"HEAD {sha[:12]} is the last good commit: nothing to compare"
+        log(f"== timing: {outcome.timing_note}")
+    else:
+        log(f"== timing: interleaved A/B of last good {outcome.last_good[:12]} against HEAD {sha[:12]}")
+        outcome.timing = _verdict(ab(outcome.last_good, sha, out / "ab", options))
+
+    previous = outcome.last_good[:12] if outcome.last_good else "none"
+    if outcome.signals_code != 0 or outcome.timing_code != 0:
+        failed = [name for name, code in (("signals", outcome.signals_code), ("timing", outcome.timing_code)) if code]
+        outcome.record_note = f"unchanged ({previous}): {' and '.join(failed)} did not pass"
+    elif dirty:
+        outcome.record_note = (f"unchanged ({previous}): the working tree has uncommitted changes, "
+                               f"so HEAD is not what ran")
+    else:
+        write_state(options.state, sha, out)
+        outcome.recorded = True
+        outcome.record_note = f"{sha[:12]} recorded in {options.state} (was {previous})"
+    _finish(outcome, log)
+    return outcome
+
+
+def _finish(outcome: Outcome, log) -> None:
+    (outcome.out / "nightly.json").write_text(json.dumps(outcome.to_json(), indent=1) + "\n")
+    (outcome.out / "nightly.md").write_text(outcome.markdown())
+    log(outcome.markdown().rstrip())
+    log(f"report: {outcome.out / 'nightly.md'}")
+
+
+def _cmd_nightly(args: argparse.Namespace) -> int:
+    options = Options(
+        cases=list(args.cases), backend=args.backend, ranks=args.ranks, runs=args.runs,
+        preset=args.preset, case_timeout=args.case_timeout,
+        out=pathlib.Path(args.out) if args.out else None,
+        signals=pathlib.Path(args.signals), state=pathlib.Path(args.state),
+        last_good=args.last_good,
+    )
+    try:
+        return nightly(options).exit_code
+    except NightlyError as e:
+        print(f"meshgate nightly: {e}", file=sys.stderr)
+        return 2
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "nightly", help="every case at HEAD, signals against the committed baseline, A/B of the "
+                        "last good commit against HEAD",
+        description="Runs every case at HEAD, checks the deterministic signals against "
+                    "baselines/signals (no timing involved), then gates timing with an "
+                    "interleaved `meshgate ab` of the last good commit against HEAD on the perf "
+                    "cases. HEAD becomes the last good commit when both pass. Exit 0 pass, 1 a "
+                    "failure, changed signal or confirmed regression, 2 errors or unusable input.")
+    parser.add_argument("cases", nargs="*", metavar="CASES",
+                        help="case files or folders (default: cases/, every tag)")
+    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
+    parser.add_argument("--ranks", type=int, metavar="N")
+    parser.add_argument("--runs", type=int, metavar="K", help="A/B runs per side (default: ab's)")
+    parser.add_argument("--preset", metavar="P", help="CMake preset of the builds")
+    parser.add_argument("--case-timeout", type=float, metavar="S")
+    parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/nightly-<time>)")
+    parser.add_argument("--signals", metavar="DIR",
+                        default=str(_baseline.DEFAULT_BASELINES / _baseline.SIGNALS_DIR_NAME),
+                        help="committed signals (default: %(default)s)")
+    parser.add_argument("--state", metavar="F", default=str(DEFAULT_STATE),
+                        help="where the last good commit is kept (default: %(default)s)")
+    parser.add_argument("--last-good", metavar="REV",
+                        help="A/B against this revision instead of the recorded last good commit")
+    parser.set_defaults(func=_cmd_nightly)

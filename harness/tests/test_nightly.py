@@ -1,0 +1,225 @@
+"""`meshgate nightly`: the run, the signal check, the A/B of the last good commit through its
+seam, and when the last good commit moves."""
+
+import contextlib
+import io
+import json
+import pathlib
+import tempfile
+import unittest
+from unittest import mock
+
+from meshgate import cli, nightly, signals
+
+from .test_signals import REPO, base_rows, by_id, results_doc, with_timing
+
+HEAD = "c" * 40
+LAST_GOOD = "a" * 40
+
+
+class FakeAb:
+    """Stands in for `meshgate ab`: records its calls and returns a fixed verdict."""
+
+    def __init__(self, code, summary=None):
+        self.code, self.summary = code, summary or {0: "PASS (3 pass)", 1: "FAIL: 1 regression"}.get(code, "unusable")
+        self.calls = []
+
+    def __call__(self, base, candidate, out_dir, options):
+        self.calls.append((base, candidate, pathlib.Path(out_dir)))
+        return nightly.TimingVerdict(self.code, self.summary, pathlib.Path(out_dir) / "report.md")
+
+
+class NightlyTestCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="meshgate-nightly-")
+        self.addCleanup(self._tmp.cleanup)
+        self.dir = pathlib.Path(self._tmp.name)
+        self.signals_dir = self.dir / "signals"
+        signals.update_dir(results_doc(base_rows()), self.signals_dir)
+        self.state = self.dir / "state" / "last-good.json"
+        self.rows = with_timing(base_rows(), factor=1.3)  # what tonight's run records
+        self.run_calls = []
+
+    def fake_run(self, argv, out_dir):
+        self.run_calls.append(list(argv))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "results.json").write_text(json.dumps(results_doc(self.rows, host="nightly-1")))
+        (out_dir / "report.md").write_text("# meshgate run n: PASS\n\nfacts\n")
+        return 0
+
+    def record(self, commit):
+        nightly.write_state(self.state, commit)
+
+    def go(self, ab, dirty=False, **kw):
+        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state,
+                                  repo=self.dir, **kw)
+        lines = []
+        outcome = nightly.nightly(options, run_cases=self.fake_run, ab=ab,
+                                  head=lambda repo: (HEAD, dirty), log=lines.append)
+        return outcome, "\n".join(lines)
+
+    def state_commit(self):
+        return json.loads(self.state.read_text())["commit"] if self.state.exists() else None
+
+
+class NightlyTest(NightlyTestCase):
+    def test_a_regression_from_the_ab_exits_1_and_keeps_the_last_good(self):
+        self.record(LAST_GOOD)
+        ab = FakeAb(1)
+        outcome, log = self.go(ab)
+        self.assertEqual(outcome.exit_code, 1)
+        self.assertEqual(outcome.signals_code, 0)
+        self.assertEqual(ab.calls, [(LAST_GOOD, HEAD, self.dir / "out" / "ab")])
+        self.assertEqual(self.state_commit(), LAST_GOOD)
+        self.assertFalse(outcome.recorded)
+        self.assertIn("timing did not pass", outcome.record_note)
+        report = json.loads((self.dir / "out" / "nightly.json").read_text())
+        self.assertEqual(report["exit_code"], 1)
+        self.assertEqual(report["timing"]["exit_code"], 1)
+        self.assertIn("FAIL: 1 regression", (self.dir / "out" / "nightly.md").read_text())
+
+    def test_a_pass_records_head_as_last_good(self):
+        self.record(LAST_GOOD)
+        ab = FakeAb(0)
+        outcome, log = self.go(ab)
+        self.assertEqual(outcome.exit_code, 0, log)
+        self.assertEqual(len(ab.calls), 1)
+        self.assertEqual(self.state_commit(), HEAD)
+        self.assertTrue(outcome.recorded)
+        self.assertIn(f"{HEAD[:12]} recorded", (self.dir / "out" / "nightly.md").read_text())
+        # The next night has nothing to compare while HEAD has not moved.
+        ab = FakeAb(1)
+        outcome, log = self.go(ab)
+        self.assertEqual((outcome.exit_code, ab.calls), (0, []))
+        self.assertIn("is the last good commit", log)
+
+    def test_the_first_night_gates_on_signals_only_and_records_head_when_they_pass(self):
+        ab = FakeAb(1)
+        outcome, log = self.go(ab)
+        self.assertEqual(ab.calls, [])
+        self.assertIn("first night: no last good commit", log)
+        self.assertIn("signals alone decide", (self.dir / "out" / "nightly.md").read_text())
+        self.assertEqual(outcome.exit_code, 0)
+        self.assertEqual(self.state_commit(), HEAD)
+
+    def test_the_first_night_with_a_changed_plan_fails_and_records_nothing(self):
+        by_id(self.rows)["redistribute-x/ppp-to-rrr"]["plan"] = ["all_reduce(A+B, sum)", "all_reduce(C, sum)"]
+        outcome, log = self.go(FakeAb(0))
+        self.assertEqual(outcome.exit_code, 1)
+        self.assertEqual(outcome.signals_code, 1)
+        self.assertIsNone(self.state_commit())
+        self.assertIn("+all_reduce(A+B, sum)", log)
+        run_report = (self.dir / "out" / "run" / "report.md").read_text()
+        self.assertIn("## Deterministic signals: FAIL: 1 plan change", run_report)
+        self.assertTrue((self.dir / "out" / "run" / "signals-report.md").is_file())
+
+    def test_a_changed_signal_keeps_the_last_good_even_when_timing_passes(self):
+        self.record(LAST_GOOD)
+        by_id(self.rows)["redistribute-x/s0-to-r"]["metrics"]["bytes_per_rank"] = 1
+        outcome, _ = self.go(FakeAb(0))
+        self.assertEqual(outcome.exit_code, 1)
+        self.assertEqual(self.state_commit(), LAST_GOOD)
+        self.assertIn("signals did not pass", outcome.record_note)
+
+    def test_a_new_failure_fails_the_night(self):
+        self.record(LAST_GOOD)
+        by_id(self.rows)["layout-x/coalesce-a"].update(status="fail", message="wrong layout")
+        outcome, _ = self.go(FakeAb(0))
+        self.assertEqual(outcome.signals_code, 1)
+        self.assertEqual(self.state_commit(), LAST_GOOD)
+
+    def test_an_unusable_ab_exits_2_and_keeps_the_last_good(self):
+        self.record(LAST_GOOD)
+        outcome, _ = self.go(FakeAb(2))
+        self.assertEqual(outcome.exit_code, 2)
+        self.assertEqual(self.state_commit(), LAST_GOOD)
+
+    def test_uncommitted_changes_are_not_recorded(self):
+        outcome, _ = self.go(FakeAb(0), dirty=True)
+        self.assertEqual(outcome.exit_code, 0)
+        self.assertIsNone(self.state_commit())
+        self.assertIn("uncommitted changes", outcome.record_note)
+
+    def test_no_results_exits_2_without_timing(self):
+        ab = FakeAb(0)
+        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state, repo=self.dir)
+        outcome = nightly.nightly(options, run_cases=lambda argv, out: 2, ab=ab,
+                                  head=lambda repo: (HEAD, False), log=lambda *_: None)
+        self.assertEqual((outcome.exit_code, ab.calls), (2, []))
+        self.assertIsNone(self.state_commit())
+
+    def test_last_good_option_overrides_the_state(self):
+        self.record(LAST_GOOD)
+        ab = FakeAb(0)
+        with mock.patch.object(nightly, "resolve", return_value="b" * 40) as resolve:
+            outcome, _ = self.go(ab, last_good="v0.3")
+        resolve.assert_called_once_with(self.dir, "v0.3")
+        self.assertEqual(ab.calls[0][0], "b" * 40)
+        self.assertEqual(outcome.last_good_source, "--last-good")
+        self.assertEqual(self.state_commit(), HEAD)
+
+    def test_a_broken_state_file_is_unusable_input(self):
+        self.state.parent.mkdir(parents=True)
+        self.state.write_text("{not json")
+        with self.assertRaises(nightly.NightlyError) as e:
+            self.go(FakeAb(0))
+        self.assertIn("--last-good", str(e.exception))
+
+    def test_the_run_covers_every_case_with_the_options(self):
+        self.go(FakeAb(0), backend="mpi", ranks=8, case_timeout=60.0)
+        argv = self.run_calls[0]
+        self.assertEqual(argv[0], str(self.dir / "cases"))
+        self.assertNotIn("--tag", argv)
+        self.assertEqual(argv[1:], ["--backend", "mpi", "--ranks", "8", "--case-timeout", "60.0"])
+
+
+class RealAbCommandTest(unittest.TestCase):
+    def test_the_ab_runs_meshgate_ab_on_the_perf_cases(self):
+        options = nightly.Options(backend="threads", runs=15, cases=["cases/perf"])
+        out = pathlib.Path("/tmp/x")
+        self.assertEqual(nightly.ab_argv(LAST_GOOD, HEAD, out, options),
+                         ["ab", "--base", LAST_GOOD, "--candidate", HEAD, "--tag", "perf", "--out", "/tmp/x",
+                          "--backend", "threads", "--runs", "15", "cases/perf"])
+
+    def test_the_verdict_comes_from_the_ab_exit_code_and_comparison(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = pathlib.Path(tmp)
+
+            def fake_main(argv):
+                (out / "comparison.json").write_text(json.dumps({"counts": {"pass": 2, "regression": 1}}))
+                (out / "report.md").write_text("# x\n")
+                return 1
+
+            with mock.patch("meshgate.cli.main", side_effect=fake_main) as main:
+                verdict = nightly.run_ab_command(LAST_GOOD, HEAD, out, nightly.Options())
+            self.assertEqual(main.call_args[0][0][:5], ["ab", "--base", LAST_GOOD, "--candidate", HEAD])
+            self.assertEqual(verdict.code, 1)
+            self.assertIn("2 pass, 1 regression", verdict.summary)
+            self.assertEqual(verdict.report, out / "report.md")
+
+
+class CommandLineTest(NightlyTestCase):
+    def test_meshgate_nightly_is_registered_and_passes_its_options(self):
+        seen = {}
+
+        def fake_nightly(options):
+            seen["options"] = options
+            return nightly.Outcome(head=HEAD, dirty=False, out=self.dir, run_code=0, signals_code=0)
+
+        out = io.StringIO()
+        with mock.patch.object(nightly, "nightly", side_effect=fake_nightly), contextlib.redirect_stdout(out):
+            code = cli.main(["nightly", "--state", str(self.state), "--last-good", "HEAD~3", "--runs", "5",
+                             "--signals", str(self.signals_dir), "--out", str(self.dir / "o")])
+        self.assertEqual(code, 0)
+        options = seen["options"]
+        self.assertEqual((options.state, options.last_good, options.runs), (self.state, "HEAD~3", 5))
+        self.assertEqual(options.signals, self.signals_dir)
+
+    def test_ci_nightly_is_a_thin_wrapper(self):
+        script = (REPO / "ci" / "nightly").read_text()
+        self.assertIn('exec ./meshgate nightly "$@"', script)
+        self.assertEqual(nightly.DEFAULT_STATE, REPO / "reports" / "nightly" / "last-good.json")
+
+
+if __name__ == "__main__":
+    unittest.main()
