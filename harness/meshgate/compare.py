@@ -35,6 +35,7 @@ import sys
 from typing import Any, Optional
 
 from . import baseline as _baseline
+from . import signals as _signals
 from . import stats
 
 VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness")
@@ -250,9 +251,11 @@ def compare_results(
         v.base_status = b.get("status") if b else None
         v.new_status = n.get("status") if n else None
         v.message = (n or {}).get("message", "") or ""
-        v.plan_base = b.get("plan") if b else None
-        v.plan_new = n.get("plan") if n else None
-        if b and n and isinstance(v.plan_base, list) and isinstance(v.plan_new, list):
+        # Plans as signals.extract normalises them (no cache markers, no GPU-specific
+        # algorithm suffixes), so only what the code decided can count as a plan change.
+        v.plan_base = _signals.extract(b, base.get("run")).get("plan") if b else None
+        v.plan_new = _signals.extract(n, new.get("run")).get("plan") if n else None
+        if isinstance(v.plan_base, list) and isinstance(v.plan_new, list):
             v.plan_changed = v.plan_base != v.plan_new
         v.base_medians, v.new_medians = run_medians(b), run_medians(n)
         v.runs_base, v.runs_new = len(v.base_medians), len(v.new_medians)

@@ -94,6 +94,15 @@ class CompareFixturesTest(unittest.TestCase):
         self.assertEqual(v.plan_base, ["all_reduce(A+C, sum)"])
         self.assertEqual(v.plan_new, ["all_reduce(A, sum)", "all_reduce(C, sum)"])
 
+    def test_cache_markers_and_gpu_algorithms_are_not_plan_changes(self):
+        row = lambda plan: {"schema": "meshgate.results/1", "run": {}, "cases": [
+            {"id": "gemm/a", "kind": "gemm", "status": "pass", "plan": plan}]}
+        same = compare.compare_results(row(["lt_epilogue: cublasLt, algo 3, splitK 1"]),
+                                       row(["lt_epilogue: cublasLt, algo 7, splitK 2 (cached)"]))
+        self.assertFalse(same.cases[0].plan_changed)
+        other = compare.compare_results(row(["lt_epilogue: cublasLt"]), row(["unfused: cublasLt + bias kernel"]))
+        self.assertTrue(other.cases[0].plan_changed)
+
     def test_correctness_is_never_hidden(self):
         v = self.by_id["layout/coalesce-a"]
         self.assertEqual(v.note, "pass -> fail")
