@@ -1,0 +1,126 @@
+"""E-divisive change points (meshgate/changepoint.py): the statistic against its definition, the
+permutation test, determinism, and the drift filter."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import unittest
+
+from meshgate import changepoint
+
+
+def energy_q(left: list[float], right: list[float]) -> float:
+    """Q of Matteson & James written out from the definition (alpha = 1), for checking."""
+    m, k = len(left), len(right)
+    cross = sum(abs(x - y) for x in left for y in right)
+    within_left = sum(abs(a - b) for a, b in itertools.combinations(left, 2))
+    within_right = sum(abs(a - b) for a, b in itertools.combinations(right, 2))
+    e = 2.0 * cross / (m * k) - within_left / (m * (m - 1) / 2) - within_right / (k * (k - 1) / 2)
+    return m * k / (m + k) * e
+
+
+def noisy(rng: random.Random, n: int, noise: float = 0.01, level: float = 1e-3, drift: float = 0.0,
+          step_at: int | None = None, step: float = 0.0) -> list[float]:
+    out = []
+    for i in range(n):
+        v = level * (1 + drift * i) * (1 + (step if step_at is not None and i >= step_at else 0.0))
+        out.append(v * (1 + rng.gauss(0.0, noise)))
+    return out
+
+
+class EnergyStatisticTest(unittest.TestCase):
+    def test_scan_matches_the_definition(self):
+        rng = random.Random(3)
+        for n in (6, 7, 11, 30):
+            values = [rng.gauss(10, 2) for _ in range(n)]
+            values[n // 2] = values[1]  # a tie
+            seg = changepoint._Segment(values, 0, n, 3, seed=1)
+            best = max(range(3, n - 2), key=lambda t: energy_q(values[:t], values[t:]))
+            self.assertEqual(seg.tau, best, n)
+            self.assertAlmostEqual(seg.qhat, energy_q(values[:best], values[best:]), places=9)
+
+    def test_offset_segment_reports_series_index(self):
+        values = [1.0] * 5 + [1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]
+        seg = changepoint._Segment(values, 5, len(values), 3, seed=1)
+        self.assertEqual(seg.tau, 8)
+
+
+class EDivisiveTest(unittest.TestCase):
+    def test_clear_step_is_found_exactly_with_small_p(self):
+        values = noisy(random.Random(1), 40, step_at=23, step=0.10)
+        found = changepoint.e_divisive(values)
+        self.assertEqual([i for i, _, _ in found][:1], [23])
+        p = found[0][1]
+        self.assertLessEqual(p, changepoint.P_THRESHOLD)
+        # p = (b + 1) / (N + 1): at most one permutation reached the observed statistic.
+        self.assertIn(p, (1 / (changepoint.PERMUTATIONS + 1), 2 / (changepoint.PERMUTATIONS + 1)))
+
+    def test_noise_alone_is_not_significant(self):
+        rng = random.Random(5)
+        hits = sum(bool(changepoint.e_divisive(noisy(rng, 40))) for _ in range(40))
+        self.assertLessEqual(hits, 1)
+
+    def test_constant_and_short_series(self):
+        self.assertEqual(changepoint.e_divisive([1.0] * 30), [])
+        self.assertEqual(changepoint.e_divisive([1.0, 2.0, 3.0, 4.0, 5.0]), [])
+        self.assertEqual(changepoint.detect([1.0, 1.0, 2.0, 2.0, 2.0]), [])
+        self.assertEqual(changepoint.detect([]), [])
+
+    def test_two_steps_split_recursively(self):
+        values = noisy(random.Random(2), 45, noise=0.005)
+        values = [v * (1.15 if i >= 15 else 1.0) * (0.8 if i >= 30 else 1.0) for i, v in enumerate(values)]
+        self.assertEqual([c.index for c in changepoint.detect(values)], [15, 30])
+
+    def test_deterministic(self):
+        values = noisy(random.Random(9), 45, noise=0.02, step_at=20, step=0.04)
+        runs = [changepoint.detect(values) for _ in range(2)]
+        self.assertEqual(runs[0], runs[1])
+        self.assertEqual(changepoint.e_divisive(values, seed=1), changepoint.e_divisive(values, seed=1))
+
+    def test_fewer_permutations_cannot_reach_the_threshold(self):
+        # 99 permutations resolve p >= 0.01 only: nothing can be significant at 0.001.
+        values = noisy(random.Random(1), 40, step_at=20, step=0.5)
+        self.assertEqual(changepoint.e_divisive(values, permutations=99), [])
+        self.assertTrue(changepoint.e_divisive(values, permutations=99, p_threshold=0.05))
+
+
+class FilterTest(unittest.TestCase):
+    def test_slow_drift_is_not_a_change(self):
+        # 0.1 %/point over 150 points is 15 % in all: E-divisive splits it, the step filter must not
+        # report it. Low noise makes the drift the dominant structure.
+        rng = random.Random(11)
+        for _ in range(3):
+            values = noisy(rng, 150, noise=0.004, drift=0.001)
+            self.assertEqual(changepoint.detect(values), [])
+            self.assertTrue(changepoint.e_divisive(values[:50]))  # the filter, not E-divisive, decides
+
+    def test_step_on_a_drift_is_found_with_its_ratio(self):
+        values = noisy(random.Random(12), 120, noise=0.004, drift=0.001, step_at=70, step=0.08)
+        found = changepoint.detect(values)
+        self.assertEqual([c.index for c in found], [70])
+        self.assertAlmostEqual(found[0].ratio, 1.09, delta=0.02)  # the step plus ten points of drift
+        self.assertGreater(found[0].after, found[0].before)
+
+    def test_small_step_below_the_minimum_effect_is_dropped(self):
+        # 1 % in 0.1 % noise is significant but below the 2 % floor.
+        values = noisy(random.Random(13), 40, noise=0.001, step_at=20, step=0.01)
+        self.assertTrue(changepoint.e_divisive(values))
+        self.assertEqual(changepoint.detect(values), [])
+        self.assertEqual([c.index for c in changepoint.detect(values, min_effect=0.005)], [20])
+
+    def test_relative_noise_ignores_steps_and_drift(self):
+        rng = random.Random(14)
+        values = noisy(rng, 200, noise=0.02, drift=0.0005, step_at=100, step=0.3)
+        self.assertAlmostEqual(changepoint.relative_noise(values), 0.02, delta=0.004)
+
+    def test_long_series_is_windowed(self):
+        rng = random.Random(15)
+        values = noisy(rng, 200, noise=0.01)
+        for at, factor in ((40, 1.1), (120, 0.9), (170, 1.2)):
+            values[at:] = [v * factor for v in values[at:]]
+        self.assertEqual([c.index for c in changepoint.detect(values)], [40, 120, 170])
+
+
+if __name__ == "__main__":
+    unittest.main()

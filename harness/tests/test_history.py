@@ -1,0 +1,364 @@
+"""`meshgate history add | changes | show` (meshgate/history.py): the store, its schema, exact
+status and plan changes, and the detection rates of timing changes on a synthetic nightly
+series written as results files."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import unittest
+from pathlib import Path
+from unittest import mock
+
+from meshgate import cli, history
+
+MACHINE = {"host": "ci-1", "cpu": "AMD EPYC 7763 64-Core Processor", "cores": 16, "gpus": [],
+           "fingerprint": "f00d"}
+OTHER_MACHINE = {"host": "ci-2", "cpu": "Intel Xeon Gold 6338", "cores": 16, "gpus": [],
+                 "fingerprint": "beef"}
+
+
+def sha(i: int, salt: str = "") -> str:
+    return hashlib.sha1(f"{salt}{i}".encode()).hexdigest()
+
+
+def night(i: int) -> str:
+    return f"2026-01-01T02:00:00Z" if i == 0 else \
+        (f"2026-{1 + (i // 28):02d}-{1 + i % 28:02d}T02:{i % 60:02d}:00Z")
+
+
+def row(case_id: str, runs: list[list[float]] | None = None, status: str = "pass", plan=None,
+        kind: str = "redistribute", message: str = "", metrics: dict | None = None) -> dict:
+    metrics = dict(metrics or {})
+    if runs:
+        metrics["time_s"] = {"median": statistics.median(statistics.median(r) for r in runs)}
+    return {"id": case_id, "suite": case_id.split("/")[0], "name": case_id.split("/")[-1], "kind": kind,
+            "tags": ["nightly"], "status": status, "message": message, "params": {},
+            "plan": list(plan or []), "metrics": metrics, "samples": {"time_s": runs} if runs else {},
+            "seconds": 0.1}
+
+
+def results(commit: str, started: str, rows: list[dict], machine: dict = MACHINE, run_id: str | None = None) -> dict:
+    return {"schema": "meshgate.results/1",
+            "run": {"id": run_id or f"run-{started}-{commit[:7]}", "started": started, "commit": commit,
+                    "dirty": False, "backend": "threads", "world_size": 8, "machine": machine,
+                    "versions": {"meshgate": "0.1.0", "cuda": None, "nccl": None, "mpi": None}},
+            "cases": rows}
+
+
+def runs_at(rng: random.Random, level: float, n_runs: int = 5, iters: int = 5,
+            between: float = 0.02, within: float = 0.01) -> list[list[float]]:
+    """Per-run iteration times: a per-run offset (launch-to-launch noise) and iteration noise."""
+    out = []
+    for _ in range(n_runs):
+        run_level = level * (1 + rng.gauss(0.0, between))
+        out.append([run_level * (1 + rng.gauss(0.0, within)) for _ in range(iters)])
+    return out
+
+
+def meshgate(*argv: str) -> tuple[int, str, str]:
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+class HistoryTestCase(unittest.TestCase):
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="meshgate-history-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+        self.db = self.dir / "history.sqlite"
+
+    def write(self, name: str, doc: dict) -> Path:
+        path = self.dir / name
+        path.write_text(json.dumps(doc))
+        return path
+
+    def add(self, *paths: Path) -> tuple[int, str, str]:
+        return meshgate("history", "add", *map(str, paths), "--db", str(self.db))
+
+    def changes(self) -> list[dict]:
+        out = self.dir / "changes.json"
+        code, stdout, stderr = meshgate("history", "changes", "--db", str(self.db), "--json", str(out))
+        self.assertEqual(code, 0, stderr)
+        return json.loads(out.read_text())["changes"]
+
+    def nightly(self, n: int, make_rows, machine: dict = MACHINE, salt: str = "") -> list[Path]:
+        """One results file per night; make_rows(i) gives night i's rows."""
+        return [self.write(f"night-{salt}{i:03d}.json", results(sha(i, salt), night(i), make_rows(i), machine))
+                for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Detection rates through add + changes
+
+
+class DetectionRateTest(HistoryTestCase):
+    """Steps of 10 % and 5 % (half of them up, half down) and flat cases, 40 nights each, on a
+    machine drifting +0.05 % per night; 5 runs per night with 2 % run-to-run noise and 1 %
+    iteration noise. A step counts as found when a change of the right direction names the
+    step's commit or the one after it."""
+
+    NIGHTS = 40
+    TRIALS = {"step10": 50, "step5": 50, "flat": 100}
+    DRIFT = 0.0005
+
+    @classmethod
+    def setUpClass(cls):
+        rng = random.Random(2024)
+        cls.cases = {}
+        for family, count in cls.TRIALS.items():
+            for t in range(count):
+                size = {"step10": 0.10, "step5": 0.05, "flat": 0.0}[family]
+                sign = 1 if t % 2 == 0 else -1
+                cls.cases[f"synthetic/{family}-{t:03d}"] = {
+                    "level": 10 ** rng.uniform(-5, -2), "at": rng.randint(12, 28),
+                    "step": sign * size, "rng": random.Random(rng.random())}
+
+    def rows_for(self, i: int) -> list[dict]:
+        rows = []
+        for case_id, c in self.cases.items():
+            level = c["level"] * (1 + self.DRIFT * i) * (1 + (c["step"] if i >= c["at"] else 0.0))
+            rows.append(row(case_id, runs_at(c["rng"], level), plan=["all_reduce(A+C, sum)"],
+                            metrics={"bytes_per_rank": 4096}))
+        return rows
+
+    def test_detection_rates(self):
+        started = time.perf_counter()
+        files = self.nightly(self.NIGHTS, self.rows_for)
+        code, out, err = self.add(*files)
+        self.assertEqual(code, 0, err)
+        found = {}
+        for c in self.changes():
+            found.setdefault(c["case"], []).append(c)
+        hits = {family: 0 for family in self.TRIALS}
+        for case_id, c in self.cases.items():
+            family = case_id.split("/")[1].split("-")[0]
+            reported = found.get(case_id, [])
+            self.assertTrue(all(x["kind"] in ("slower", "faster") for x in reported), reported)
+            if family == "flat":
+                hits[family] += bool(reported)
+                continue
+            kind = "slower" if c["step"] > 0 else "faster"
+            good = {sha(c["at"]), sha(c["at"] + 1)}
+            hits[family] += any(x["commit"] in good and x["kind"] == kind for x in reported)
+        rates = {f: hits[f] / n for f, n in self.TRIALS.items()}
+        sys.stderr.write(
+            f"\n  history detection: 10 % steps {rates['step10']:.0%}, 5 % steps {rates['step5']:.0%} "
+            f"found at the right commit or one late; flat cases reported {rates['flat']:.0%} "
+            f"({time.perf_counter() - started:.1f} s) ... ")
+        self.assertGreaterEqual(rates["step10"], 0.90)
+        self.assertGreaterEqual(rates["step5"], 0.70)
+        self.assertLessEqual(rates["flat"], 0.05)
+
+
+# ---------------------------------------------------------------------------------------------
+# Store
+
+
+class StoreTest(HistoryTestCase):
+    def series_files(self, n: int = 12) -> list[Path]:
+        rng = random.Random(1)
+        return self.nightly(n, lambda i: [row("s/a", runs_at(rng, 1e-3)), row("s/b", runs_at(rng, 2e-3))])
+
+    def dump(self) -> list[tuple]:
+        with contextlib.closing(sqlite3.connect(self.db)) as conn:
+            return conn.execute("SELECT * FROM points ORDER BY run_id, case_id").fetchall()
+
+    def test_wal_mode_and_schema_version(self):
+        self.assertEqual(self.add(*self.series_files(3))[0], 0)
+        with contextlib.closing(sqlite3.connect(self.db)) as conn:
+            self.assertEqual(conn.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+            self.assertEqual(conn.execute("SELECT version FROM schema_version").fetchall(),
+                             [(history.SCHEMA_VERSION,)])
+            self.assertEqual(history.SCHEMA_VERSION, len(history.MIGRATIONS))
+
+    def test_re_adding_a_run_gives_the_same_points(self):
+        files = self.series_files()
+        self.assertEqual(self.add(*files)[0], 0)
+        first = self.dump()
+        self.assertEqual(len(first), 24)
+        code, out, _ = self.add(files[3])
+        self.assertEqual(code, 0)
+        self.assertIn("replaced", out)
+        self.assertEqual(self.dump(), first)
+        self.assertEqual(self.add(*reversed(files))[0], 0)
+        self.assertEqual(self.dump(), first)
+
+    def test_points_follow_the_start_time_not_the_add_order(self):
+        files = self.series_files(8)
+        self.add(*reversed(files))
+        with contextlib.closing(history.open_db(self.db)) as conn:
+            series = history.load_series(conn, ["s/a"])
+        self.assertEqual(len(series), 1)
+        self.assertEqual([c.commit for c in series[0].commits], [sha(i) for i in range(8)])
+        self.assertEqual(len(series[0].commits[0].medians), 5)
+
+    def test_one_transaction_per_add(self):
+        good = self.series_files(2)
+        bad = self.write("bad.json", {"schema": "meshgate.results/1", "run": {"started": night(5)}, "cases": []})
+        code, _, err = self.add(*good, bad)
+        self.assertEqual(code, 2)
+        self.assertIn("bad.json", err)
+        self.assertIn("run.commit", err)
+        self.assertFalse(self.db.exists() and self.dump())
+
+    def test_unusable_input_exits_2_naming_the_file(self):
+        missing = self.dir / "nope" / "results.json"
+        code, _, err = self.add(missing)
+        self.assertEqual(code, 2)
+        self.assertIn(str(missing), err)
+        broken = self.dir / "broken.json"
+        broken.write_text("{not json")
+        code, _, err = self.add(broken)
+        self.assertEqual(code, 2)
+        self.assertIn(str(broken), err)
+        wrong = self.write("wrong.json", {"schema": "something-else/1", "cases": []})
+        self.assertEqual(self.add(wrong)[0], 2)
+        no_time = self.write("no-time.json", results(sha(1), "yesterday", [row("s/a")]))
+        code, _, err = self.add(no_time)
+        self.assertEqual(code, 2)
+        self.assertIn("no-time.json", err)
+        code, _, err = meshgate("history", "changes", "--db", str(self.dir / "absent.sqlite"))
+        self.assertEqual(code, 2)
+        self.assertIn("absent.sqlite", err)
+
+    def test_a_newer_schema_is_refused(self):
+        self.add(*self.series_files(2))
+        with contextlib.closing(sqlite3.connect(self.db)) as conn:
+            conn.execute("UPDATE schema_version SET version = 7")
+            conn.commit()
+        before = self.dump()
+        for argv in (("history", "changes", "--db", str(self.db)),
+                     ("history", "add", str(self.series_files(3)[2]), "--db", str(self.db))):
+            code, _, err = meshgate(*argv)
+            self.assertEqual(code, 2)
+            self.assertIn("schema version 7 is newer", err)
+        self.assertEqual(self.dump(), before)
+
+    def test_a_foreign_database_is_refused(self):
+        with contextlib.closing(sqlite3.connect(self.db)) as conn:
+            conn.execute("CREATE TABLE something (x)")
+            conn.commit()
+        code, _, err = self.add(*self.series_files(1))
+        self.assertEqual(code, 2)
+        self.assertIn("not a meshgate history database", err)
+
+    def test_older_schemas_migrate_through_the_registered_steps(self):
+        # Version 0: an empty file becomes version 1.
+        self.db.touch()
+        self.assertEqual(self.add(*self.series_files(2))[0], 0)
+        before = self.dump()
+
+        # A version 2 registered for this test: the version 1 database is migrated in place.
+        def add_note(conn):
+            conn.execute("ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT ''")
+
+        with mock.patch.object(history, "SCHEMA_VERSION", 2), \
+                mock.patch.object(history, "MIGRATIONS", history.MIGRATIONS + [add_note]):
+            code, _, err = meshgate("history", "changes", "--db", str(self.db))
+            self.assertEqual(code, 0, err)
+        with contextlib.closing(sqlite3.connect(self.db)) as conn:
+            self.assertEqual(conn.execute("SELECT version FROM schema_version").fetchall(), [(2,)])
+            self.assertEqual({r[0] for r in conn.execute("SELECT note FROM runs")}, {""})
+        self.assertEqual(self.dump(), before)
+        # ... and this code (version 1) now refuses it.
+        self.assertEqual(meshgate("history", "changes", "--db", str(self.db))[0], 2)
+
+    def test_machine_classes_make_separate_series(self):
+        rng = random.Random(3)
+        fast = self.nightly(20, lambda i: [row("s/a", runs_at(rng, 1e-3))], MACHINE, "a")
+        slow = self.nightly(20, lambda i: [row("s/a", runs_at(rng, 1.3e-3))], OTHER_MACHINE, "b")
+        # Interleave the two machines' nights: mixed into one series they would zigzag by 30 %.
+        self.assertEqual(self.add(*[f for pair in zip(fast, slow) for f in pair])[0], 0)
+        self.assertEqual(self.changes(), [])
+        with contextlib.closing(history.open_db(self.db)) as conn:
+            self.assertEqual(len(history.load_series(conn)), 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact changes, JSON shape, reports
+
+
+class ExactChangeTest(HistoryTestCase):
+    def test_status_change_at_the_first_failing_commit(self):
+        rng = random.Random(4)
+
+        def rows(i):
+            if i < 9:
+                return [row("s/a", runs_at(rng, 1e-3))]
+            return [row("s/a", status="fail", message="rank 0: wrong element at (3, 1)")]
+
+        self.add(*self.nightly(14, rows))
+        changes = self.changes()
+        self.assertEqual([(c["kind"], c["commit"], c["last_good"]) for c in changes], [("status", sha(9), sha(8))])
+        self.assertIsNone(changes[0]["p"])
+        self.assertIn("wrong element", changes[0]["detail"])
+
+    def test_skips_are_not_status_changes(self):
+        rng = random.Random(5)
+        self.add(*self.nightly(8, lambda i: [row("s/a", runs_at(rng, 1e-3)) if i % 3 else row("s/a", status="skip")]))
+        self.assertEqual(self.changes(), [])
+
+    def test_plan_change_at_the_exact_commit(self):
+        rng = random.Random(6)
+
+        def rows(i):
+            plan = ["all_reduce(A+C, sum)"] if i < 11 else ["all_reduce(A, sum)", "all_reduce(C, sum)"]
+            return [row("s/a", runs_at(rng, 1e-3), plan=plan, metrics={"bytes_per_rank": 4096, "collectives": len(plan)}),
+                    row("s/b", runs_at(rng, 1e-3), plan=["all_gather(B, dim=0)"], metrics={"bytes_per_rank": 4096})]
+
+        self.add(*self.nightly(16, rows))
+        changes = self.changes()
+        self.assertEqual([(c["case"], c["kind"], c["commit"], c["last_good"]) for c in changes],
+                         [("s/a", "plan", sha(11), sha(10))])
+        self.assertIn("plan", changes[0]["detail"])
+        self.assertAlmostEqual(changes[0]["ratio"], 1.0, delta=0.05)
+
+    def test_timing_change_json_has_the_contract_shape(self):
+        rng = random.Random(7)
+        self.add(*self.nightly(30, lambda i: [row("s/a", runs_at(rng, 1e-3 * (1.2 if i >= 17 else 1.0)))]))
+        changes = self.changes()
+        self.assertEqual(len(changes), 1)
+        c = changes[0]
+        self.assertLessEqual({"case", "commit", "last_good", "ratio", "p", "kind"}, set(c))
+        self.assertEqual((c["case"], c["kind"], c["commit"], c["last_good"]), ("s/a", "slower", sha(17), sha(16)))
+        self.assertIsInstance(c["ratio"], float)
+        self.assertAlmostEqual(c["ratio"], 1.2, delta=0.05)
+        self.assertIsInstance(c["p"], float)
+        self.assertLessEqual(c["p"], 0.001)
+        self.assertEqual(c["machine"], "amd-epyc-7763-64-core-16c")
+
+    def test_show_writes_a_table_and_plots_with_the_change_marked(self):
+        rng = random.Random(8)
+        self.add(*self.nightly(24, lambda i: [row("s/a", runs_at(rng, 1e-3 * (0.85 if i >= 12 else 1.0))),
+                                              row("t/b", runs_at(rng, 5e-4))]))
+        out = self.dir / "report"
+        code, stdout, err = meshgate("history", "show", "s/*", "--db", str(self.db), "--out", str(out))
+        self.assertEqual(code, 0, err)
+        self.assertIn(sha(12)[:12], stdout)
+        self.assertIn("<- faster", stdout)
+        self.assertNotIn("t/b", stdout)
+        page = (out / "report.html").read_text()
+        self.assertEqual(page.count("<svg"), 1)
+        self.assertIn(f'class="change change-faster" data-commit="{sha(12)}"', page)
+        self.assertIn(f"<title>{sha(12)} (", page)  # a point's hover names its commit and date
+        self.assertNotIn("<script", page)
+        self.assertIn("faster", (out / "report.md").read_text())
+        code, stdout, _ = meshgate("history", "show", "--db", str(self.db), "--out", str(out))
+        self.assertEqual(code, 0)
+        self.assertIn("t/b", stdout)
+        self.assertEqual((out / "report.html").read_text().count("<svg"), 2)
+        self.assertEqual(meshgate("history", "show", "nothing/*", "--db", str(self.db), "--out", str(out))[0], 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
