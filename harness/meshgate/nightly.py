@@ -10,12 +10,20 @@ baseline, then timing as an interleaved A/B of the last good commit against HEAD
    reports/nightly/last-good.json). The first night has none: it says so and gates on the
    signals only.
 4. When the signals check and the timing gate pass, HEAD becomes the last good commit.
+5. History: the night's results go into the history database (`meshgate history add`, --db,
+   default reports/history.sqlite) and `history changes` looks for change points over every
+   night so far. Each change point not handled on an earlier night (kept in
+   <db>.handled.json) that is a regression — slower, or a pass turning into a failure — is
+   bisected between its last good and first bad commit (`meshgate bisect --case ID`), into
+   OUT/bisect-<n>/ with revert.md, and listed in nightly.md. Faster and plan changes are
+   reported, not bisected (plan changes already fail step 2 on the night they land).
 
 Exit code: the largest of the run's (0 pass, 1 fail, 2 error), the signal check's (1 changed)
-and the A/B's (1 confirmed regression, 2 unusable). OUT gets nightly.md and nightly.json.
+and the A/B's (1 confirmed regression, 2 unusable); a bisection that names a culprit adds a 1.
+OUT gets nightly.md and nightly.json.
 
-The A/B runs through the `ab` parameter of `nightly()` (`run_ab_command` by default), so a
-test can replace it with a fake that returns a verdict.
+The A/B and the bisections run through the `ab` and `bisect` parameters of `nightly()`
+(`run_ab_command` and `run_bisect_command` by default), so a test can replace them with fakes.
 """
 
 from __future__ import annotations
@@ -32,10 +40,15 @@ import sys
 from typing import Any, Callable, Optional, Union
 
 from . import baseline as _baseline
+from . import history as _history
 
 STATE_SCHEMA = "meshgate.nightly-state/1"
 REPORT_SCHEMA = "meshgate.nightly/1"
 DEFAULT_STATE = _baseline.REPO_ROOT / "reports" / "nightly" / "last-good.json"
+DEFAULT_DB = _history.DEFAULT_DB
+HANDLED_SCHEMA = "meshgate.nightly-handled/1"
+# Change kinds that are regressions worth a bisection.
+BISECTED_KINDS = ("slower", "status")
 
 
 class NightlyError(Exception):
@@ -55,6 +68,8 @@ class Options:
     state: pathlib.Path = DEFAULT_STATE
     last_good: Optional[str] = None
     repo: pathlib.Path = _baseline.REPO_ROOT
+    db: pathlib.Path = DEFAULT_DB
+    bisect: bool = True  # bisect new regressing change points
 
 
 @dataclasses.dataclass
@@ -66,8 +81,19 @@ class TimingVerdict:
     report: Optional[pathlib.Path] = None
 
 
+@dataclasses.dataclass
+class Bisection:
+    """One change point of the history and what its bisection found."""
+    change: dict[str, Any]  # history's change JSON (case, commit, last_good, ratio, p, kind)
+    code: Optional[int] = None  # bisect's exit code (0 culprit, 1 none, 2 unusable); None: not run
+    culprit: Optional[str] = None
+    out: Optional[pathlib.Path] = None
+    note: str = ""
+
+
 RunCases = Callable[[list[str], pathlib.Path], int]
 AbFn = Callable[[str, str, pathlib.Path, Options], Union[TimingVerdict, int]]
+BisectFn = Callable[[str, str, str, pathlib.Path, Options], tuple[int, Optional[dict]]]
 HeadFn = Callable[[pathlib.Path], tuple[str, bool]]
 
 
@@ -172,6 +198,98 @@ def run_ab_command(base: str, candidate: str, out_dir: pathlib.Path, options: Op
     return TimingVerdict(code, summary, report if report.exists() else None)
 
 
+def bisect_argv(good: str, bad: str, case_id: str, out_dir: pathlib.Path, options: Options) -> list[str]:
+    argv = ["bisect", "--good", good, "--bad", bad, "--case", case_id, "--out", str(out_dir),
+            "--json", str(out_dir / "bisect.json"), "--backend", options.backend]
+    if options.ranks is not None:
+        argv += ["--ranks", str(options.ranks)]
+    if options.runs is not None:
+        argv += ["--runs", str(options.runs)]
+    if options.preset:
+        argv += ["--preset", options.preset]
+    return argv + list(options.cases)
+
+
+def run_bisect_command(good: str, bad: str, case_id: str, out_dir: pathlib.Path,
+                       options: Options) -> tuple[int, Optional[dict]]:
+    """`meshgate bisect --good GOOD --bad BAD --case ID --out OUT_DIR`, in this process; its
+    exit code and its --json document."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    code = _cli(bisect_argv(good, bad, case_id, out_dir, options))
+    try:
+        return code, json.loads((out_dir / "bisect.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return code, None
+
+
+def _change_key(change: dict[str, Any]) -> str:
+    return "|".join(str(change.get(k)) for k in ("machine", "case", "kind", "commit"))
+
+
+def handled_path(db: pathlib.Path) -> pathlib.Path:
+    return pathlib.Path(str(db) + ".handled.json")
+
+
+def read_handled(db: pathlib.Path) -> set[str]:
+    path = handled_path(db)
+    if not path.exists():
+        return set()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise NightlyError(f"{path}: unreadable list of handled change points ({e}): fix or delete it") from e
+    if not isinstance(data, dict) or data.get("schema") != HANDLED_SCHEMA or not isinstance(data.get("changes"), list):
+        raise NightlyError(f"{path}: not a {HANDLED_SCHEMA} file: fix or delete it")
+    return {str(k) for k in data["changes"]}
+
+
+def write_handled(db: pathlib.Path, keys: set[str]) -> None:
+    _baseline.atomic_write_json(handled_path(db), {"schema": HANDLED_SCHEMA, "changes": sorted(keys)})
+
+
+def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Path, bisect: BisectFn,
+                   log=print) -> tuple[list[dict[str, Any]], list[Bisection], str]:
+    """Step 5: history add, change points, a bisection per new regressing change point.
+    Returns (every change point, the new ones with their bisections, a note on the history)."""
+    db = pathlib.Path(options.db)
+    try:
+        runs, points, _ = _history.add(db, [results_path])
+        conn = _history.open_db(db, create=False)
+        try:
+            series = _history.load_series(conn)
+        finally:
+            conn.close()
+    except _history.HistoryError as e:
+        return [], [], f"history not updated: {e}"
+    changes = [c.to_json() for c in _history.all_changes(series)]
+    (out / "changes.json").write_text(json.dumps({"changes": changes}, indent=1) + "\n")
+    handled = read_handled(db)
+    fresh = [c for c in changes if _change_key(c) not in handled]
+    bisections = []
+    for n, change in enumerate(fresh, 1):
+        entry = Bisection(change=change)
+        bisections.append(entry)
+        if change["kind"] not in BISECTED_KINDS:
+            entry.note = f"{change['kind']} change: reported, not bisected"
+        elif not options.bisect:
+            entry.note = "not bisected (--no-bisect)"
+        elif not change.get("last_good"):
+            entry.note = "no earlier good commit in the history to bisect from"
+        else:
+            entry.out = out / f"bisect-{n}"
+            log(f"== bisect {change['case']}: {change['kind']} change between "
+                f"{change['last_good'][:12]} and {change['commit'][:12]} -> {entry.out}")
+            entry.code, doc = bisect(change["last_good"], change["commit"], change["case"], entry.out, options)
+            entry.culprit = (doc or {}).get("culprit")
+            entry.note = ({0: f"culprit {entry.culprit[:12] if entry.culprit else '?'}", 1: "nothing reproduces"}
+                          .get(entry.code, "the bisection could not run"))
+        handled.add(_change_key(change))
+    write_handled(db, handled)
+    note = (f"{points} point(s) of {runs} run(s) added to {db}; {len(changes)} change point(s) "
+            f"over {len(series)} series, {len(fresh)} new")
+    return changes, bisections, note
+
+
 # ---------------------------------------------------------------------------------------------
 # The job
 
@@ -190,6 +308,9 @@ class Outcome:
     timing_note: str = ""
     recorded: bool = False
     record_note: str = ""
+    history_note: str = ""
+    changes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    bisections: list[Bisection] = dataclasses.field(default_factory=list)
 
     @property
     def timing_code(self) -> int:
@@ -197,7 +318,8 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        return max(self.run_code, self.signals_code, self.timing_code)
+        culprit = 1 if any(b.code == 0 for b in self.bisections) else 0
+        return max(self.run_code, self.signals_code, self.timing_code, culprit)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -215,6 +337,10 @@ class Outcome:
                        if self.timing else {"exit_code": None, "summary": self.timing_note}),
             "recorded_last_good": self.recorded,
             "record_note": self.record_note,
+            "history": {"note": self.history_note, "changes": self.changes,
+                        "bisections": [{"change": b.change, "exit_code": b.code, "culprit": b.culprit,
+                                        "revert": str(b.out / "revert.md") if b.out else None, "note": b.note}
+                                       for b in self.bisections]},
         }
 
     def markdown(self) -> str:
@@ -235,6 +361,17 @@ class Outcome:
         else:
             lines.append(f"- timing: {self.timing_note}")
         lines.append(f"- last good: {self.record_note}")
+        lines.append(f"- history: {self.history_note or 'not updated'}")
+        if self.bisections:
+            lines += ["", "## New change points", "", "| case | kind | last good | first bad | ratio | p | bisection |",
+                      "|---|---|---|---|---:|---:|---|"]
+            for b in self.bisections:
+                c = b.change
+                ratio = f"{c['ratio']:.3f}" if isinstance(c.get("ratio"), (int, float)) else "-"
+                p = f"{c['p']:.2g}" if isinstance(c.get("p"), (int, float)) else "-"
+                where = f" (`{b.out.name}/revert.md`)" if b.out else ""
+                lines.append(f"| `{c['case']}` | {c['kind']} | {(c.get('last_good') or '-')[:12]} | {c['commit'][:12]} | "
+                             f"{ratio} | {p} | {b.note}{where} |")
         return "\n".join(lines) + "\n"
 
 
@@ -264,15 +401,17 @@ def run_argv(options: Options) -> list[str]:
 
 
 def nightly(options: Options, run_cases: RunCases = run_cases_command, ab: AbFn = run_ab_command,
-            head: HeadFn = head_commit, log=print) -> Outcome:
+            head: HeadFn = head_commit, log=print, bisect: BisectFn = run_bisect_command) -> Outcome:
     """The nightly job (see the module doc). The seams: `run_cases(argv, out_dir) -> exit code`
     runs the cases, `ab(base, candidate, out_dir, options)` the timing A/B, `head(repo)` names
-    HEAD. Raises NightlyError on unusable input found before anything runs."""
+    HEAD, `bisect(good, bad, case, out_dir, options) -> (exit code, json)` bisects a change
+    point. Raises NightlyError on unusable input found before anything runs."""
     repo = pathlib.Path(options.repo)
     sha, dirty = head(repo)
     out = pathlib.Path(options.out) if options.out else default_out(repo)
     out.mkdir(parents=True, exist_ok=True)
     outcome = Outcome(head=sha, dirty=dirty, out=out)
+    read_handled(options.db)  # refuse a corrupt file before anything runs
     state = read_state(options.state) if not options.last_good else None
     if options.last_good:
         outcome.last_good, outcome.last_good_source = resolve(repo, options.last_good), "--last-good"
@@ -326,6 +465,10 @@ def nightly(options: Options, run_cases: RunCases = run_cases_command, ab: AbFn 
         write_state(options.state, sha, out)
         outcome.recorded = True
         outcome.record_note = f"{sha[:12]} recorded in {options.state} (was {previous})"
+
+    log(f"== history: {results_path} -> {options.db}")
+    outcome.changes, outcome.bisections, outcome.history_note = follow_history(
+        options, results_path, out, bisect, log)
     _finish(outcome, log)
     return outcome
 
@@ -343,7 +486,7 @@ def _cmd_nightly(args: argparse.Namespace) -> int:
         preset=args.preset, case_timeout=args.case_timeout,
         out=pathlib.Path(args.out) if args.out else None,
         signals=pathlib.Path(args.signals), state=pathlib.Path(args.state),
-        last_good=args.last_good,
+        last_good=args.last_good, db=pathlib.Path(args.db), bisect=not args.no_bisect,
     )
     try:
         return nightly(options).exit_code
@@ -376,4 +519,8 @@ def register(subparsers: Any) -> None:
                         help="where the last good commit is kept (default: %(default)s)")
     parser.add_argument("--last-good", metavar="REV",
                         help="A/B against this revision instead of the recorded last good commit")
+    parser.add_argument("--db", metavar="F", default=str(DEFAULT_DB),
+                        help="history database the night is added to (default: %(default)s)")
+    parser.add_argument("--no-bisect", action="store_true",
+                        help="report new change points without bisecting them")
     parser.set_defaults(func=_cmd_nightly)

@@ -5,6 +5,7 @@ import contextlib
 import io
 import json
 import pathlib
+import random
 import tempfile
 import unittest
 from unittest import mock
@@ -52,7 +53,7 @@ class NightlyTestCase(unittest.TestCase):
 
     def go(self, ab, dirty=False, **kw):
         options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state,
-                                  repo=self.dir, **kw)
+                                  repo=self.dir, db=self.dir / "history.sqlite", **kw)
         lines = []
         outcome = nightly.nightly(options, run_cases=self.fake_run, ab=ab,
                                   head=lambda repo: (HEAD, dirty), log=lines.append)
@@ -142,7 +143,8 @@ class NightlyTest(NightlyTestCase):
 
     def test_no_results_exits_2_without_timing(self):
         ab = FakeAb(0)
-        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state, repo=self.dir)
+        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state, repo=self.dir,
+                                  db=self.dir / "history.sqlite")
         outcome = nightly.nightly(options, run_cases=lambda argv, out: 2, ab=ab,
                                   head=lambda repo: (HEAD, False), log=lambda *_: None)
         self.assertEqual((outcome.exit_code, ab.calls), (2, []))
@@ -196,6 +198,80 @@ class RealAbCommandTest(unittest.TestCase):
             self.assertEqual(verdict.code, 1)
             self.assertIn("2 pass, 1 regression", verdict.summary)
             self.assertEqual(verdict.report, out / "report.md")
+
+
+class FakeBisect:
+    """Stands in for `meshgate bisect`: records its calls, names the first bad commit."""
+
+    def __init__(self, code=0):
+        self.code, self.calls = code, []
+
+    def __call__(self, good, bad, case_id, out_dir, options):
+        self.calls.append((good, bad, case_id))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "revert.md").write_text(f"# revert {bad}\n")
+        return self.code, {"good": good, "bad": bad, "culprit": bad if self.code == 0 else None}
+
+
+class HistoryTest(NightlyTestCase):
+    """Night after night through history: a step in one case becomes a change point once, is
+    bisected once between its last good and first bad commit, and fails that night."""
+
+    STEP_NIGHT = 10
+    NIGHTS = 22
+    SLOW = "collectives-x/all-reduce-4"
+
+    def night(self, n, bisect, enable_bisect=True):
+        commit = f"{n:040x}"
+        rng = random.Random(n)
+
+        def run(argv, out_dir):
+            rows = with_timing(base_rows())
+            for r in rows:
+                if r["status"] != "pass":
+                    continue
+                step = 1.3 if (r["id"] == self.SLOW and n >= self.STEP_NIGHT) else 1.0
+                r["samples"] = {"time_s": [[1e-4 * step * (1 + rng.gauss(0, 0.01))] * 5 for _ in range(3)]}
+            doc = results_doc(rows, host="nightly-1", started=f"2026-11-{n:02d}T02:00:00Z")
+            doc["run"].update(id=f"nightly-{n}", commit=commit)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "results.json").write_text(json.dumps(doc))
+            return 0
+
+        options = nightly.Options(out=self.dir / f"out-{n}", signals=self.signals_dir, state=self.state,
+                                  repo=self.dir, db=self.dir / "history.sqlite", bisect=enable_bisect)
+        return nightly.nightly(options, run_cases=run, ab=FakeAb(0), head=lambda repo: (commit, False),
+                               log=lambda *_: None, bisect=bisect)
+
+    def test_a_new_change_point_is_bisected_once_and_fails_the_night(self):
+        bisect = FakeBisect(0)
+        codes = [self.night(n, bisect).exit_code for n in range(1, self.NIGHTS + 1)]
+        self.assertEqual(bisect.calls, [(f"{self.STEP_NIGHT - 1:040x}", f"{self.STEP_NIGHT:040x}", self.SLOW)])
+        found_on = next(i for i, c in enumerate(codes, 1) if c == 1)
+        self.assertTrue(all(c == 0 for c in codes[:found_on - 1]), codes)
+        self.assertTrue(all(c == 0 for c in codes[found_on:]), codes)  # handled: not again
+        report = (self.dir / f"out-{found_on}" / "nightly.md").read_text()
+        self.assertIn("## New change points", report)
+        self.assertIn(f"`{self.SLOW}` | slower", report)
+        self.assertIn("bisect-1/revert.md", report)
+        data = json.loads((self.dir / f"out-{found_on}" / "nightly.json").read_text())
+        self.assertEqual(data["history"]["bisections"][0]["culprit"], f"{self.STEP_NIGHT:040x}")
+        self.assertTrue(nightly.handled_path(self.dir / "history.sqlite").exists())
+
+    def test_no_bisect_reports_without_bisecting(self):
+        bisect = FakeBisect(0)
+        outcomes = [self.night(n, bisect, enable_bisect=False) for n in range(1, self.NIGHTS + 1)]
+        self.assertEqual(bisect.calls, [])
+        notes = [b.note for o in outcomes for b in o.bisections]
+        self.assertIn("not bisected (--no-bisect)", notes)
+        self.assertTrue(all(o.exit_code == 0 for o in outcomes))
+
+    def test_bisect_argv_follows_the_contract(self):
+        argv = nightly.bisect_argv("a" * 40, "b" * 40, "s/c", pathlib.Path("/tmp/x"),
+                                   nightly.Options(runs=5, preset="cpu"))
+        self.assertEqual(argv[:8], ["bisect", "--good", "a" * 40, "--bad", "b" * 40, "--case", "s/c", "--out"])
+        args = cli.build_parser().parse_args(argv)
+        self.assertEqual((args.good, args.bad, args.case, args.runs, args.preset), ("a" * 40, "b" * 40, ["s/c"], 5, "cpu"))
 
 
 class CommandLineTest(NightlyTestCase):
