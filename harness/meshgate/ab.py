@@ -32,12 +32,22 @@ DEFAULT_RUNS = 9
 CONFIRMED_VERDICTS = ("regression", "improvement")
 
 
-def _case_paths(side_root: pathlib.Path, given: list[str]) -> list[str]:
-    """The case files a side runs: the paths given on the command line (absolute, so both
-    builds run the same files), else that revision's own cases/ folder."""
-    if given:
-        return [str(pathlib.Path(p).resolve()) for p in given]
-    return [str(side_root / "cases")]
+def case_arguments(cases: list[str], root: Optional[pathlib.Path] = None) -> tuple[list[str], list[str]]:
+    """CASES split into case files/folders and case id patterns. Paths come back absolute, so
+    that every build runs the same files; a relative one is looked up in `root` (a revision's
+    tree) before the working directory."""
+    paths: list[str] = []
+    patterns: list[str] = []
+    for item in cases:
+        places = [pathlib.Path(item)]
+        if root is not None and not pathlib.Path(item).is_absolute():
+            places.insert(0, pathlib.Path(root) / item)
+        found = next((place for place in places if place.exists()), None)
+        if found is not None:
+            paths.append(str(found.resolve()))
+        else:
+            patterns.append(item)
+    return paths, patterns
 
 
 def run_ab(
@@ -122,29 +132,50 @@ def run_ab(
     return comparison, record
 
 
+def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
+             case_paths: Optional[list[str]] = None) -> Side:
+    """Revision `rev` of `repo` as a side of an experiment: resolved, its runner built (or
+    reused) through revisions.py, running `case_paths` (default: that revision's own cases/).
+    RevisionError when `rev` does not resolve; RevisionBuildError when it does not build."""
+    commit = resolve_commit(repo, rev)
+    built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset))
+    return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
+                env=replicate.env_for_commit(commit),
+                case_paths=list(case_paths) if case_paths else [str(built.root / "cases")])
+
+
 def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str]) -> Side:
     commit = resolve_commit(repo, rev)
     print(f"meshgate ab: {label} {rev} = {commit[:12]} in {worktree_path(repo, commit)}", file=sys.stderr)
     try:
-        built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset))
+        return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths])
     except revisions.RevisionBuildError as e:
         raise AbError(f"{label} {rev}: {e}") from None
-    return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
-                env=replicate.env_for_commit(commit), case_paths=_case_paths(built.root, given_paths))
 
 
-def _selection_for(side: Side, args: argparse.Namespace) -> Any:
+def selection_for(side: Side, patterns: list[str], args: argparse.Namespace) -> Any:
+    """The runner's selection on `side`: its case paths, the case id patterns and --case,
+    --suite and --tag filters of the command line."""
     from .launch import Selection
 
-    patterns = [c for c in args.cases if not pathlib.Path(c).exists()] + list(args.case)
-    return Selection(paths=side.case_paths, suites=list(args.suite), tags=list(args.tag), cases=patterns)
+    return Selection(paths=side.case_paths, suites=list(args.suite), tags=list(args.tag),
+                     cases=list(patterns) + list(args.case))
+
+
+def noise_floors_for(machine_class: Optional[str]) -> Callable[[dict], dict]:
+    """`floors_for` of run_ab: the calibrated noise floors of the machine the runs landed on
+    (or of --machine-class)."""
+    def floors_for(doc: dict) -> dict:
+        return _compare.calibration_for(doc, machine_class=machine_class)
+
+    return floors_for
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
     from . import launch
 
     repo = pathlib.Path(args.repo).resolve() if args.repo else _baseline.REPO_ROOT
-    given_paths = [c for c in args.cases if pathlib.Path(c).exists()]
+    given_paths, patterns = case_arguments(args.cases)
     if args.runs < 2:
         print("meshgate ab: --runs must be at least 2 (5 or more can reach alpha = 0.01)", file=sys.stderr)
         return 2
@@ -156,7 +187,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
         case_ids = {}
         for side in sides:
-            listing = launcher.list_cases(side, _selection_for(side, args))
+            listing = launcher.list_cases(side, selection_for(side, patterns, args))
             case_ids[side.label] = replicate.perf_case_ids(listing)
     except AbError as e:
         print(f"meshgate ab: {e}", file=sys.stderr)
@@ -168,9 +199,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         print("meshgate ab: no performance case (with a `perf:` block) is selected on either side", file=sys.stderr)
         return 2
     out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("ab")
-
-    def floors_for(doc: dict) -> dict:
-        return _compare.calibration_for(doc, machine_class=args.machine_class)
+    floors_for = noise_floors_for(args.machine_class)
 
     try:
         comparison, record = run_ab(sides, case_ids, launcher, out_dir, k=args.runs, seed=args.seed,
@@ -187,15 +216,10 @@ def _cmd_ab(args: argparse.Namespace) -> int:
     return comparison.exit_code()
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "ab", help="interleaved A/B of two revisions' builds (exit 1 on a confirmed regression)",
-        description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
-                    "selected performance cases k times per side in randomised ABBA order, "
-                    "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
+def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str) -> None:
+    """The options `ab` shares with the commands built on it (bisect): the case selection,
+    runs per side, backend, preset, seed, gate, calibration, report folder and repository."""
     parser.add_argument("cases", nargs="*", metavar="CASES", help="case files/folders or case ids (patterns allowed)")
-    parser.add_argument("--base", required=True, metavar="REV")
-    parser.add_argument("--candidate", required=True, metavar="REV")
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
                         help="runs per side (default %(default)s; 15 for revert-grade evidence)")
     parser.add_argument("--suite", action="append", default=[], metavar="S")
@@ -203,12 +227,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--case", action="append", default=[], metavar="ID")
     parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
     parser.add_argument("--ranks", type=int, metavar="N")
-    parser.add_argument("--preset", metavar="P", help="CMake preset for both builds (default: ci/preset)")
+    parser.add_argument("--preset", metavar="P", help="CMake preset of every build (default: ci/preset)")
     parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
-    parser.add_argument("--no-confirm", action="store_true",
-                        help="skip the confirmation batch (flagged cases then stand unconfirmed)")
     _compare.add_max_gate_argument(parser)
     parser.add_argument("--machine-class", help="use this machine class's calibration")
-    parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/ab-<time>)")
+    parser.add_argument("--out", metavar="DIR", help=f"report folder (default: reports/{report_prefix}-<time>)")
     parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ab", help="interleaved A/B of two revisions' builds (exit 1 on a confirmed regression)",
+        description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
+                    "selected performance cases k times per side in randomised ABBA order, "
+                    "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
+    parser.add_argument("--base", required=True, metavar="REV")
+    parser.add_argument("--candidate", required=True, metavar="REV")
+    add_experiment_arguments(parser, "ab")
+    parser.add_argument("--no-confirm", action="store_true",
+                        help="skip the confirmation batch (flagged cases then stand unconfirmed)")
     parser.set_defaults(func=_cmd_ab)

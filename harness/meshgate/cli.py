@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ab, baseline, calibrate, compare, history, listing, nightly, plan, run
+from . import ab, baseline, bisect, calibrate, compare, history, listing, nightly, plan, run
 
-COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly, history]
+COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly, bisect, history]
 
 
 def build_parser() -> argparse.ArgumentParser:
