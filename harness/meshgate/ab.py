@@ -16,7 +16,6 @@ import argparse
 import json
 import pathlib
 import random
-import subprocess
 import sys
 from typing import Any, Callable, Optional
 

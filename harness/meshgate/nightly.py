@@ -35,12 +35,12 @@ import datetime as _dt
 import io
 import json
 import pathlib
-import subprocess
 import sys
 from typing import Any, Callable, Optional, Union
 
 from . import baseline as _baseline
 from . import history as _history
+from . import revisions as _revisions
 
 STATE_SCHEMA = "meshgate.nightly-state/1"
 REPORT_SCHEMA = "meshgate.nightly/1"
@@ -102,11 +102,10 @@ HeadFn = Callable[[pathlib.Path], tuple[str, bool]]
 
 
 def _git(repo: pathlib.Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise NightlyError(f"git {' '.join(args)} failed in {repo}: "
-                           f"{proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout.strip()
+    try:
+        return _revisions.git(repo, *args)
+    except _revisions.RevisionError as e:
+        raise NightlyError(str(e)) from None
 
 
 def head_commit(repo: pathlib.Path) -> tuple[str, bool]:
@@ -118,8 +117,8 @@ def head_commit(repo: pathlib.Path) -> tuple[str, bool]:
 
 def resolve(repo: pathlib.Path, rev: str) -> str:
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    except NightlyError:
+        return _revisions.resolve_commit(repo, rev)
+    except _revisions.RevisionError:
         raise NightlyError(f"last good revision {rev!r} is not a commit of {repo}: pass "
                            f"--last-good REV with one that is") from None
 
@@ -170,9 +169,9 @@ def run_cases_command(argv: list[str], out_dir: pathlib.Path) -> int:
     return _cli(["run", *argv, "--out", str(out_dir)])
 
 
-def ab_argv(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> list[str]:
-    argv = ["ab", "--base", base, "--candidate", candidate, "--tag", "perf", "--out", str(out_dir)]
-    argv += ["--backend", options.backend]
+def _build_and_launch_argv(options: Options) -> list[str]:
+    """The options `ab` and `bisect` share with the night: backend, ranks, runs, preset, cases."""
+    argv = ["--backend", options.backend]
     if options.ranks is not None:
         argv += ["--ranks", str(options.ranks)]
     if options.runs is not None:
@@ -180,6 +179,11 @@ def ab_argv(base: str, candidate: str, out_dir: pathlib.Path, options: Options) 
     if options.preset:
         argv += ["--preset", options.preset]
     return argv + list(options.cases)
+
+
+def ab_argv(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> list[str]:
+    return (["ab", "--base", base, "--candidate", candidate, "--tag", "perf", "--out", str(out_dir)]
+            + _build_and_launch_argv(options))
 
 
 def run_ab_command(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> TimingVerdict:
@@ -199,15 +203,8 @@ def run_ab_command(base: str, candidate: str, out_dir: pathlib.Path, options: Op
 
 
 def bisect_argv(good: str, bad: str, case_id: str, out_dir: pathlib.Path, options: Options) -> list[str]:
-    argv = ["bisect", "--good", good, "--bad", bad, "--case", case_id, "--out", str(out_dir),
-            "--json", str(out_dir / "bisect.json"), "--backend", options.backend]
-    if options.ranks is not None:
-        argv += ["--ranks", str(options.ranks)]
-    if options.runs is not None:
-        argv += ["--runs", str(options.runs)]
-    if options.preset:
-        argv += ["--preset", options.preset]
-    return argv + list(options.cases)
+    return (["bisect", "--good", good, "--bad", bad, "--case", case_id, "--out", str(out_dir),
+             "--json", str(out_dir / "bisect.json")] + _build_and_launch_argv(options))
 
 
 def run_bisect_command(good: str, bad: str, case_id: str, out_dir: pathlib.Path,

@@ -64,7 +64,8 @@ class BuiltRevision(NamedTuple):
     runner: list[str]        # the command that starts its meshgate-runner
 
 
-def _git(repo: pathlib.Path, *args: str) -> str:
+def git(repo: pathlib.Path, *args: str) -> str:
+    """stdout of `git -C repo ARGS`; RevisionError naming the command when it fails."""
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise RevisionError(f"git {' '.join(args)} failed in {repo}: "
@@ -75,7 +76,7 @@ def _git(repo: pathlib.Path, *args: str) -> str:
 def resolve_commit(repo: pathlib.Path, rev: str) -> str:
     """Full commit hash of `rev`; RevisionError naming the revision when it does not resolve."""
     try:
-        return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
     except RevisionError:
         raise RevisionError(f"revision {rev!r} is not a commit of {repo}: check `git log` for the name") from None
 
@@ -93,7 +94,7 @@ def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
     """A detached worktree of `commit` under build/ab/<commit12>, created or reused."""
     path = worktree_path(repo, commit)
     if (path / ".git").exists():
-        head = _git(path, "rev-parse", "HEAD")
+        head = git(path, "rev-parse", "HEAD")
         if head != commit:
             raise RevisionError(
                 f"{path} is a worktree of {head[:12]}, not {commit[:12]}: remove it with "
@@ -103,8 +104,8 @@ def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
     if path.exists() and any(path.iterdir()):
         raise RevisionError(f"{path} exists but is not a git worktree: remove it and run again")
     path.parent.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "prune")
-    _git(repo, "worktree", "add", "--detach", str(path), commit)
+    git(repo, "worktree", "prune")
+    git(repo, "worktree", "add", "--detach", str(path), commit)
     return path
 
 
@@ -150,7 +151,7 @@ def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: s
 
 def _is_clean(root: pathlib.Path) -> bool:
     try:
-        return _git(root, "status", "--porcelain", "--untracked-files=no") == ""
+        return git(root, "status", "--porcelain", "--untracked-files=no") == ""
     except RevisionError:
         return False
 
