@@ -40,6 +40,8 @@ from . import stats
 
 VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness")
 FAILING_STATUSES = ("fail", "error")
+# Beyond this many runs per side, advice to run more is no advice: the machine is the problem.
+PRACTICAL_RUNS = 100
 
 
 @dataclasses.dataclass
@@ -211,6 +213,9 @@ def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q
         why = (f"the CI [{lo:.3f}, {hi:.3f}] is too wide to say anything: its lower bound is more than "
                f"--max-gate {_pct(max_gate)} below 1")
     advice = f"; need ~{v.runs_needed} runs per side" if v.runs_needed else ""
+    if v.runs_needed and v.runs_needed > PRACTICAL_RUNS:
+        advice = (f"; it would take ~{v.runs_needed} runs per side, more than is practical: the runs "
+                  "are too spread (see `meshgate calibrate` for this machine's noise)")
     v.note = f"{change}: {why}{advice}"
 
 

@@ -154,6 +154,14 @@ class CompareRulesTest(unittest.TestCase):
         self.assertIn("within the 6.0 % gate", v.note)
         self.assertEqual(calibrated.exit_code(), 0)
 
+    def test_impractical_run_counts_are_called_so(self):
+        b = self.doc([self.timed("s/a", [1.00, 1.01, 0.99, 1.00, 1.70, 1.00, 1.01, 0.99, 1.68])])
+        n = self.doc([self.timed("s/a", [1.00, 1.00, 0.99, 1.01, 1.00, 1.72, 1.00, 1.01, 0.99])])
+        v = compare.compare_results(b, n).cases[0]
+        self.assertEqual(v.verdict, "inconclusive")
+        self.assertGreater(v.runs_needed, compare.PRACTICAL_RUNS)
+        self.assertIn("more than is practical", v.note)
+
     def test_benjamini_hochberg_across_cases(self):
         # One case with p = 1/252 among many unchanged ones: BH pushes q above 0.05.
         rows_b, rows_n = [], []
