@@ -23,15 +23,14 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import pathlib
 import re
 import shutil
 import sys
-import tempfile
 from typing import Any, Optional
 
 from . import signals as _signals
+from . import results as _results
 
 RESULTS_SCHEMA = "meshgate.results/1"
 CALIBRATION_SCHEMA = "meshgate.calibration/1"
@@ -130,24 +129,6 @@ def split_by_suite(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def atomic_write_json(path: pathlib.Path, data: Any) -> None:
-    """Writes JSON so that readers see the old file or the new one, never half of one."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
@@ -214,7 +195,7 @@ def update_baseline(
             history = target_dir / "history"
             history.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, history / f"{suite}.{stamp}.json")
-        atomic_write_json(path, doc)
+        _results.write_json_atomic(path, doc)
         written.append(path)
     return written
 

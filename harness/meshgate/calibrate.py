@@ -35,6 +35,7 @@ from typing import Any, Optional, Sequence
 
 from . import baseline as _baseline
 from . import compare as _compare
+from . import results as _results
 from . import replicate, stats, svg
 
 DEFAULT_K = 9
@@ -228,7 +229,7 @@ def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], resu
     doc["machine_class"] = machine_class
     doc["machine"] = run.get("machine", {})
     doc["updated"] = stamp
-    _baseline.atomic_write_json(path, doc)
+    _results.write_json_atomic(path, doc)
     return doc
 
 
@@ -310,7 +311,7 @@ def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.Launc
     """Runs the A/A sessions, writes reports/<id>/ and stores the calibration; exit code."""
     out_dir = pathlib.Path(out_dir)
     cases, results = calibrate_sessions(side, ids, launch, out_dir, sessions, k, seed, max_gate, trials)
-    _baseline.atomic_write_json(out_dir / "results.json", results)
+    _results.write_json_atomic(out_dir / "results.json", results)
     mclass = machine_class or _baseline.results_machine_class(results)
     stored = None
     if store and cases:

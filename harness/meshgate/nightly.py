@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import baseline as _baseline
 from . import history as _history
+from . import results as _results
 from . import revisions as _revisions
 
 STATE_SCHEMA = "meshgate.nightly-state/1"
@@ -143,7 +144,7 @@ def read_state(path: pathlib.Path) -> Optional[dict[str, Any]]:
 def write_state(path: pathlib.Path, commit: str, report: Optional[pathlib.Path] = None,
                 now: Optional[_dt.datetime] = None) -> None:
     now = now or _dt.datetime.now(_dt.timezone.utc)
-    _baseline.atomic_write_json(pathlib.Path(path), {
+    _results.write_json_atomic(pathlib.Path(path), {
         "schema": STATE_SCHEMA,
         "commit": commit,
         "recorded": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -241,7 +242,7 @@ def read_handled(db: pathlib.Path) -> set[str]:
 
 
 def write_handled(db: pathlib.Path, keys: set[str]) -> None:
-    _baseline.atomic_write_json(handled_path(db), {"schema": HANDLED_SCHEMA, "changes": sorted(keys)})
+    _results.write_json_atomic(handled_path(db), {"schema": HANDLED_SCHEMA, "changes": sorted(keys)})
 
 
 def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Path, bisect: BisectFn,

@@ -57,19 +57,35 @@ def load_json(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Writes `data` to `path` through a temporary file in the same folder and a rename, so a
-    reader never sees a half-written results.json."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes `text` to `path` through a temporary file in the same folder, fsync and a rename,
+    so a reader sees the old file or the new one, never half of one. The file gets the mode a
+    plain open() would give it (0666 less the umask: 0644 usually), not mkstemp's 0600, so
+    results and baselines stay readable by the CI user that collects them."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """`data` as indented JSON, written atomically (write_text_atomic)."""
+    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def error_row(case_id: str, message: str, *, kind: str = "", params: dict | None = None,

@@ -25,11 +25,11 @@ import dataclasses
 import difflib
 import json
 import math
-import os
 import pathlib
 import re
-import tempfile
 from typing import Any, Iterable, Optional
+
+from . import results as _results
 
 SCHEMA = "meshgate.signals/1"
 CHECK_SCHEMA = "meshgate.signals-check/1"
@@ -309,18 +309,6 @@ def _dump(doc: dict) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
-def _write_atomic(path: pathlib.Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @dataclasses.dataclass
 class UpdateOutcome:
     written: list[pathlib.Path]
@@ -370,7 +358,7 @@ def update_dir(results: dict, signals_dir: pathlib.Path, suites: Optional[list[s
         if path.exists() and path.read_text() == text:
             outcome.unchanged.append(path)
             continue
-        _write_atomic(path, text)
+        _results.write_text_atomic(path, text)
         outcome.written.append(path)
     return outcome
 
