@@ -87,6 +87,19 @@ class RunDefaultsTest(CliTestCase):
             self.assertEqual(run.short_commit(REPO, {}), head)
         self.assertEqual(run.short_commit(self.root, {}), "nocommit")
 
+    def test_runs_started_in_the_same_second_get_folders_of_their_own(self):
+        reports = self.root / "reports-claim"
+        claimed = [run.claim_run_dir(reports, "20261121-071500-59fa4d3") for _ in range(3)]
+        self.assertEqual([c[0] for c in claimed],
+                         ["20261121-071500-59fa4d3", "20261121-071500-59fa4d3-2", "20261121-071500-59fa4d3-3"])
+        self.assertTrue(all(path.is_dir() and path.name == rid for rid, path in claimed))
+        with mock.patch.object(run, "default_run_id", return_value="20261121-071500-59fa4d3"):
+            for _ in range(2):  # the same second, as far as the run id can tell
+                code, out, err = self.meshgate("run")
+                self.assertEqual(code, 0, out + err)
+        folders = [Path(option_values(argv, "--out")[0]) for argv in self.fake.run_launches()]
+        self.assertEqual(len(set(folders)), 2, folders)
+
     def test_filters_replace_the_smoke_default(self):
         code, out, err = self.meshgate("run", "--tag", "nightly", "--out",
                                        str(self.fake.dir / "o"))
