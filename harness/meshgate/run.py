@@ -46,6 +46,9 @@ def register(subparsers) -> None:
                         help="where the run lands (default: reports/<run-id>)")
     parser.add_argument("--preset", metavar="P",
                         help="CMake preset to build the runner with (default: ci/preset)")
+    parser.add_argument("--allow-all-skipped", action="store_true",
+                        help="exit 0 even when every selected case was skipped (by default a run "
+                             "that tested nothing, e.g. --backend nccl without a GPU, exits 2)")
     parser.add_argument("--case-timeout", type=float, metavar="S",
                         help="seconds a case may run before it is an error (runner default 300)")
     parser.set_defaults(func=run_command)
@@ -258,5 +261,10 @@ def run_command(args: argparse.Namespace) -> int:
         compare_code, lines = _compare(out_dir, Path(args.baseline))
         notes += lines
         code = max(code, compare_code)
+    if cases and all(c.get("status") == "skip" for c in cases) and not args.allow_all_skipped:
+        # A CI job on a machine without the GPUs or ranks it expects must not go green.
+        notes.append(f"nothing was tested: all {len(cases)} case(s) were skipped (first reason: "
+                     f"{cases[0].get('message') or 'none given'}); pass --allow-all-skipped if that is expected")
+        code = max(code, 2)
     print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))
     return code

@@ -51,6 +51,28 @@ class CliTestCase(unittest.TestCase):
         return json.loads((out_dir / "results.json").read_text())
 
 
+class NothingTestedTest(CliTestCase):
+    """A run where every case is skipped (--backend nccl on a machine without a GPU) tested
+    nothing: it must not exit 0 unless the user says that is expected."""
+
+    scenario = {"cases": [
+        {"id": "coll/all-reduce", "kind": "collective", "tags": ["smoke"], "outcome": "skip",
+         "message": "nccl backend: no GPU visible"},
+        {"id": "coll/all-gather", "kind": "collective", "tags": ["smoke"], "outcome": "skip",
+         "message": "nccl backend: no GPU visible"}]}
+
+    def test_all_skipped_exits_2_saying_nothing_was_tested(self):
+        code, out, err = self.meshgate("run")
+        self.assertEqual(code, 2, out + err)
+        self.assertIn("nothing was tested: all 2 case(s) were skipped", out)
+        self.assertIn("nccl backend: no GPU visible", out)
+
+    def test_allow_all_skipped(self):
+        code, out, err = self.meshgate("run", "--allow-all-skipped")
+        self.assertEqual(code, 0, out + err)
+        self.assertNotIn("nothing was tested", out)
+
+
 class RunDefaultsTest(CliTestCase):
     def test_no_arguments_runs_the_smoke_cases_into_reports_run_id(self):
         code, out, err = self.meshgate("run")
