@@ -10,8 +10,10 @@ import datetime
 import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +74,34 @@ def default_run_id(root: Path, now: datetime.datetime | None = None,
     """'20261121-071500-59fa4d3': UTC start time and short commit."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return f"{now.strftime('%Y%m%d-%H%M%S')}-{short_commit(root, env)}"
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT arrived (a cancelled CI job, Ctrl-C); the exit code is 128 + signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Turns SIGTERM and SIGINT into Stopped while a run is in flight, so the launch code stops
+    the runner's process group (mpirun and ranks included) on its way out and the run writes
+    what finished, instead of the driver dying at once and leaving the runner holding the
+    machine. The previous handlers come back afterwards."""
+    def handler(signum, _frame):
+        raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # only it may set handlers
+        yield
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def claim_run_dir(reports: Path, run_id: str) -> tuple[str, Path]:
@@ -219,45 +249,52 @@ def run_command(args: argparse.Namespace) -> int:
     catalogue = {entry["id"]: entry for entry in listing}
     view = make_view()
     view.heading(f"meshgate: {len(listing)} case(s) on {args.backend} -> {out_dir}")
+    header = {"id": run_id, "backend": args.backend}
+    stopped: Stopped | None = None
     try:
-        first = launch.run_with_recovery(setup, selection, out_dir, run_id, view, Tally(),
-                                         catalogue)
-        if not first.started:
-            view.close()
-            if first.last.returncode != 2:
-                started_as = " ".join(setup.launcher() + ["meshgate-runner"])
-                print(f"meshgate: {started_as} {first.last.death()} before running any case",
-                      file=sys.stderr)
-            return 2
-        header = {"id": run_id, "backend": args.backend}
-        document = _finished_document(out_dir, run_id, first.plan_ids, header)
-        document, repeat_launches = _repeat_perf_cases(document, catalogue, setup, selection,
-                                                       out_dir, run_id, view)
-    except KeyboardInterrupt:
+        with stop_on_signals():
+            first = launch.run_with_recovery(setup, selection, out_dir, run_id, view, Tally(),
+                                             catalogue)
+            if not first.started:
+                view.close()
+                if first.last.returncode != 2:
+                    started_as = " ".join(setup.launcher() + ["meshgate-runner"])
+                    print(f"meshgate: {started_as} {first.last.death()} before running any case",
+                          file=sys.stderr)
+                return 2
+            document = _finished_document(out_dir, run_id, first.plan_ids, header)
+            document, repeat_launches = _repeat_perf_cases(document, catalogue, setup, selection,
+                                                           out_dir, run_id, view)
+    except Stopped as e:
+        stopped = e
         view.close()
-        print(f"\nmeshgate: interrupted; finished cases are in {out_dir / 'results.jsonl'}",
-              file=sys.stderr)
-        return 130
-    view.close()
+        print(f"\nmeshgate: {e} received: the runner is stopped; writing the results and reports "
+              f"of the cases that finished", file=sys.stderr)
+        document = results.assemble(results.load_json(out_dir / "results.json"),
+                                    results.read_rows(out_dir / "results.jsonl"), list(catalogue), header)
+        first, repeat_launches = None, 0
+    if stopped is None:
+        view.close()
     results.write_json_atomic(out_dir / "results.json", document)
 
     cases = document["cases"]
     code = results.exit_code(cases)
-    last_code = first.last.returncode
-    if 0 <= last_code <= 2:
-        code = max(code, last_code)
     notes = []
-    if len(first.launches) > 1:
-        notes.append(f"runner relaunched {len(first.launches) - 1} time(s) after it died")
-    if first.gave_up:
-        notes.append(f"gave up: {first.gave_up}")
+    if first is not None:
+        last_code = first.last.returncode
+        if 0 <= last_code <= 2:
+            code = max(code, last_code)
+        if len(first.launches) > 1:
+            notes.append(f"runner relaunched {len(first.launches) - 1} time(s) after it died")
+        if first.gave_up:
+            notes.append(f"gave up: {first.gave_up}")
     if repeat_launches:
         notes.append(f"performance cases repeated in {repeat_launches} more runner launch(es)")
     report_paths, report_problem = _write_report(out_dir, document)
     if report_problem:
         notes.append(report_problem)
         code = max(code, 2)
-    if args.baseline:
+    if args.baseline and stopped is None:
         compare_code, lines = _compare(out_dir, Path(args.baseline))
         notes += lines
         code = max(code, compare_code)
@@ -266,5 +303,9 @@ def run_command(args: argparse.Namespace) -> int:
         notes.append(f"nothing was tested: all {len(cases)} case(s) were skipped (first reason: "
                      f"{cases[0].get('message') or 'none given'}); pass --allow-all-skipped if that is expected")
         code = max(code, 2)
+    if stopped is not None:
+        notes.append(f"stopped by {stopped}: {len(cases)} of {len(catalogue)} case(s) finished")
+        print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))
+        return 128 + stopped.signum
     print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))
     return code
