@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import ab, baseline, bisect, calibrate, compare, history, listing, nightly, plan, run
+from . import ab, baseline, bisect, calibrate, compare, history, listing, nightly, plan, report, run
 
-COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly, bisect, history]
+COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly, bisect, history, report]
 
 
 def build_parser() -> argparse.ArgumentParser:

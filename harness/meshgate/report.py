@@ -13,6 +13,7 @@ Metrics the plots understand (whichever a kind records):
 from __future__ import annotations
 
 import html
+import sys
 import json
 import pathlib
 import xml.etree.ElementTree as ET
@@ -660,3 +661,48 @@ def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Compari
         path.write_text(text)
         written.append(path)
     return written
+
+
+def render_run_dir(target: pathlib.Path) -> tuple[pathlib.Path, list[pathlib.Path]]:
+    """`meshgate report DIR`: the reports of DIR/results.json (or of a results.json given
+    directly) written again beside it. A run killed before it wrote results.json is rendered
+    from its results.jsonl, and results.json is written from those rows. InputError (from
+    baseline) names the file when there is nothing usable."""
+    from . import baseline as _baseline
+    from . import results as _results
+
+    target = pathlib.Path(target)
+    run_dir = target.parent if target.is_file() else target
+    path = target if target.is_file() else run_dir / "results.json"
+    if not path.exists() and (run_dir / "results.jsonl").exists():
+        rows = _results.read_rows(run_dir / "results.jsonl")
+        if not rows:
+            raise _baseline.InputError(f"{run_dir / 'results.jsonl'}: no finished case to report")
+        _results.write_json_atomic(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
+    if not path.exists():
+        raise _baseline.InputError(f"{run_dir}: no results.json or results.jsonl: pass a run folder "
+                                   "(reports/<run-id>) or a results.json")
+    return run_dir, write_run_report(run_dir, _baseline.load_results(path))
+
+
+def _cmd_report(args: Any) -> int:
+    from . import baseline as _baseline
+
+    try:
+        run_dir, written = render_run_dir(pathlib.Path(args.dir))
+    except _baseline.InputError as e:
+        print(f"meshgate report: {e}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"report: {path}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report", help="re-render the reports (report.md, junit.xml, report.html) of a run's results",
+        description="Writes report.md, junit.xml and report.html again from DIR/results.json (or "
+                    "from DIR/results.jsonl when the run was killed before it wrote results.json). "
+                    "Exit 0 when written, 2 on unusable input.")
+    parser.add_argument("dir", metavar="DIR", help="a run folder (reports/<run-id>) or a results.json")
+    parser.set_defaults(func=_cmd_report)

@@ -1,11 +1,13 @@
+import contextlib
 import html.parser
+import io
 import json
 import pathlib
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from meshgate import compare, report
+from meshgate import cli, compare, report
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -182,6 +184,48 @@ class ComparisonReportTest(unittest.TestCase):
         self.assertIn("Per-run medians, base vs new", page)
         self.assertIn("lt_epilogue (base)", page)
         self.assertIn("lt_epilogue (new)", page)
+
+
+
+class ReportCommandTest(unittest.TestCase):
+    """`meshgate report DIR` re-renders a run's reports from its results."""
+
+    def rows(self):
+        return [{"id": "layout/a", "suite": "layout", "kind": "layout", "status": "pass", "message": ""},
+                {"id": "layout/b", "suite": "layout", "kind": "layout", "status": "fail",
+                 "message": "expected 4\ngot 5"}]
+
+    def test_rerenders_from_results_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = pathlib.Path(tmp)
+            (run_dir / "results.json").write_text(json.dumps(
+                {"schema": "meshgate.results/1", "run": {"id": "r1"}, "cases": self.rows()}))
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(["report", str(run_dir)])
+            self.assertEqual(code, 0)
+            md = (run_dir / "report.md").read_text()
+            self.assertIn("layout/b", md)
+            self.assertIn("expected 4", md)
+            ET.fromstring((run_dir / "junit.xml").read_text())
+            self.assertTrue((run_dir / "report.html").is_file())
+
+    def test_a_killed_run_is_rendered_from_its_jsonl(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            run_dir = pathlib.Path(tmp)
+            (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in self.rows()))
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(["report", str(run_dir)])
+            self.assertEqual(code, 0)
+            doc = json.loads((run_dir / "results.json").read_text())
+            self.assertEqual([c["id"] for c in doc["cases"]], ["layout/a", "layout/b"])
+            self.assertTrue((run_dir / "report.md").is_file())
+
+    def test_nothing_to_render_is_unusable_input(self):
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(cli.main(["report", tmp]), 2)
+            pathlib.Path(tmp, "results.json").write_text('{"schema": "other"}')
+            self.assertEqual(cli.main(["report", tmp]), 2)
+        self.assertIn("results.json", err.getvalue())
 
 
 if __name__ == "__main__":
