@@ -297,8 +297,9 @@ class RecoveryResult:
 
 def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, run_id: str,
                       view: ProgressView, tally: Tally, catalogue: dict[str, dict] | None = None,
-                      max_launches: int | None = None) -> RecoveryResult:
+                      max_launches: int | None = None, resume: bool = False) -> RecoveryResult:
     """Runs the selection until every planned case has a row in out_dir/results.jsonl.
+    With `resume` the first launch already keeps the rows there (continuing a killed run).
 
     When a launch dies with a case started and not ended (signal, abort, hang, exit), that case
     gets an error row naming the cause and the runner is relaunched with --resume. Relaunching
@@ -311,7 +312,7 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
     rows_before = 0
     idle_launches = 0
     while True:
-        command = setup.run_command(selection, out_dir, run_id, resume=bool(launches))
+        command = setup.run_command(selection, out_dir, run_id, resume=resume or bool(launches))
         outcome = launch_once(command, view, tally, setup.silence_limit(), setup.env)
         launches.append(outcome)
         if not plan_ids and outcome.plan_ids:

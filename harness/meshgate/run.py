@@ -44,8 +44,12 @@ def register(subparsers) -> None:
                              "DIR/../signals), which gates, and compare timing with DIR's "
                              "per-machine results (baselines or baselines/<machine>), which "
                              "is informational")
-    parser.add_argument("--out", metavar="DIR",
-                        help="where the run lands (default: reports/<run-id>)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR",
+                       help="where the run lands (default: reports/<run-id>)")
+    where.add_argument("--resume", metavar="DIR",
+                       help="continue the killed run in DIR (give the same cases and filters): the "
+                            "cases with a row in DIR/results.jsonl are kept, the rest run")
     parser.add_argument("--preset", metavar="P",
                         help="CMake preset to build the runner with (default: ci/preset)")
     parser.add_argument("--allow-all-skipped", action="store_true",
@@ -228,7 +232,14 @@ def run_command(args: argparse.Namespace) -> int:
     except (SelectionError, build.BuildError) as e:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
-    if args.out:
+    if args.resume:
+        out_dir = Path(args.resume).resolve()
+        if not (out_dir / "results.jsonl").is_file():
+            print(f"meshgate: --resume {args.resume}: no results.jsonl there to continue from",
+                  file=sys.stderr)
+            return 2
+        run_id = out_dir.name
+    elif args.out:
         run_id, out_dir = default_run_id(root), Path(args.out).resolve()
     else:
         run_id, out_dir = claim_run_dir(root / "reports", default_run_id(root))
@@ -254,7 +265,7 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         with stop_on_signals():
             first = launch.run_with_recovery(setup, selection, out_dir, run_id, view, Tally(),
-                                             catalogue)
+                                             catalogue, resume=bool(args.resume))
             if not first.started:
                 view.close()
                 if first.last.returncode != 2:
@@ -262,7 +273,8 @@ def run_command(args: argparse.Namespace) -> int:
                     print(f"meshgate: {started_as} {first.last.death()} before running any case",
                           file=sys.stderr)
                 return 2
-            document = _finished_document(out_dir, run_id, first.plan_ids, header)
+            order = list(catalogue) if args.resume else first.plan_ids  # kept rows in place
+            document = _finished_document(out_dir, run_id, order, header)
             document, repeat_launches = _repeat_perf_cases(document, catalogue, setup, selection,
                                                            out_dir, run_id, view)
     except Stopped as e:

@@ -73,6 +73,30 @@ class NothingTestedTest(CliTestCase):
         self.assertNotIn("nothing was tested", out)
 
 
+class ResumeTest(CliTestCase):
+    def test_resume_keeps_the_finished_cases_and_runs_the_rest(self):
+        run_dir = self.root / "reports" / "20261121-071500-59fa4d3"
+        run_dir.mkdir(parents=True)
+        kept = {"id": "layout-algebra/coalesce-a", "suite": "layout-algebra", "kind": "layout",
+                "status": "pass", "message": "", "params": {}, "plan": [], "metrics": {},
+                "samples": {}, "seconds": 0.1}
+        (run_dir / "results.jsonl").write_text(json.dumps(kept) + "\n")
+        code, out, err = self.meshgate("run", "--resume", str(run_dir))
+        self.assertEqual(code, 0, out + err)
+        argv = self.fake.run_launches()[0]
+        self.assertIn("--resume", argv)
+        self.assertEqual(option_values(argv, "--out"), [str(run_dir)])
+        document = self.results(run_dir)
+        self.assertEqual([c["id"] for c in document["cases"]],
+                         ["layout-algebra/coalesce-a", "layout-algebra/composition-b", "mesh/hsdp-flatten"])
+        self.assertEqual(document["cases"][0]["seconds"], 0.1)  # kept, not run again
+
+    def test_resume_needs_a_run_to_continue(self):
+        code, out, err = self.meshgate("run", "--resume", str(self.root / "nothing-here"))
+        self.assertEqual(code, 2)
+        self.assertIn("no results.jsonl", err)
+
+
 class RunDefaultsTest(CliTestCase):
     def test_no_arguments_runs_the_smoke_cases_into_reports_run_id(self):
         code, out, err = self.meshgate("run")
