@@ -17,7 +17,7 @@ def aa_launch(noise=0.02, slow_label=None, slow_factor=1.0, slow_batches=("all",
 
     def launch(side, n, case_ids, folder):
         folder = pathlib.Path(folder)
-        rng = random.Random(str(folder))
+        rng = random.Random("/".join(folder.parts[-4:]))  # seeded below the temporary root
         confirm = folder.parent.parent.name.endswith("-confirm")
         factor = 1.0
         if side.label == slow_label and ("all" in slow_batches or not confirm):

@@ -165,7 +165,7 @@ class ConfirmedAaSessionsTest(unittest.TestCase):
         # Noise of 3 % with no calibration: single batches flag now and then in each direction;
         # the confirmation batch must keep those out of the final verdicts.
         def launch(side, n, case_ids, folder):
-            rng = random.Random(str(folder))
+            rng = random.Random("/".join(pathlib.Path(folder).parts[-4:]))  # seeded below the temporary root
             rows = [{"id": i, "status": "pass", "samples": {"time_s": simulate_runs(rng, 1.0, 0.03, k=1)}}
                     for i in case_ids]
             return {"schema": "meshgate.results/1", "run": {}, "cases": rows}
@@ -179,7 +179,9 @@ class ConfirmedAaSessionsTest(unittest.TestCase):
                                                pathlib.Path(tmp) / str(session), k=9, seed=session)
                 first_flags += len(record["confirmation"])
                 confirmed += sum(v.verdict in ("regression", "improvement") for v in comparison.cases)
-        self.assertEqual(confirmed, 0)
+        # A confirmed false alarm needs two independent alpha-level flags: about 4e-4 per case
+        # and session, 0.1 expected over these 240.
+        self.assertLessEqual(confirmed, 1)
         self.assertLessEqual(first_flags, 0.05 * 60 * len(ids))
 
 
