@@ -52,6 +52,7 @@ from . import baseline as _baseline
 from . import compare as _compare
 from . import replicate, revisions, signals, stats
 from .compare import CaseVerdict, Comparison
+from .markup import md_cell, pct
 from .replicate import LaunchFn, Side
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
@@ -253,10 +254,6 @@ class Recommendation:
                 "cases": [v.id for v in self.perf] + [s["id"] for s in self.status]}
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
-
-
 def _ci(ci: Optional[tuple]) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
 
@@ -272,10 +269,10 @@ def past_gate(v: CaseVerdict) -> tuple[bool, str]:
         return False, f"{v.id}: the regression was not confirmed by a fresh batch"
     if not v.ci or v.ci[0] <= edge:
         return False, (f"{v.id}: the first batch's 95 % CI {_ci(v.ci)} reaches the gate "
-                       f"({edge:.3f} = 1 + {_pct(gate)}): not entirely past it")
+                       f"({edge:.3f} = 1 + {pct(gate)}): not entirely past it")
     if not v.confirm_ci or v.confirm_ci[0] <= edge:
         return False, (f"{v.id}: the confirmation batch's 95 % CI {_ci(v.confirm_ci)} reaches "
-                       f"the gate ({edge:.3f} = 1 + {_pct(gate)}): not entirely past it")
+                       f"the gate ({edge:.3f} = 1 + {pct(gate)}): not entirely past it")
     return True, ""
 
 
@@ -316,14 +313,10 @@ def recommend(culprit: Optional[str], suspects: list[str], perf: list[CaseVerdic
                        f"{culprit[:12]}")
     if qualifying_perf:
         lows = [min(v.ci[0], v.confirm_ci[0]) for v in qualifying_perf]
-        grounds.append(f"{len(qualifying_perf)} case point(s) are slower by at least {_pct(min(lows) - 1)} "
+        grounds.append(f"{len(qualifying_perf)} case point(s) are slower by at least {pct(min(lows) - 1)} "
                        f"(the lowest end of their 95 % CIs) against the parent, past the gate in both "
                        f"interleaved batches: the effect shows in 2 runs of the experiment")
     return Recommendation(True, "; ".join(grounds) + ".", qualifying_perf, qualifying_status)
-
-
-def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
 def _fmt(x: Optional[float], spec: str = ".3f") -> str:
@@ -346,8 +339,8 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
         lines += ["# No revert recommendation", "", rec.why, ""]
     if culprit and info:
         lines += ["## The commit", "", "| | |", "|---|---|",
-                  f"| commit | `{culprit}` |", f"| subject | {_md(info.get('subject', ''))} |",
-                  f"| author | {_md(info.get('author', ''))} |", f"| date | {_md(info.get('date', ''))} |",
+                  f"| commit | `{culprit}` |", f"| subject | {md_cell(info.get('subject', ''))} |",
+                  f"| author | {md_cell(info.get('author', ''))} |", f"| date | {md_cell(info.get('date', ''))} |",
                   f"| parent (tested good) | `{ev.get('parent') or '-'}` |", ""]
     if perf:
         k = ev.get("revert_runs")
@@ -355,17 +348,17 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
                   "| case | verdict | ratio | 95 % CI | p | confirmation ratio | confirmation CI | p | gate | noise floor |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for v in perf:
-            floor = _pct(v.noise_floor) if v.noise_floor is not None else "not calibrated"
+            floor = pct(v.noise_floor) if v.noise_floor is not None else "not calibrated"
             lines.append(f"| `{v.id}` | {v.verdict}{' (confirmed)' if v.confirmed else ''} | {_fmt(v.ratio)} | "
                          f"{_ci(v.ci)} | {_fmt(v.p, '.2g')} | {_fmt(v.confirm_ratio)} | {_ci(v.confirm_ci)} | "
-                         f"{_fmt(v.confirm_p, '.2g')} | {_pct(v.min_effect or 0)} | {floor} |")
+                         f"{_fmt(v.confirm_p, '.2g')} | {pct(v.min_effect or 0)} | {floor} |")
         lines += ["", "Ratio = culprit / parent of the medians of per-run medians (> 1 is slower); the gate is "
                   "max(2 %, 3 x the calibrated noise floor); a revert needs the CI's lower end above 1 + gate "
                   "in both batches.", ""]
     if status:
         lines += ["## Correctness: culprit vs parent", "", "| case | parent | culprit | message |", "|---|---|---|---|"]
         for s in status:
-            lines.append(f"| `{s['id']}` | {s.get('parent_status')} | {s.get('culprit_status')} | {_md(_first_line(s.get('message', ''), 300))} |")
+            lines.append(f"| `{s['id']}` | {s.get('parent_status')} | {s.get('culprit_status')} | {md_cell(_first_line(s.get('message', ''), 300))} |")
         lines.append("")
         for s in status:
             if s.get("message"):
@@ -408,7 +401,7 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
     for i, step in enumerate(doc["steps"], 1):
         lines.append(f"| {i} | `{step['commit'][:12]}` | {step.get('role', 'step')} | {step['verdict']} | "
                      f"{_fmt(step.get('ratio'))} | {_ci(step.get('ci'))} | {_fmt(step.get('p'), '.2g')} | "
-                     f"{_md(step['reason'])} |")
+                     f"{md_cell(step['reason'])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -37,6 +37,7 @@ from . import baseline as _baseline
 from . import compare as _compare
 from . import results as _results
 from . import replicate, stats, svg
+from .markup import pct
 
 DEFAULT_K = 9
 DEFAULT_SESSIONS = 10
@@ -233,12 +234,6 @@ def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], resu
     return doc
 
 
-def _pct(x: Optional[float]) -> str:
-    if x is None:
-        return "-"
-    return f"{x * 100:.2f} %"
-
-
 def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, sessions: int, k: int,
                          stored: Optional[pathlib.Path]) -> str:
     lines = [
@@ -255,11 +250,11 @@ def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, s
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for case_id, e in sorted(cases.items(), key=lambda item: -item[1]["noise_floor"]):
-        detectable = _pct(e["min_detectable"]) if e["min_detectable"] is not None else "> 100 %"
+        detectable = pct(e["min_detectable"], 2) if e["min_detectable"] is not None else "> 100 %"
         lines.append(
-            f"| `{case_id}` | {e['runs']} | {svg.format_seconds(e['median_s'])} | {_pct(e['noise_floor'])} | "
-            f"{_pct(e['min_effect'])} | {e['false_alarms']}/{e['sessions']} (<= {_pct(e['false_alarm_upper'])}) | "
-            f"{e['flagged_sessions']}/{e['sessions']} | {_pct(e['pass_rate'])} | {detectable} |"
+            f"| `{case_id}` | {e['runs']} | {svg.format_seconds(e['median_s'])} | {pct(e['noise_floor'], 2)} | "
+            f"{pct(e['min_effect'], 2)} | {e['false_alarms']}/{e['sessions']} (<= {pct(e['false_alarm_upper'], 2)}) | "
+            f"{e['flagged_sessions']}/{e['sessions']} | {pct(e['pass_rate'], 2)} | {detectable} |"
         )
     lines.append("")
     too_wide = [i for i, e in cases.items() if e["min_effect"] > e["max_gate"]]

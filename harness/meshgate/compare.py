@@ -37,6 +37,7 @@ from typing import Any, Optional
 from . import baseline as _baseline
 from . import signals as _signals
 from . import stats
+from .markup import pct
 
 VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness")
 FAILING_STATUSES = ("fail", "error")
@@ -159,10 +160,6 @@ def _measure(v: CaseVerdict, base: list[float], new: list[float]) -> None:
     v.p = stats.mann_whitney_two_sided(new, base)
 
 
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f} %"
-
-
 def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q: float = stats.FDR_Q,
            max_gate: float = stats.MAX_GATE) -> None:
     """The decision rule of the module docstring for one measured case (ratio, CI, p set);
@@ -173,11 +170,11 @@ def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q
     slower = v.ratio >= 1.0
     past_gate = v.ratio >= 1.0 + gate if slower else v.ratio <= 1.0 / (1.0 + gate)
     significant = stats.significant(v.p, alpha) and q is not None and q <= fdr_q
-    change = f"{'slower' if slower else 'faster'} by {_pct(abs(v.ratio - 1))}"
+    change = f"{'slower' if slower else 'faster'} by {pct(abs(v.ratio - 1))}"
     evidence = f"p = {v.p:.2g}, q = {q:.2g}, 95 % CI [{lo:.3f}, {hi:.3f}]"
     if past_gate and significant:
         v.verdict = "regression" if slower else "improvement"
-        v.note = f"{change} (gate {_pct(gate)}), {evidence}"
+        v.note = f"{change} (gate {pct(gate)}), {evidence}"
         return
     floor_lo = 1.0 / (1.0 + max_gate)
     # The noise these runs show, as a noise floor: a machine that noisy cannot support a PASS
@@ -188,8 +185,8 @@ def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q
         v.verdict = "pass"
         v.rules_out = max(0.0, hi - 1.0)
         v.wide_ci = lo < 1.0 / (1.0 + gate) and not (significant and not slower)
-        claim = f"rules out a slowdown of {_pct(v.rules_out)} or more" if hi > 1.0 else "rules out any slowdown"
-        v.note = (v.note + "; " if v.note else "") + f"{change}, within the {_pct(gate)} gate; {claim} ({evidence})"
+        claim = f"rules out a slowdown of {pct(v.rules_out)} or more" if hi > 1.0 else "rules out any slowdown"
+        v.note = (v.note + "; " if v.note else "") + f"{change}, within the {pct(gate)} gate; {claim} ({evidence})"
         return
     v.verdict = "inconclusive"
     k = min(v.runs_base, v.runs_new)
@@ -197,21 +194,21 @@ def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q
         v.runs_needed = None
         floor = v.noise_floor if gate > max_gate else seen
         source = "calibrated noise floor" if gate > max_gate else "noise floor these runs show"
-        why = (f"3 x the {source} {_pct(floor or 0)} is wider than --max-gate {_pct(max_gate)}: "
+        why = (f"3 x the {source} {pct(floor or 0)} is wider than --max-gate {pct(max_gate)}: "
                "more runs do not narrow it; quieten the machine or accept a wider gate")
     elif not stats.significant(stats.min_two_sided_p(v.runs_base, v.runs_new), alpha) and (past_gate or hi > 1.0 + gate):
         v.runs_needed = stats.smallest_k_reaching(alpha)
         why = f"{v.runs_base} vs {v.runs_new} runs can never reach alpha = {alpha}"
     elif past_gate:
         v.runs_needed = stats.runs_to_reach_significance(k, v.p, alpha)
-        why = f"past the {_pct(gate)} gate but not significant ({evidence})"
+        why = f"past the {pct(gate)} gate but not significant ({evidence})"
     elif hi > 1.0 + gate:
         v.runs_needed = stats.runs_to_narrow_ci(k, hi - v.ratio, 1.0 + gate - v.ratio)
-        why = f"the CI reaches {_pct(hi - 1)} slower, past the {_pct(gate)} gate ({evidence})"
+        why = f"the CI reaches {pct(hi - 1)} slower, past the {pct(gate)} gate ({evidence})"
     else:
         v.runs_needed = stats.runs_to_narrow_ci(k, v.ratio - lo, v.ratio - floor_lo)
         why = (f"the CI [{lo:.3f}, {hi:.3f}] is too wide to say anything: its lower bound is more than "
-               f"--max-gate {_pct(max_gate)} below 1")
+               f"--max-gate {pct(max_gate)} below 1")
     advice = f"; need ~{v.runs_needed} runs per side" if v.runs_needed else ""
     if v.runs_needed and v.runs_needed > PRACTICAL_RUNS:
         advice = (f"; it would take ~{v.runs_needed} runs per side, more than is practical: the runs "

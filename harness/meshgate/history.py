@@ -33,7 +33,6 @@ import argparse
 import dataclasses
 import datetime as _dt
 import fnmatch
-import html
 import json
 import math
 import pathlib
@@ -47,6 +46,7 @@ from . import changepoint
 from . import compare as _compare
 from . import signals as _signals
 from . import svg
+from .markup import html_text, md_cell
 
 DEFAULT_DB = _baseline.REPO_ROOT / "reports" / "history.sqlite"
 SCHEMA_VERSION = 1
@@ -446,10 +446,6 @@ def series_table(series_list: list[Series], changes: list[Change]) -> str:
 _CHANGE_COLOURS = {"slower": "#c62828", "faster": "#1565c0", "status": "#6a1b9a", "plan": "#ef6c00"}
 
 
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def series_svg(series: Series, changes: list[Change], width: int = 760, height: int = 260) -> str:
     """The per-commit medians of one series (per-run medians faint behind them), failing commits
     as crosses on the axis, and every change point as a dashed line before its first bad
@@ -475,18 +471,18 @@ def series_svg(series: Series, changes: list[Change], width: int = 760, height: 
     title = f"{series.case} ({series.machine})"
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}" class="chart series">',
-        f'<text x="{left}" y="18" class="title">{_esc(title)}</text>',
+        f'aria-label="{html_text(title)}" class="chart series">',
+        f'<text x="{left}" y="18" class="title">{html_text(title)}</text>',
         f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" class="axis"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" class="axis"/>',
     ]
     for t in svg._nice_ticks(lo, hi, 4):
         parts.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{width - right}" y2="{py(t):.1f}" class="grid"/>')
-        parts.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{_esc(svg.format_seconds(t))}</text>')
+        parts.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{html_text(svg.format_seconds(t))}</text>')
     step = max(1, len(commits) // 8)
     for i in range(0, len(commits), step):
         parts.append(f'<text x="{px(i):.1f}" y="{top + plot_h + 16}" class="tick" text-anchor="middle">'
-                     f'{_esc(_date(commits[i].started)[5:])}</text>')
+                     f'{html_text(_date(commits[i].started)[5:])}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="label" text-anchor="middle">'
                  f'commits in run order (median time per commit)</text>')
     for c in changes:
@@ -496,11 +492,11 @@ def series_svg(series: Series, changes: list[Change], width: int = 760, height: 
         p = f", p={c.p:.2g}" if c.p is not None else ""
         parts.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="{colour}" stroke-width="2" '
-            f'stroke-dasharray="5,3" class="change change-{_esc(c.kind)}" data-commit="{_esc(c.commit)}">'
-            f'<title>{_esc(c.kind)}{_esc(how)}{_esc(p)}: first bad {_esc(c.commit)} '
-            f'({_esc(_date(commits[c.position].started))}), last good {_esc(c.last_good or "-")}'
-            f'{" - " + _esc(c.detail) if c.detail else ""}</title></line>')
-        parts.append(f'<text x="{x + 3:.1f}" y="{top + 10}" class="tick" fill="{colour}">{_esc(c.kind)}</text>')
+            f'stroke-dasharray="5,3" class="change change-{html_text(c.kind)}" data-commit="{html_text(c.commit)}">'
+            f'<title>{html_text(c.kind)}{html_text(how)}{html_text(p)}: first bad {html_text(c.commit)} '
+            f'({html_text(_date(commits[c.position].started))}), last good {html_text(c.last_good or "-")}'
+            f'{" - " + html_text(c.detail) if c.detail else ""}</title></line>')
+        parts.append(f'<text x="{x + 3:.1f}" y="{top + 10}" class="tick" fill="{colour}">{html_text(c.kind)}</text>')
     path = [f"{px(i):.1f},{py(c.value):.1f}" for i, c in enumerate(commits) if c.value is not None]
     if len(path) > 1:
         parts.append(f'<polyline points="{" ".join(path)}" fill="none" stroke="#4e79a7" stroke-width="1" '
@@ -512,12 +508,12 @@ def series_svg(series: Series, changes: list[Change], width: int = 760, height: 
         if c.value is not None:
             parts.append(
                 f'<circle cx="{px(i):.1f}" cy="{py(c.value):.1f}" r="3.5" fill="#4e79a7" class="point">'
-                f'<title>{_esc(tip)}: median {_esc(svg.format_seconds(c.value))} of {len(c.medians)} run(s)</title></circle>')
+                f'<title>{html_text(tip)}: median {html_text(svg.format_seconds(c.value))} of {len(c.medians)} run(s)</title></circle>')
         elif c.status in ("fail", "error"):
             y = top + plot_h - 6
             parts.append(
                 f'<text x="{px(i):.1f}" y="{y:.1f}" text-anchor="middle" fill="#c62828" class="failed">x'
-                f'<title>{_esc(tip)}{": " + _esc(c.message) if c.message else ""}</title></text>')
+                f'<title>{html_text(tip)}{": " + html_text(c.message) if c.message else ""}</title></text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -535,10 +531,6 @@ svg .axis{stroke:#888} svg .grid{stroke:#eee} svg .failed{font:bold 12px sans-se
 """
 
 
-def _md(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
-
-
 def report_markdown(db_path: pathlib.Path, series_list: list[Series], changes: list[Change]) -> str:
     lines = [f"# meshgate history", "", f"Database `{db_path}`: {len(series_list)} series "
              f"(case x machine class), {len(changes)} change point(s).", ""]
@@ -546,8 +538,8 @@ def report_markdown(db_path: pathlib.Path, series_list: list[Series], changes: l
         lines += ["## Change points", "", "| case | kind | first bad | last good | ratio | p | detail |",
                   "|---|---|---|---|---:|---:|---|"]
         for c in changes:
-            lines.append(f"| {_md(c.case)} | {c.kind} | `{c.commit[:12]}` | `{(c.last_good or '-')[:12]}` | "
-                         f"{_fmt_ratio(c.ratio)} | {_fmt_p(c.p)} | {_md(c.detail)} |")
+            lines.append(f"| {md_cell(c.case)} | {c.kind} | `{c.commit[:12]}` | `{(c.last_good or '-')[:12]}` | "
+                         f"{_fmt_ratio(c.ratio)} | {_fmt_p(c.p)} | {md_cell(c.detail)} |")
         lines.append("")
     by_series: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
@@ -556,7 +548,7 @@ def report_markdown(db_path: pathlib.Path, series_list: list[Series], changes: l
               "|---|---|---:|---|---|---|---:|---:|"]
     for s in series_list:
         value = next((svg.format_seconds(c.value) for c in reversed(s.commits) if c.value is not None), "-")
-        lines.append(f"| {_md(s.case)} | {_md(s.machine)} | {len(s.commits)} | {_date(s.commits[0].started)} | "
+        lines.append(f"| {md_cell(s.case)} | {md_cell(s.machine)} | {len(s.commits)} | {_date(s.commits[0].started)} | "
                      f"{_date(s.commits[-1].started)} | {s.commits[-1].status} | {value} | "
                      f"{len(by_series.get((s.case, s.machine), []))} |")
     lines += ["", "Plots: report.html (one per series; hover a point for its commit and date)."]
@@ -568,23 +560,23 @@ def report_html(db_path: pathlib.Path, series_list: list[Series], changes: list[
     for c in changes:
         by_series.setdefault((c.case, c.machine), []).append(c)
     body = [f"<h1>meshgate history</h1>",
-            f'<div class="facts">database <code>{_esc(db_path)}</code>: {len(series_list)} series, '
+            f'<div class="facts">database <code>{html_text(db_path)}</code>: {len(series_list)} series, '
             f"{len(changes)} change point(s). Points are per-commit medians of the per-run medians; "
             f"faint dots the per-run medians; dashed lines the change points (before the first bad "
             f"commit); crosses failing commits.</div>"]
     for s in series_list:
         cs = by_series.get((s.case, s.machine), [])
-        body.append(f"<h2>{_esc(s.case)}</h2>")
-        body.append(f'<div class="facts">{_esc(s.machine)}, {len(s.commits)} commit(s), '
-                    f"{_esc(_date(s.commits[0].started))} to {_esc(_date(s.commits[-1].started))}</div>")
+        body.append(f"<h2>{html_text(s.case)}</h2>")
+        body.append(f'<div class="facts">{html_text(s.machine)}, {len(s.commits)} commit(s), '
+                    f"{html_text(_date(s.commits[0].started))} to {html_text(_date(s.commits[-1].started))}</div>")
         body.append(series_svg(s, cs))
         if cs:
             body.append("<table><tr><th>kind</th><th>first bad</th><th>last good</th><th>ratio</th>"
                         "<th>p</th><th>detail</th></tr>")
             for c in cs:
-                body.append(f"<tr><td>{_esc(c.kind)}</td><td><code>{_esc(c.commit)}</code></td>"
-                            f"<td><code>{_esc(c.last_good or '-')}</code></td><td class=\"num\">{_fmt_ratio(c.ratio)}</td>"
-                            f"<td class=\"num\">{_fmt_p(c.p)}</td><td>{_esc(c.detail)}</td></tr>")
+                body.append(f"<tr><td>{html_text(c.kind)}</td><td><code>{html_text(c.commit)}</code></td>"
+                            f"<td><code>{html_text(c.last_good or '-')}</code></td><td class=\"num\">{_fmt_ratio(c.ratio)}</td>"
+                            f"<td class=\"num\">{_fmt_p(c.p)}</td><td>{html_text(c.detail)}</td></tr>")
             body.append("</table>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>meshgate history</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

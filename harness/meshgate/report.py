@@ -12,7 +12,6 @@ Metrics the plots understand (whichever a kind records):
 
 from __future__ import annotations
 
-import html
 import sys
 import json
 import pathlib
@@ -21,17 +20,9 @@ from typing import Any, Iterable, Optional
 
 from . import compare as _compare
 from . import stats, svg
+from .markup import html_text, md_cell
 
 STATUSES = ("pass", "fail", "error", "skip")
-
-
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _md(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
 
 
 def _counts(results: dict[str, Any]) -> dict[str, int]:
@@ -123,7 +114,7 @@ def run_markdown(results: dict[str, Any]) -> str:
     if failing:
         lines += ["## Failures", "", "| case | status | message |", "|---|---|---|"]
         for r in failing:
-            lines.append(f"| `{r['id']}` | **{r.get('status')}** | {_md(r.get('message', ''))} |")
+            lines.append(f"| `{r['id']}` | **{r.get('status')}** | {md_cell(r.get('message', ''))} |")
         lines.append("")
 
     disagree = model_disagreement_cases(results)
@@ -138,7 +129,7 @@ def run_markdown(results: dict[str, Any]) -> str:
             if _params_summary(r):
                 lines.append(f"configuration: `{_params_summary(r)}`")
             lines.append("")
-            lines += [f"- {_md(format_disagreement(item))}" for item in items]
+            lines += [f"- {md_cell(format_disagreement(item))}" for item in items]
             lines.append("")
 
     timed = [(r, _time_summary(r)) for r in rows]
@@ -152,7 +143,7 @@ def run_markdown(results: dict[str, Any]) -> str:
     skipped = [r for r in rows if r.get("status") == "skip"]
     if skipped:
         lines += ["<details><summary>Skipped cases (%d)</summary>" % len(skipped), ""]
-        lines += [f"- `{r['id']}`: {_md(r.get('message', ''))}" for r in skipped]
+        lines += [f"- `{r['id']}`: {md_cell(r.get('message', ''))}" for r in skipped]
         lines += ["", "</details>", ""]
 
     lines += ["<details><summary>All cases (%d)</summary>" % len(rows), "", "| case | kind | status | seconds |", "|---|---|---|---:|"]
@@ -301,12 +292,12 @@ pre{background:#f7f7f9;padding:8px;overflow-x:auto;font-size:12px}
 def _html_page(title: str, body: Iterable[str]) -> str:
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+        f"<title>{html_text(title)}</title><style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
 
 
 def _badge(text: str, cls: Optional[str] = None) -> str:
-    return f'<span class="badge {_esc(cls or text)}">{_esc(text)}</span>'
+    return f'<span class="badge {html_text(cls or text)}">{html_text(text)}</span>'
 
 
 def _busbw_series(metrics: dict[str, Any], label: str = "") -> list[tuple[str, list[tuple[float, float]]]]:
@@ -344,22 +335,22 @@ def run_html(results: dict[str, Any]) -> str:
     rows = results.get("cases", [])
     verdict = {0: "PASS", 1: "FAIL", 2: "ERROR"}[run_exit_code(results)]
     body = [
-        f"<h1>meshgate run {_esc(run.get('id', ''))} {_badge(verdict)}</h1>",
-        f"<div class=\"facts\">{_esc(run_headline(results))}<br>"
-        f"{' · '.join(_run_facts(run, code=lambda t: f'<code>{_esc(t)}</code>'))}</div>",
+        f"<h1>meshgate run {html_text(run.get('id', ''))} {_badge(verdict)}</h1>",
+        f"<div class=\"facts\">{html_text(run_headline(results))}<br>"
+        f"{' · '.join(_run_facts(run, code=lambda t: f'<code>{html_text(t)}</code>'))}</div>",
     ]
     failing = [r for r in rows if r.get("status") in ("fail", "error")]
     if failing:
         body.append("<h2>Failures</h2><table><tr><th>case</th><th>status</th><th>message</th></tr>")
         for r in failing:
-            body.append(f"<tr><td><code>{_esc(r['id'])}</code></td><td>{_badge(r.get('status', ''))}</td><td>{_esc(r.get('message', ''))}</td></tr>")
+            body.append(f"<tr><td><code>{html_text(r['id'])}</code></td><td>{_badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>")
         body.append("</table>")
     disagree = model_disagreement_cases(results)
     if disagree or _models_compared(results):
         body.append(f"<h2>Layout-model disagreements ({len(disagree)} of {_models_compared(results)} configurations)</h2>")
         for r in disagree:
-            body.append(f"<h3><code>{_esc(r['id'])}</code></h3><div class=\"facts\">{_esc(_params_summary(r))}</div><ul>")
-            body += [f"<li>{_esc(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
+            body.append(f"<h3><code>{html_text(r['id'])}</code></h3><div class=\"facts\">{html_text(_params_summary(r))}</div><ul>")
+            body += [f"<li>{html_text(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
             body.append("</ul>")
     timed = [(r, _time_summary(r)) for r in rows]
     timed = [(r, t) for r, t in timed if t]
@@ -368,8 +359,8 @@ def run_html(results: dict[str, Any]) -> str:
         body.append("<h2>Performance</h2><table><tr><th>case</th><th>runs</th><th>median time</th><th>spread (MAD)</th></tr>")
         for r, (k, med, spread) in timed:
             body.append(
-                f"<tr><td><code>{_esc(r['id'])}</code></td><td class=num>{k}</td>"
-                f"<td class=num>{_esc(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
+                f"<tr><td><code>{html_text(r['id'])}</code></td><td class=num>{k}</td>"
+                f"<td class=num>{html_text(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
             )
             plots.append(svg.strip_plot([("runs", _compare.run_medians(r))], f"{r['id']}: per-run medians"))
         body.append("</table>")
@@ -380,8 +371,8 @@ def run_html(results: dict[str, Any]) -> str:
     body.append("<h2>All cases</h2><table><tr><th>case</th><th>kind</th><th>status</th><th>message</th></tr>")
     for r in rows:
         body.append(
-            f"<tr><td><code>{_esc(r['id'])}</code></td><td>{_esc(r.get('kind', ''))}</td>"
-            f"<td>{_badge(r.get('status', ''))}</td><td>{_esc(r.get('message', ''))}</td></tr>"
+            f"<tr><td><code>{html_text(r['id'])}</code></td><td>{html_text(r.get('kind', ''))}</td>"
+            f"<td>{_badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>"
         )
     body.append("</table>")
     return _html_page(f"meshgate run {run.get('id', '')}", body)
@@ -489,14 +480,14 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
             lines.append(
                 f"| `{v.id}` | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
                 f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_fmt_confirmation(v)} | "
-                f"{_md(_evidence_extra(v))} |"
+                f"{md_cell(_evidence_extra(v))} |"
             )
         lines.append("")
     correctness = c.by_verdict("correctness")
     if correctness:
         lines += ["## Correctness", "", "| case | change | message |", "|---|---|---|"]
         for v in correctness:
-            lines.append(f"| `{v.id}` | {_md(v.note)} | {_md(v.message)} |")
+            lines.append(f"| `{v.id}` | {md_cell(v.note)} | {md_cell(v.message)} |")
         lines.append("")
     plans = c.plan_changes()
     if plans:
@@ -505,8 +496,8 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
             lines += [f"### `{v.id}` (timing verdict: {v.verdict})", "", "| base plan | new plan |", "|---|---|"]
             old, new = v.plan_base or [], v.plan_new or []
             for i in range(max(len(old), len(new))):
-                a = f"`{_md(old[i])}`" if i < len(old) else ""
-                b = f"`{_md(new[i])}`" if i < len(new) else ""
+                a = f"`{md_cell(old[i])}`" if i < len(old) else ""
+                b = f"`{md_cell(new[i])}`" if i < len(new) else ""
                 if i < len(old) and i < len(new) and old[i] != new[i]:
                     a, b = f"**{a}**", f"**{b}**"
                 lines.append(f"| {a} | {b} |")
@@ -519,7 +510,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
         for v in inconclusive:
             lines.append(
                 f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
-                f"{_fmt_confirmation(v)} | {v.runs_needed if v.runs_needed is not None else '-'} | {_md(v.note)} |"
+                f"{_fmt_confirmation(v)} | {v.runs_needed if v.runs_needed is not None else '-'} | {md_cell(v.note)} |"
             )
         lines.append("")
     improvements = c.by_verdict("improvement")
@@ -546,7 +537,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
     other = c.by_verdict("new") + c.by_verdict("missing")
     if other:
         lines += ["## New and missing cases", ""]
-        lines += [f"- `{v.id}`: {v.verdict} ({_md(v.note)})" for v in other]
+        lines += [f"- `{v.id}`: {v.verdict} ({md_cell(v.note)})" for v in other]
         lines.append("")
     lines += [
         "<details><summary>All cases (%d)</summary>" % len(c.cases),
@@ -566,7 +557,7 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
     head = "FAIL" if c.exit_code() else "PASS"
     body = [
         f"<h1>meshgate compare {_badge(c.headline(), head)}</h1>",
-        f"<div class=\"facts\">{_esc(counts)}<br>base <code>{_esc(c.base_label)}</code> · new <code>{_esc(c.new_label)}</code></div>",
+        f"<div class=\"facts\">{html_text(counts)}<br>base <code>{html_text(c.base_label)}</code> · new <code>{html_text(c.new_label)}</code></div>",
     ]
     order = ("regression", "correctness", "inconclusive", "improvement", "missing", "new", "pass")
     body.append(
@@ -576,9 +567,9 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
     for verdict in order:
         for v in c.by_verdict(verdict):
             body.append(
-                f"<tr><td><code>{_esc(v.id)}</code></td><td>{_badge(v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
+                f"<tr><td><code>{html_text(v.id)}</code></td><td>{_badge(v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
                 f"<td class=num>{_fmt_ci(v)}</td><td class=num>{_fmt_p(v.p)}</td><td class=num>{_fmt_p(v.q)}</td>"
-                f"<td class=num>{v.runs_base}/{v.runs_new}</td><td>{_esc(v.note)}</td></tr>"
+                f"<td class=num>{v.runs_base}/{v.runs_new}</td><td>{html_text(v.note)}</td></tr>"
             )
     body.append("</table>")
     plans = c.plan_changes()
@@ -586,9 +577,9 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
         body.append("<h2>Plan changes</h2>")
         for v in plans:
             body.append(
-                f"<h3><code>{_esc(v.id)}</code></h3><table><tr><th>base plan</th><th>new plan</th></tr>"
-                f"<tr><td><pre>{_esc(chr(10).join(map(str, v.plan_base or [])))}</pre></td>"
-                f"<td><pre>{_esc(chr(10).join(map(str, v.plan_new or [])))}</pre></td></tr></table>"
+                f"<h3><code>{html_text(v.id)}</code></h3><table><tr><th>base plan</th><th>new plan</th></tr>"
+                f"<tr><td><pre>{html_text(chr(10).join(map(str, v.plan_base or [])))}</pre></td>"
+                f"<td><pre>{html_text(chr(10).join(map(str, v.plan_new or [])))}</pre></td></tr></table>"
             )
     plots = []
     for verdict in order:
@@ -622,21 +613,26 @@ def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: 
     return [p for p in plots if p]
 
 
-def attach_comparison(report_md: pathlib.Path, comparison: "_compare.Comparison", details: str) -> None:
-    """Adds a baseline comparison to a run's report.md: its verdict under the title (so a CI job
-    summary shows it first) and its regressions, correctness and plan changes at the end."""
+def attach_section(report_md: pathlib.Path, label: str, headline: str, markdown: str, details: str) -> None:
+    """Adds a check's verdict to a run's report.md: one line under the title (so a CI job
+    summary shows it first) and its report (`markdown`, whose own title line is dropped) as a
+    section at the end, headings one level down. Nothing when report.md does not exist."""
     report_md = pathlib.Path(report_md)
     if not report_md.exists():
         return
     lines = report_md.read_text().splitlines()
-    verdict = f"Baseline comparison: **{comparison.headline()}** (details below and in `{details}`)"
+    verdict = f"{label}: **{headline}** (details below and in `{details}`)"
     insert_at = 2 if len(lines) > 1 and lines[1] == "" else 1
     lines[insert_at:insert_at] = [verdict, ""]
-    section = comparison_markdown(comparison).splitlines()
-    section[0] = "## Baseline comparison: " + comparison.headline()
-    section = [("#" + line) if line.startswith("## ") or line.startswith("### ") else line for line in section[1:]]
-    lines += ["", "## Baseline comparison: " + comparison.headline()] + section
-    report_md.write_text("\n".join(lines) + "\n")
+    section = [("#" + line) if line.startswith(("## ", "### ")) else line for line in markdown.splitlines()[1:]]
+    lines += ["", f"## {label}: {headline}"] + section
+    report_md.write_text("\n".join(lines).rstrip() + "\n")
+
+
+def attach_comparison(report_md: pathlib.Path, comparison: "_compare.Comparison", details: str) -> None:
+    """A baseline comparison in a run's report.md (attach_section): its regressions, correctness
+    failures and plan changes."""
+    attach_section(report_md, "Baseline comparison", comparison.headline(), comparison_markdown(comparison), details)
 
 
 def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Comparison", prefix: str = "") -> list[pathlib.Path]:

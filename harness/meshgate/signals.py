@@ -645,14 +645,6 @@ def write_report(out_dir: pathlib.Path, chk: Check) -> list[pathlib.Path]:
 
 def attach_to_report(report_md: pathlib.Path, chk: Check, details: str = "signals-report.md") -> None:
     """Adds the check to a run's report.md: its verdict under the title, the section at the end."""
-    report_md = pathlib.Path(report_md)
-    if not report_md.exists():
-        return
-    lines = report_md.read_text().splitlines()
-    verdict = f"Deterministic signals: **{chk.headline()}** (details below and in `{details}`)"
-    insert_at = 2 if len(lines) > 1 and lines[1] == "" else 1
-    lines[insert_at:insert_at] = [verdict, ""]
-    section = markdown(chk).splitlines()
-    section = [("#" + line) if line.startswith(("## ", "### ")) else line for line in section[1:]]
-    lines += ["", f"## Deterministic signals: {chk.headline()}"] + section
-    report_md.write_text("\n".join(lines).rstrip() + "\n")
+    from . import report  # report imports compare, which imports this module
+
+    report.attach_section(report_md, "Deterministic signals", chk.headline(), markdown(chk), details)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Sequence
 
+from .markup import html_text
+
 PALETTE = ("#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
-
-
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -64,29 +61,29 @@ def strip_plot(
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{_esc(title)}</text>',
+        f'aria-label="{html_text(title)}" class="chart">',
+        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
     ]
     axis_y = top + row_h * len(groups) + 4
     parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" class="axis"/>')
     for t in _nice_ticks(lo, hi, 4):
         parts.append(f'<line x1="{x(t):.1f}" y1="{axis_y}" x2="{x(t):.1f}" y2="{axis_y + 4}" class="axis"/>')
-        parts.append(f'<text x="{x(t):.1f}" y="{axis_y + 16}" class="tick" text-anchor="middle">{_esc(value_format(t))}</text>')
+        parts.append(f'<text x="{x(t):.1f}" y="{axis_y + 16}" class="tick" text-anchor="middle">{html_text(value_format(t))}</text>')
     for i, (label, vs) in enumerate(groups):
         cy = top + row_h * i + row_h / 2
         color = PALETTE[i % len(PALETTE)]
-        parts.append(f'<text x="{left - 8}" y="{cy + 4:.1f}" class="label" text-anchor="end">{_esc(label)}</text>')
+        parts.append(f'<text x="{left - 8}" y="{cy + 4:.1f}" class="label" text-anchor="end">{html_text(label)}</text>')
         parts.append(f'<line x1="{left}" y1="{cy:.1f}" x2="{width - right}" y2="{cy:.1f}" class="grid"/>')
         for v in vs:
             parts.append(
                 f'<circle cx="{x(v):.1f}" cy="{cy:.1f}" r="4" fill="{color}" fill-opacity="0.65">'
-                f"<title>{_esc(value_format(v))}</title></circle>"
+                f"<title>{html_text(value_format(v))}</title></circle>"
             )
         if vs:
             m = sorted(vs)[len(vs) // 2] if len(vs) % 2 else sum(sorted(vs)[len(vs) // 2 - 1 : len(vs) // 2 + 1]) / 2
             parts.append(
                 f'<line x1="{x(m):.1f}" y1="{cy - 9:.1f}" x2="{x(m):.1f}" y2="{cy + 9:.1f}" '
-                f'stroke="{color}" stroke-width="2.5"><title>median {_esc(value_format(m))}</title></line>'
+                f'stroke="{color}" stroke-width="2.5"><title>median {html_text(value_format(m))}</title></line>'
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -123,8 +120,8 @@ def line_plot(
 
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{_esc(title)}</text>',
+        f'aria-label="{html_text(title)}" class="chart">',
+        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
         f'<line x1="{left}" y1="{py(0):.1f}" x2="{width - right}" y2="{py(0):.1f}" class="axis"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{py(0):.1f}" class="axis"/>',
     ]
@@ -135,12 +132,12 @@ def line_plot(
     step = max(1, len(tick_xs) // 6)
     for xv in tick_xs[::step]:
         parts.append(
-            f'<text x="{px(xv):.1f}" y="{py(0) + 16:.1f}" class="tick" text-anchor="middle">{_esc(x_format(xv))}</text>'
+            f'<text x="{px(xv):.1f}" y="{py(0) + 16:.1f}" class="tick" text-anchor="middle">{html_text(x_format(xv))}</text>'
         )
-    parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" text-anchor="middle">{_esc(x_label)}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" text-anchor="middle">{html_text(x_label)}</text>')
     parts.append(
         f'<text x="14" y="{(top + py(0)) / 2:.1f}" class="label" text-anchor="middle" '
-        f'transform="rotate(-90 14 {(top + py(0)) / 2:.1f})">{_esc(y_label)}</text>'
+        f'transform="rotate(-90 14 {(top + py(0)) / 2:.1f})">{html_text(y_label)}</text>'
     )
     for i, (name, pts) in enumerate(series):
         color = PALETTE[i % len(PALETTE)]
@@ -152,11 +149,11 @@ def line_plot(
         for x, y in pts:
             parts.append(
                 f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{color}">'
-                f"<title>{_esc(name)}: {_esc(x_format(x))} -> {y:.4g}</title></circle>"
+                f"<title>{html_text(name)}: {html_text(x_format(x))} -> {y:.4g}</title></circle>"
             )
         ly = top + 14 * i + 6
         parts.append(f'<rect x="{width - right + 10}" y="{ly - 8}" width="10" height="10" fill="{color}"/>')
-        parts.append(f'<text x="{width - right + 24}" y="{ly + 1}" class="tick">{_esc(name)}</text>')
+        parts.append(f'<text x="{width - right + 24}" y="{ly + 1}" class="tick">{html_text(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -176,15 +173,15 @@ def bar_chart(bars: Sequence[tuple[str, float]], title: str, unit: str, width: i
     span = width - left - right
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{_esc(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{_esc(title)}</text>',
+        f'aria-label="{html_text(title)}" class="chart">',
+        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
     ]
     for i, (label, v) in enumerate(bars):
         y = top + row_h * i
         w = max(1.0, v / hi * span)
         color = colors[i]
-        parts.append(f'<text x="{left - 8}" y="{y + 14}" class="label" text-anchor="end">{_esc(label)}</text>')
+        parts.append(f'<text x="{left - 8}" y="{y + 14}" class="label" text-anchor="end">{html_text(label)}</text>')
         parts.append(f'<rect x="{left}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" fill="{color}"/>')
-        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 14}" class="tick">{v:.3g} {_esc(unit)}</text>')
+        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + 14}" class="tick">{v:.3g} {html_text(unit)}</text>')
     parts.append("</svg>")
     return "".join(parts)
