@@ -76,7 +76,7 @@ def run_ab(
     order = replicate.abba_order(k, rng)
     docs = replicate.collect_runs(sides, order, case_ids, launch, pathlib.Path(out_dir) / "batch-1")
     for side in sides:
-        _results.write_json_atomic(pathlib.Path(out_dir) / "batch-1" / side.label / "results.json", docs[side.label])
+        _results.write_results(pathlib.Path(out_dir) / "batch-1" / side.label / "results.json", docs[side.label])
     noise_floors = floors_for(docs[cand.label]) if floors_for else {}
     comparison = _compare.compare_results(
         docs[base.label], docs[cand.label], noise_floors, max_gate=max_gate,
@@ -99,7 +99,7 @@ def run_ab(
     confirm_dir = pathlib.Path(out_dir) / "batch-2"
     again_docs = replicate.collect_runs(sides, confirm_order, confirm_ids, launch, confirm_dir)
     for side in sides:
-        _results.write_json_atomic(confirm_dir / side.label / "results.json", again_docs[side.label])
+        _results.write_results(confirm_dir / side.label / "results.json", again_docs[side.label])
     again = _compare.compare_results(again_docs[base.label], again_docs[cand.label], noise_floors, max_gate=max_gate)
     again_by_id = {v.id: v for v in again.cases}
     record["batches"].append(str(confirm_dir))

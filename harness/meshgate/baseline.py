@@ -123,7 +123,8 @@ def split_by_suite(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for row in results.get("cases", []):
         suite = case_suite(row)
         doc = out.setdefault(
-            suite, {"schema": results.get("schema"), "run": results.get("run", {}), "cases": []}
+            suite, {"schema": results.get("schema"), "run": _results.complete_run(results.get("run")),
+                    "cases": []}
         )
         doc["cases"].append(row)
     return out
@@ -195,7 +196,7 @@ def update_baseline(
             history = target_dir / "history"
             history.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, history / f"{suite}.{stamp}.json")
-        _results.write_json_atomic(path, doc)
+        _results.write_results(path, doc)
         written.append(path)
     return written
 

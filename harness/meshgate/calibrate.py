@@ -213,7 +213,8 @@ def _merge_launches(session_docs: list[dict[str, dict]], ids: list[str]) -> dict
                 merged.setdefault("samples", {}).setdefault("time_s", []).extend((row.get("samples") or {}).get("time_s") or [])
                 if row.get("status") in ("fail", "error") and merged.get("status") == "pass":
                     merged["status"], merged["message"] = row["status"], row.get("message", "")
-    return {"schema": _baseline.RESULTS_SCHEMA, "run": run, "cases": [rows[i] for i in ids if i in rows]}
+    return {"schema": _baseline.RESULTS_SCHEMA, "run": _results.complete_run(run),
+            "cases": [rows[i] for i in ids if i in rows]}
 
 
 def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], results: dict[str, Any], machine_class: str) -> dict:
@@ -306,7 +307,7 @@ def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.Launc
     """Runs the A/A sessions, writes reports/<id>/ and stores the calibration; exit code."""
     out_dir = pathlib.Path(out_dir)
     cases, results = calibrate_sessions(side, ids, launch, out_dir, sessions, k, seed, max_gate, trials)
-    _results.write_json_atomic(out_dir / "results.json", results)
+    _results.write_results(out_dir / "results.json", results)
     mclass = machine_class or _baseline.results_machine_class(results)
     stored = None
     if store and cases:

@@ -36,6 +36,8 @@ from typing import Any, Optional
 
 from . import baseline as _baseline
 from . import signals as _signals
+from . import results as _results
+from . import schema as _schema
 from . import stats
 from .markup import pct
 
@@ -378,11 +380,11 @@ def write_comparison(out_dir: pathlib.Path, comparison: Comparison, new_results:
     written = []
     data = comparison.to_json()
     path = out_dir / f"{prefix}comparison.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    _results.write_json_atomic(path, data)
     written.append(path)
     if new_results is not None and not prefix:
         path = out_dir / "results.json"
-        path.write_text(json.dumps(new_results, indent=1) + "\n")
+        _results.write_results(path, new_results)
         written.append(path)
     written += report.write_comparison_report(out_dir, comparison, prefix=prefix)
     return written
@@ -483,7 +485,9 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         json_path = pathlib.Path(args.json)
         json_path.parent.mkdir(parents=True, exist_ok=True)
-        json_path.write_text(json.dumps(verdicts_json(comparison), indent=1) + "\n")
+        verdicts = verdicts_json(comparison)
+        _schema.check_if_asked(verdicts, "verdicts-1", json_path)
+        _results.write_json_atomic(json_path, verdicts)
     out_dir = pathlib.Path(args.out) if args.out else default_report_dir("compare")
     write_comparison(out_dir, comparison, new)
     print(f"report: {out_dir / 'report.md'}")

@@ -66,7 +66,7 @@ def merge_side(launches: dict[int, dict], case_ids: list[str], commit: str = "")
     """
     numbers = sorted(launches)
     if not numbers:
-        return {"schema": _results.SCHEMA, "run": {"commit": commit}, "cases": []}
+        return {"schema": _results.SCHEMA, "run": _results.complete_run({"commit": commit}), "cases": []}
     by_run = {n: {row["id"]: row for row in launches[n].get("cases", [])} for n in numbers}
     k = len(numbers)
     cases = []
@@ -81,6 +81,7 @@ def merge_side(launches: dict[int, dict], case_ids: list[str], commit: str = "")
     if commit:
         run["commit"] = commit
     run["runs"] = k
+    run = _results.complete_run(run)
     return {"schema": _results.SCHEMA, "run": run, "cases": cases}
 
 
@@ -145,7 +146,7 @@ class DriverLauncher:
         selection = Selection(paths=list(side.case_paths), cases=list(case_ids))
         outcome = launch.run_with_recovery(self.setup(side), selection, folder, run_id, view, Tally())
         view.close()
-        written = _results.load_json(folder / "results.json")
+        written = _results.load_results(folder / "results.json")
         rows = _results.read_rows(folder / "results.jsonl")
         return _results.assemble(written, rows, outcome.plan_ids, {"id": run_id, "backend": self.backend})
 

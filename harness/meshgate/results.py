@@ -3,10 +3,13 @@ results.json (the results CONTRACT of DESIGN.md), plus the contract's exit code.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import tempfile
 from pathlib import Path
+
+from . import __version__, schema
 
 STATUSES = ("pass", "fail", "error", "skip")
 SCHEMA = "meshgate.results/1"
@@ -55,6 +58,21 @@ def load_json(path: Path) -> dict | None:
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def load_results(path: Path) -> dict | None:
+    """A results.json (load_json), checked against the results schema when the environment asks
+    for it (schema.check_if_asked)."""
+    data = load_json(path)
+    if data is not None:
+        schema.check_if_asked(data, "results-1", path)
+    return data
+
+
+def write_results(path: Path, document: dict) -> None:
+    """Writes a results.json atomically, checked against the results schema when asked."""
+    schema.check_if_asked(document, "results-1", path)
+    write_json_atomic(path, document)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -125,8 +143,35 @@ def assemble(results: dict | None, rows: list[dict], plan_ids: list[str],
     document = {"schema": SCHEMA, "run": dict(run_header)}
     if results is not None:
         document.update({k: v for k, v in results.items() if k != "cases"})
+    document["run"] = complete_run(document.get("run"))
     document["cases"] = ordered
     return document
+
+
+def complete_run(run: dict | None) -> dict:
+    """`run` with every key the results CONTRACT requires. The runner writes them all; a run
+    whose runner died before writing results.json (or a document merged from such runs) gets
+    what the driver knows itself (its start time, its version), and "unknown" or null where
+    only the runner could tell."""
+    run = dict(run or {})
+    run.setdefault("id", "unknown")
+    run.setdefault("started", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    run.setdefault("commit", "unknown")
+    run.setdefault("dirty", False)
+    run.setdefault("backend", "threads")
+    run.setdefault("world_size", 1)
+    machine = dict(run.get("machine") or {})
+    machine.setdefault("host", "unknown")
+    machine.setdefault("cpu", "unknown")
+    machine.setdefault("gpus", [])
+    machine.setdefault("fingerprint", "unknown")
+    run["machine"] = machine
+    versions = dict(run.get("versions") or {})
+    versions.setdefault("meshgate", __version__)
+    for library in ("cuda", "nccl", "mpi"):
+        versions.setdefault(library, None)
+    run["versions"] = versions
+    return run
 
 
 def status_counts(cases: list[dict]) -> dict[str, int]:

@@ -125,7 +125,7 @@ def claim_run_dir(reports: Path, run_id: str) -> tuple[str, Path]:
 
 def _finished_document(out_dir: Path, run_id: str, plan_ids: list[str], header: dict) -> dict:
     """Results of one (possibly relaunched) run of the runner in `out_dir`."""
-    written = results.load_json(out_dir / "results.json")
+    written = results.load_results(out_dir / "results.json")
     if written is not None and (written.get("run") or {}).get("id") not in (None, run_id):
         written = None  # left over from an earlier run into the same folder
     return results.assemble(written, results.read_rows(out_dir / "results.jsonl"), plan_ids,
@@ -282,12 +282,12 @@ def run_command(args: argparse.Namespace) -> int:
         view.close()
         print(f"\nmeshgate: {e} received: the runner is stopped; writing the results and reports "
               f"of the cases that finished", file=sys.stderr)
-        document = results.assemble(results.load_json(out_dir / "results.json"),
+        document = results.assemble(results.load_results(out_dir / "results.json"),
                                     results.read_rows(out_dir / "results.jsonl"), list(catalogue), header)
         first, repeat_launches = None, 0
     if stopped is None:
         view.close()
-    results.write_json_atomic(out_dir / "results.json", document)
+    results.write_results(out_dir / "results.json", document)
 
     cases = document["cases"]
     code = results.exit_code(cases)

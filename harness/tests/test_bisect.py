@@ -239,8 +239,11 @@ class SyntheticLab:
                 row["samples"] = {"time_s": [[center * (1 + rng.gauss(0, self.noise)) for _ in range(20)]]}
             rows.append(row)
         return {"schema": "meshgate.results/1",
-                "run": {"id": f"{side.label}-{n}", "commit": side.commit, "backend": "threads",
-                        "machine": {"host": "ci-7", "cpu": "Fake CPU 3000", "gpus": []}},
+                "run": {"id": f"{side.label}-{n}", "started": "2026-11-20T06:00:00Z",
+                        "commit": side.commit, "dirty": False, "backend": "threads", "world_size": 1,
+                        "machine": {"host": "ci-7", "cpu": "Fake CPU 3000", "gpus": [],
+                                    "fingerprint": "ci-7"},
+                        "versions": {"meshgate": "0.1.0", "cuda": None, "nccl": None, "mpi": None}},
                 "cases": rows}
 
 

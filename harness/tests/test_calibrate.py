@@ -25,7 +25,7 @@ def aa_launch(noise=0.02, slow_label=None, slow_factor=1.0, slow_batches=("all",
         rows = []
         for case_id in case_ids:
             center = 1e-3 * factor * (1 + rng.gauss(0, noise))
-            rows.append({"id": case_id, "suite": case_id.split("/")[0], "status": "pass", "message": "",
+            rows.append({"id": case_id, "suite": case_id.split("/")[0], "kind": "layout", "status": "pass", "message": "",
                          "samples": {"time_s": [[center] * 5]}})
         return {"schema": "meshgate.results/1",
                 "run": {"id": f"aa-{n}", "commit": "abc", "machine": {"cpu": "Test CPU", "gpus": []}}, "cases": rows}

@@ -166,7 +166,7 @@ class ConfirmedAaSessionsTest(unittest.TestCase):
         # the confirmation batch must keep those out of the final verdicts.
         def launch(side, n, case_ids, folder):
             rng = random.Random("/".join(pathlib.Path(folder).parts[-4:]))  # seeded below the temporary root
-            rows = [{"id": i, "status": "pass", "samples": {"time_s": simulate_runs(rng, 1.0, 0.03, k=1)}}
+            rows = [{"id": i, "kind": "layout", "status": "pass", "message": "", "samples": {"time_s": simulate_runs(rng, 1.0, 0.03, k=1)}}
                     for i in case_ids]
             return {"schema": "meshgate.results/1", "run": {}, "cases": rows}
 

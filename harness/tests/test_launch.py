@@ -227,7 +227,10 @@ class ResultsFileTest(unittest.TestCase):
         written = {"schema": "meshgate.results/1", "run": {"id": "r", "commit": "c"},
                    "cases": [{"id": "s/a", "status": "pass", "v": 2}]}
         document = results.assemble(written, rows, ["s/a", "s/b"], {"id": "r"})
-        self.assertEqual(document["run"], {"id": "r", "commit": "c"})
+        self.assertEqual({k: document["run"][k] for k in ("id", "commit")}, {"id": "r", "commit": "c"})
+        # The keys the runner did not write are completed so the document meets the schema.
+        self.assertEqual(document["run"]["machine"]["fingerprint"], "unknown")
+        self.assertIsNone(document["run"]["versions"]["cuda"])
         self.assertEqual(document["cases"], [{"id": "s/a", "status": "pass", "v": 2},
                                              {"id": "s/b", "status": "error"}])
 

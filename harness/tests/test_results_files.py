@@ -38,7 +38,7 @@ class AtomicWriteTest(unittest.TestCase):
 
     def test_accepted_baselines_are_readable_by_others(self):
         doc = {"schema": "meshgate.results/1", "run": {"machine": {"cpu": "Test CPU"}},
-               "cases": [{"id": "s/a", "suite": "s", "kind": "layout", "status": "pass", "plan": []}]}
+               "cases": [{"id": "s/a", "suite": "s", "kind": "layout", "status": "pass", "message": "", "plan": []}]}
         source = self.dir / "results.json"
         source.write_text(json.dumps(doc))
         written = baseline.update_baseline(source, self.dir / "baselines")

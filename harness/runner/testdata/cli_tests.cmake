@@ -1,12 +1,16 @@
 # CTest tests of the real meshgate-runner binary on the fixtures next to this file.
 set(_runner_testdata ${CMAKE_CURRENT_SOURCE_DIR}/testdata)
 set(_runner_out ${CMAKE_CURRENT_BINARY_DIR}/cli_test_out)
+# Every results.json these tests expect is validated against the shipped schema too.
+find_package(Python3 3.9 REQUIRED COMPONENTS Interpreter)
+set(_schema_check -DPYTHON=${Python3_EXECUTABLE} -DHARNESS=${PROJECT_SOURCE_DIR}/harness)
 
 function(meshgate_runner_cli_test name code)
   cmake_parse_arguments(ARG "" "STDERR;STDOUT;FILE;FILE_MATCHES" "ARGS" ${ARGN})
   # add_test splits arguments at ';', so the runner's arguments travel joined by '|'.
   list(JOIN ARG_ARGS "|" _args)
-  set(_defs -DRUNNER=$<TARGET_FILE:meshgate-runner> "-DARGS=${_args}" -DEXPECT_CODE=${code})
+  set(_defs -DRUNNER=$<TARGET_FILE:meshgate-runner> "-DARGS=${_args}" -DEXPECT_CODE=${code}
+            ${_schema_check})
   foreach(_what STDERR STDOUT FILE FILE_MATCHES)
     if(DEFINED ARG_${_what})
       list(APPEND _defs "-DEXPECT_${_what}=${ARG_${_what}}")
@@ -50,7 +54,7 @@ if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE AND NOT MESHGATE_SANITIZE MATCHES "threa
            COMMAND ${CMAKE_COMMAND} -DRUNNER=${MPIEXEC_EXECUTABLE} "-DARGS=${_mpi_args}"
                    -DEXPECT_CODE=0
                    "-DEXPECT_STDOUT=\\[1/7\\] pass   runner-mpi/all-reduce-sum.*busbw.*\\[6/7\\] pass   runner-mpi/integer-avg-rejected.*\\[7/7\\] skip   runner-mpi/needs-eight-ranks.*7 cases: 6 pass, 0 fail, 0 error, 1 skip"
-                   -DEXPECT_FILE=${_runner_out}/mpi/results.json
+                   -DEXPECT_FILE=${_runner_out}/mpi/results.json ${_schema_check}
                    "-DEXPECT_FILE_MATCHES=\"backend\": \"mpi\".*\"world_size\": 4.*\"mpi\": \"Open MPI"
                    -P ${_runner_testdata}/check_run.cmake)
   set(_mpi_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
