@@ -1,127 +1,168 @@
 #include "cli.hpp"
 
-#include <charconv>
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
 
 #include "diagnostics.hpp"
 
 namespace meshgate::runner {
 
-std::string usage_text() {
-  return "usage:\n"
-         "  meshgate-runner run  PATH... [--suite S]... [--tag T]... [--case ID]...\n"
-         "                       [--backend threads|mpi|nccl] [--ranks N] [--out DIR]\n"
-         "                       [--run-id ID] [--resume] [--case-timeout SECONDS] [--progress]\n"
-         "  meshgate-runner list PATH... [--suite S]... [--tag T]... [--case ID]... [--json]\n"
-         "PATH: case files or directories (searched recursively for *.yaml, *.yml).\n"
-         "--backend mpi|nccl: start under mpirun -np N or srun; one process per rank.\n"
-         "Exit code: 0 all pass/skip, 1 any fail, 2 any error or unusable input.\n";
-}
-
 namespace {
 
-int parse_int(const std::string& option, const std::string& text) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    throw UsageError(option + " expects an integer, got '" + text + "'");
-  }
-  return value;
-}
+constexpr const char* kPathsHelp =
+    "case files or directories (searched recursively for *.yaml, *.yml)";
 
-double parse_seconds(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// The parser with every command and option, writing into the given option structs. One
+// definition serves parsing and the help text, so the two cannot drift apart.
+struct Parser {
+  CLI::App app{"meshgate-runner: loads meshgate case files, runs the selected cases on ranks "
+               "and writes results.\nExit code: 0 all pass/skip, 1 any fail, 2 any error or "
+               "unusable input.",
+               "meshgate-runner"};
+  CLI::App* run = nullptr;
+  CLI::App* list = nullptr;
+  CLI::App* version = nullptr;
+  RunOptions run_options;
+  ListOptions list_options;
+  bool version_flag = false;
+  bool version_json = false;
+
+  Parser() {
+    app.set_help_flag("-h,--help", "print this help and exit");
+    app.add_flag("--version", version_flag, "print the version, commit and backends and exit");
+    app.require_subcommand(0, 1);
+    app.allow_windows_style_options(false);
+
+    run = app.add_subcommand("run", "run the selected cases and write DIR/results.json");
+    run->add_option("paths", run_options.paths, kPathsHelp)->required()->type_name("PATH");
+    add_filters(*run, run_options.filter);
+    run->add_option("--backend", run_options.backend,
+                    "threads (in-process ranks), or mpi|nccl: one process per rank, started "
+                    "under mpirun -np N or srun")
+        ->check(CLI::IsMember({"threads", "mpi", "nccl"}))
+        ->capture_default_str();
+    run->add_option("--ranks", run_options.ranks,
+                    "cap the world at N ranks; cases needing more are skipped (default: each "
+                    "case gets the ranks it needs)")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              return text.find_first_not_of("0123456789") == std::string::npos && !text.empty() &&
+                             text.find_first_not_of('0') != std::string::npos
+                         ? std::string()
+                         : "must be a whole number of at least 1, got '" + text + "'";
+            },
+            "N >= 1"))
+        ->type_name("N");
+    run->add_option("--out", run_options.out_dir,
+                    "folder for results.json and results.jsonl (default reports/<run id>)")
+        ->type_name("DIR");
+    run->add_option("--run-id", run_options.run_id,
+                    "the run's id in results.json (default a fresh one)")
+        ->type_name("ID");
+    run->add_flag("--resume", run_options.resume,
+                  "keep the rows already in DIR/results.jsonl and run only the other cases")
+        ->disable_flag_override();
+    run->add_option("--case-timeout", run_options.case_timeout_s,
+                    "seconds a case may run before it is stopped as an error row; 0 = no limit")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              char* end = nullptr;
+              const double value = std::strtod(text.c_str(), &end);
+              return !text.empty() && *end == '\0' && value >= 0
+                         ? std::string()
+                         : "must be a number of seconds >= 0, got '" + text + "'";
+            },
+            "SECONDS >= 0"))
+        ->capture_default_str()
+        ->type_name("SECONDS");
+    run->add_flag("--progress", run_options.progress,
+                  "print one JSON event per line (plan, start, end, done) instead of text")
+        ->disable_flag_override();
+
+    list = app.add_subcommand("list", "print the selected cases, validated, without running them");
+    list->add_option("paths", list_options.paths, kPathsHelp)->required()->type_name("PATH");
+    add_filters(*list, list_options.filter);
+    list->add_flag("--json", list_options.json, "print a JSON list of {id, kind, tags, ...}")
+        ->disable_flag_override();
+
+    version = app.add_subcommand("version", "print the version, commit and backends");
+    version->add_flag("--json", version_json, "print them as one JSON object");
   }
-  if (used != text.size() || text.empty() || value < 0) {
-    throw UsageError(option + " expects a number of seconds >= 0, got '" + text + "'");
+
+  static void add_filters(CLI::App& command, CaseFilter& filter) {
+    // One value per occurrence: `--suite a --suite b`, never swallowing the paths after it.
+    command.add_option("--suite", filter.suites, "only this suite (repeatable)")
+        ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("S");
+    command.add_option("--tag", filter.tags, "only cases with this tag (repeatable)")
+        ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("T");
+    command.add_option("--case", filter.case_patterns,
+                       "only case ids matching this glob, e.g. 'mesh/slice-*' (repeatable)")
+        ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("ID");
   }
-  return value;
+
+  // The option names a command accepts, for "did you mean".
+  static std::vector<std::string> option_names(const CLI::App& command) {
+    std::vector<std::string> names;
+    for (const CLI::Option* option : command.get_options()) {
+      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+    }
+    return names;
+  }
+};
+
+// CLI11's message for an option it does not know, in our words and with a close match.
+std::string unknown_option_message(const Parser& parser, const CLI::ExtrasError&) {
+  const CLI::App* command = parser.app.get_subcommands().empty()
+                                ? &parser.app
+                                : parser.app.get_subcommands().front();
+  std::vector<std::string> extras = command->remaining();
+  const std::string arg = extras.empty() ? "" : extras.front().substr(0, extras.front().find('='));
+  const std::string where = command == &parser.app ? "meshgate-runner" : command->get_name();
+  if (arg.rfind("-", 0) == 0) {
+    return "unknown option '" + arg + "' for " + where + did_you_mean(arg, Parser::option_names(*command));
+  }
+  return "unexpected argument '" + arg + "' for " + where;
 }
 
 }  // namespace
 
-Command parse_command_line(const std::vector<std::string>& args) {
-  if (args.empty()) throw UsageError("missing command: run or list");
-  const std::string& command = args[0];
-  if (command == "-h" || command == "--help" || command == "help") return HelpRequest{};
-  if (command != "run" && command != "list") {
-    throw UsageError("unknown command '" + command + "'" + did_you_mean(command, {"run", "list"}) +
-                     "; commands are run and list");
+std::string usage_text() {
+  Parser parser;
+  std::string text = parser.app.help();
+  for (const CLI::App* command : {parser.run, parser.list, parser.version}) {
+    text += "\n" + command->help("meshgate-runner");
   }
-  const bool is_run = command == "run";
-  RunOptions run;
-  ListOptions list;
-  const std::vector<std::string> run_options = {
-      "--suite", "--tag",    "--case",   "--backend",      "--ranks",
-      "--out",   "--run-id", "--resume", "--case-timeout", "--progress"};
-  const std::vector<std::string> list_options = {"--suite", "--tag", "--case", "--json"};
-  const std::vector<std::string>& allowed = is_run ? run_options : list_options;
-  CaseFilter filter;
-  std::vector<std::string> paths;
+  return text;
+}
 
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    std::string arg = args[i];
-    if (arg == "-h" || arg == "--help") return HelpRequest{};
-    if (arg.rfind("--", 0) != 0 || arg == "--") {
-      paths.push_back(arg);
-      continue;
-    }
-    std::optional<std::string> inline_value;
-    if (const std::size_t eq = arg.find('='); eq != std::string::npos) {
-      inline_value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    }
-    if (std::find(allowed.begin(), allowed.end(), arg) == allowed.end()) {
-      throw UsageError("unknown option '" + arg + "' for " + command + did_you_mean(arg, allowed));
-    }
-    const bool is_flag = arg == "--resume" || arg == "--progress" || arg == "--json";
-    if (is_flag) {
-      if (inline_value) throw UsageError(arg + " takes no value");
-      if (arg == "--resume") run.resume = true;
-      if (arg == "--progress") run.progress = true;
-      if (arg == "--json") list.json = true;
-      continue;
-    }
-    std::string value;
-    if (inline_value) {
-      value = *inline_value;
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      throw UsageError(arg + " needs a value");
-    }
-    if (arg == "--suite") {
-      filter.suites.push_back(value);
-    } else if (arg == "--tag") {
-      filter.tags.push_back(value);
-    } else if (arg == "--case") {
-      filter.case_patterns.push_back(value);
-    } else if (arg == "--backend") {
-      run.backend = value;
-    } else if (arg == "--ranks") {
-      run.ranks = parse_int(arg, value);
-      if (*run.ranks < 1) throw UsageError("--ranks must be at least 1, got " + value);
-    } else if (arg == "--out") {
-      run.out_dir = value;
-    } else if (arg == "--run-id") {
-      run.run_id = value;
-    } else if (arg == "--case-timeout") {
-      run.case_timeout_s = parse_seconds(arg, value);
-    }
+Command parse_command_line(const std::vector<std::string>& args) {
+  Parser parser;
+  if (args.empty()) throw UsageError("missing command: run, list or version");
+  const std::string& first = args[0];
+  if (first.rfind("-", 0) != 0 && first != "run" && first != "list" && first != "version" &&
+      first != "help") {
+    throw UsageError("unknown command '" + first + "'" +
+                     did_you_mean(first, {"run", "list", "version"}) +
+                     "; commands are run, list and version");
   }
-  if (paths.empty()) throw UsageError(command + " needs at least one case file or directory");
-  if (is_run) {
-    run.paths = std::move(paths);
-    run.filter = std::move(filter);
-    return run;
+  if (first == "help") return HelpRequest{usage_text()};
+  // CLI11 wants argv from the last argument backwards.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    parser.app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    const auto used = parser.app.get_subcommands();
+    return HelpRequest{used.empty() ? usage_text() : used.front()->help("meshgate-runner")};
+  } catch (const CLI::ExtrasError& e) {
+    throw UsageError(unknown_option_message(parser, e));
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
   }
-  list.paths = std::move(paths);
-  list.filter = std::move(filter);
-  return list;
+  if (parser.version_flag || parser.version->parsed()) return VersionRequest{parser.version_json};
+  if (parser.run->parsed()) return std::move(parser.run_options);
+  if (parser.list->parsed()) return std::move(parser.list_options);
+  throw UsageError("missing command: run, list or version");
 }
 
 }  // namespace meshgate::runner

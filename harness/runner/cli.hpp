@@ -1,8 +1,9 @@
 #pragma once
-// The command line of meshgate-runner (harness/README.md).
+// The command line of meshgate-runner (harness/README.md), parsed with CLI11.
 #include <stdexcept>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "runner.hpp"
 
@@ -14,13 +15,22 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct HelpRequest {};
+// --help: `text` is the help of the command asked about (or of the runner).
+struct HelpRequest {
+  std::string text;
+};
 
-using Command = std::variant<RunOptions, ListOptions, HelpRequest>;
+// --version (or `version`): what the runner is and what it was built with.
+struct VersionRequest {
+  bool json = false;
+};
+
+using Command = std::variant<RunOptions, ListOptions, HelpRequest, VersionRequest>;
 
 // Parses argv[1..]; throws UsageError. Options take "--opt value" or "--opt=value".
 Command parse_command_line(const std::vector<std::string>& args);
 
+// The runner's help: its commands and every option of each.
 std::string usage_text();
 
 }  // namespace meshgate::runner

@@ -5,6 +5,7 @@
 
 #include "cli.hpp"
 #include "plan_command.hpp"
+#include "provenance.hpp"
 
 int main(int argc, char** argv) {
   namespace runner = meshgate::runner;
@@ -15,8 +16,21 @@ int main(int argc, char** argv) {
   try {
     command = runner::parse_command_line(args);
   } catch (const runner::UsageError& e) {
-    std::cerr << "meshgate-runner: " << e.what() << "\n\n" << runner::usage_text();
+    std::cerr << "meshgate-runner: " << e.what() << "\nrun 'meshgate-runner --help' for the "
+              << "commands and options\n";
     return 2;
+  }
+  if (const auto* help = std::get_if<runner::HelpRequest>(&command)) {
+    std::cout << help->text;
+    return 0;
+  }
+  if (const auto* version = std::get_if<runner::VersionRequest>(&command)) {
+    if (version->json) {
+      std::cout << runner::build_info().dump() << '\n';
+    } else {
+      std::cout << runner::version_text() << '\n';
+    }
+    return 0;
   }
   try {
     if (const auto* run = std::get_if<runner::RunOptions>(&command)) {
@@ -30,6 +44,5 @@ int main(int argc, char** argv) {
     std::cerr << "meshgate-runner: " << e.what() << '\n';
     return 2;
   }
-  std::cout << runner::usage_text();
   return 0;
 }

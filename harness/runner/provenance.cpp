@@ -155,4 +155,31 @@ nlohmann::ordered_json run_info(const std::string& run_id, const std::string& st
           {"versions", versions}};
 }
 
+nlohmann::ordered_json build_info() {
+  nlohmann::ordered_json backends = nlohmann::ordered_json::array({"threads"});
+#ifdef MESHGATE_HAVE_MPI
+  backends.push_back("mpi");
+#endif
+#ifdef MESHGATE_HAVE_NCCL
+  backends.push_back("nccl");
+#endif
+  const CommitInfo commit = commit_info();
+  return {{"version", MESHGATE_VERSION},
+          {"commit", commit.commit},
+          {"dirty", commit.dirty},
+          {"backends", backends},
+          {"cuda", versions_info()["cuda"]}};
+}
+
+std::string version_text() {
+  const nlohmann::ordered_json info = build_info();
+  std::string backends;
+  for (const auto& b : info["backends"]) backends += (backends.empty() ? "" : ", ") + b.get<std::string>();
+  std::string text = "meshgate-runner " + info["version"].get<std::string>() + " (commit " +
+                     info["commit"].get<std::string>() + (info["dirty"].get<bool>() ? ", dirty" : "") +
+                     "); backends: " + backends;
+  if (info["cuda"].is_string()) text += "; CUDA " + info["cuda"].get<std::string>();
+  return text;
+}
+
 }  // namespace meshgate::runner

@@ -38,6 +38,14 @@ nlohmann::ordered_json run_info(const std::string& run_id, const std::string& st
                                 const std::string& backend, int world_size,
                                 const nlohmann::ordered_json& versions);
 
+// What this runner is: {"version", "commit", "dirty", "backends": [...], "cuda"}; the
+// backends are those compiled in (threads always, mpi and nccl when built with them) and cuda
+// the CUDA runtime it links, null without one.
+nlohmann::ordered_json build_info();
+
+// build_info() in one line for `meshgate-runner --version`.
+std::string version_text();
+
 // FNV-1a 64 as 16 hex digits: stable across builds and platforms.
 std::string stable_hash(const std::string& text);
 

@@ -1,0 +1,87 @@
+#include "cli.hpp"
+
+#include <gtest/gtest.h>
+
+namespace meshgate::runner {
+namespace {
+
+Command parse(std::vector<std::string> args) { return parse_command_line(args); }
+
+std::string usage_error(std::vector<std::string> args) {
+  try {
+    parse_command_line(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(CommandLine, RunTakesRepeatedFiltersWithoutSwallowingPaths) {
+  const auto run = std::get<RunOptions>(parse({"run", "a.yaml", "--suite", "s1", "--tag=t",
+                                               "--suite", "s2", "b.yaml", "--case", "x/*",
+                                               "--ranks", "4", "--out", "o", "--run-id", "r",
+                                               "--resume", "--case-timeout", "2.5", "--progress",
+                                               "--backend", "mpi"}));
+  EXPECT_EQ(run.paths, (std::vector<std::string>{"a.yaml", "b.yaml"}));
+  EXPECT_EQ(run.filter.suites, (std::vector<std::string>{"s1", "s2"}));
+  EXPECT_EQ(run.filter.tags, (std::vector<std::string>{"t"}));
+  EXPECT_EQ(run.filter.case_patterns, (std::vector<std::string>{"x/*"}));
+  EXPECT_EQ(run.ranks, 4);
+  EXPECT_EQ(run.out_dir, "o");
+  EXPECT_EQ(run.run_id, "r");
+  EXPECT_TRUE(run.resume);
+  EXPECT_TRUE(run.progress);
+  EXPECT_DOUBLE_EQ(run.case_timeout_s, 2.5);
+  EXPECT_EQ(run.backend, "mpi");
+}
+
+TEST(CommandLine, Defaults) {
+  const auto run = std::get<RunOptions>(parse({"run", "cases"}));
+  EXPECT_EQ(run.backend, "threads");
+  EXPECT_FALSE(run.ranks.has_value());
+  EXPECT_FALSE(run.out_dir.has_value());
+  EXPECT_FALSE(run.resume);
+  EXPECT_DOUBLE_EQ(run.case_timeout_s, 300);
+  const auto list = std::get<ListOptions>(parse({"list", "cases", "--json"}));
+  EXPECT_TRUE(list.json);
+  EXPECT_EQ(list.paths, std::vector<std::string>{"cases"});
+}
+
+TEST(CommandLine, MistakesAreUsageErrorsThatSayWhatToChange) {
+  EXPECT_EQ(usage_error({"run", "a.yaml", "--rank", "4"}),
+            "unknown option '--rank' for run (did you mean '--ranks'?)");
+  EXPECT_EQ(usage_error({"list", "a.yaml", "--progress"}).rfind("unknown option '--progress' for list", 0), 0u);
+  EXPECT_EQ(usage_error({"lst", "a.yaml"}),
+            "unknown command 'lst' (did you mean 'list'?); commands are run, list and version");
+  EXPECT_EQ(usage_error({}), "missing command: run, list or version");
+  EXPECT_NE(usage_error({"run"}).find("paths is required"), std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--ranks", "0"}).find("at least 1, got '0'"), std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--ranks", "2x"}).find("got '2x'"), std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--case-timeout", "soon"}).find(">= 0, got 'soon'"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--backend", "gloo"}).find("gloo"), std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--out"}).find("--out"), std::string::npos);
+  EXPECT_NE(usage_error({"run", "a", "--resume=no"}), "(accepted)");
+}
+
+TEST(CommandLine, HelpAndVersion) {
+  const auto help = std::get<HelpRequest>(parse({"run", "--help"}));
+  for (const char* option : {"--suite", "--tag", "--case", "--backend", "--ranks", "--out",
+                             "--run-id", "--resume", "--case-timeout", "--progress"}) {
+    EXPECT_NE(help.text.find(option), std::string::npos) << option;
+  }
+  EXPECT_NE(std::get<HelpRequest>(parse({"--help"})).text.find("version"), std::string::npos);
+  EXPECT_FALSE(std::get<VersionRequest>(parse({"--version"})).json);
+  EXPECT_TRUE(std::get<VersionRequest>(parse({"version", "--json"})).json);
+  // Every option of every command has help text: no line of the help ends at an option name.
+  const std::string all = usage_text();
+  for (const char* option : {"--json", "--version", "--progress", "--resume"}) {
+    const std::size_t at = all.find(option);
+    ASSERT_NE(at, std::string::npos) << option;
+    const std::size_t eol = all.find('\n', at);
+    EXPECT_GT(all.substr(at, eol - at).size(), std::string(option).size() + 4) << option;
+  }
+}
+
+}  // namespace
+}  // namespace meshgate::runner
