@@ -219,14 +219,12 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str) -> None:
     """The options `ab` shares with the commands built on it (bisect): the case selection,
     runs per side, backend, preset, seed, gate, calibration, report folder and repository."""
-    parser.add_argument("cases", nargs="*", metavar="CASES", help="case files/folders or case ids (patterns allowed)")
+    from .selection import add_backend_arguments, add_selection_arguments
+
+    add_selection_arguments(parser)
     parser.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="K",
                         help="runs per side (default %(default)s; 15 for revert-grade evidence)")
-    parser.add_argument("--suite", action="append", default=[], metavar="S")
-    parser.add_argument("--tag", action="append", default=[], metavar="T")
-    parser.add_argument("--case", action="append", default=[], metavar="ID")
-    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
-    parser.add_argument("--ranks", type=int, metavar="N")
+    add_backend_arguments(parser)
     parser.add_argument("--preset", metavar="P", help="CMake preset of every build (default: ci/preset)")
     parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
     _compare.add_max_gate_argument(parser)
@@ -241,8 +239,11 @@ def register(subparsers: Any) -> None:
         description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
                     "selected performance cases k times per side in randomised ABBA order, "
                     "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
-    parser.add_argument("--base", required=True, metavar="REV")
-    parser.add_argument("--candidate", required=True, metavar="REV")
+    parser.add_argument("--base", required=True, metavar="REV",
+                        help="the revision to compare against (any git revision: branch, tag, sha)")
+    parser.add_argument("--candidate", required=True, metavar="REV",
+                        help="the revision under test (a commit: uncommitted changes are not "
+                             "part of it)")
     add_experiment_arguments(parser, "ab")
     parser.add_argument("--no-confirm", action="store_true",
                         help="skip the confirmation batch (flagged cases then stand unconfirmed)")

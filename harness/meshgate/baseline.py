@@ -363,7 +363,7 @@ def register(subparsers: Any) -> None:
         description="Writes baselines/<machine-class>/<suite>.json (results with timing, for this "
                     "machine class) and baselines/signals/<suite>.json (the deterministic signals "
                     "of every case, committed).")
-    update.add_argument("results", metavar="RESULTS.json")
+    update.add_argument("results", metavar="RESULTS.json", help="the results.json to accept")
     update.add_argument("--baselines", default=str(DEFAULT_BASELINES), help="baselines root (default: %(default)s)")
     update.add_argument("--machine-class", help="file under this machine class instead of the derived one")
     update.add_argument("--suite", action="append", help="accept only this suite (repeatable)")
@@ -385,7 +385,7 @@ def register(subparsers: Any) -> None:
                     "timing is involved. Exit 1 when a plan or signal changed or a case that "
                     "passed now fails or errors; 0 otherwise (new, removed and skipped cases are "
                     "listed); 2 on unusable input.")
-    chk.add_argument("results", metavar="RESULTS.json")
+    chk.add_argument("results", metavar="RESULTS.json", help="the results.json whose signals to check")
     chk.add_argument("--signals", metavar="DIR", default=str(DEFAULT_BASELINES / SIGNALS_DIR_NAME),
                      help="committed signals folder (default: %(default)s)")
     chk.add_argument("--out", metavar="DIR",

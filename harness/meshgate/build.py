@@ -27,9 +27,51 @@ class BuildError(Exception):
     """The runner could not be built; the message says what to do."""
 
 
+def is_checkout(path: Path) -> bool:
+    """Whether `path` is the root of a meshgate source tree."""
+    return (path / "CMakePresets.json").is_file() and (path / "harness" / "meshgate").is_dir()
+
+
+def checkout_root() -> Path | None:
+    """The meshgate source tree this driver runs from (this file is harness/meshgate/build.py in
+    a checkout), else the one the working directory is in (a driver installed with pip, used
+    inside a checkout), else None."""
+    here = Path(__file__).resolve().parents[2]
+    if is_checkout(here):
+        return here
+    cwd = Path.cwd().resolve()
+    return next((p for p in (cwd, *cwd.parents) if is_checkout(p)), None)
+
+
 def source_root() -> Path:
-    """The repository root (this file is harness/meshgate/build.py)."""
-    return Path(__file__).resolve().parents[2]
+    """Where cases/ and reports/ are: the checkout (checkout_root), or for an installed driver
+    used outside any checkout, the working directory."""
+    return checkout_root() or Path.cwd().resolve()
+
+
+def installed_runner(env: dict) -> Path | None:
+    """meshgate-runner as `cmake --install` puts it: beside the `meshgate` command that is
+    running, on PATH, or in the bin/ of the Python prefix the driver was installed into."""
+    for folder in (Path(sys.argv[0]).resolve().parent, Path(sys.prefix) / "bin"):
+        candidate = folder / RUNNER_TARGET
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(RUNNER_TARGET, path=env.get("PATH"))
+    return Path(found) if found else None
+
+
+def default_cases(root: Path) -> Path:
+    """The cases CASES defaults to: root/cases, or for an installed driver used outside a
+    checkout, the cases installed beside the runner (<prefix>/share/meshgate/cases)."""
+    own = root / "cases"
+    if own.is_dir() or is_checkout(root):
+        return own
+    runner = installed_runner(dict(os.environ))
+    if runner is not None:
+        installed = runner.resolve().parent.parent / "share" / "meshgate" / "cases"
+        if installed.is_dir():
+            return installed
+    return own
 
 
 def preset_for(root: Path, explicit: str | None = None, env: dict | None = None) -> str:
@@ -168,8 +210,8 @@ def find_runner(build_dir: Path) -> Path:
 
 def runner_command(root: Path | None = None, preset: str | None = None,
                    env: dict | None = None, out: TextIO | None = None) -> list[str]:
-    """The command that starts meshgate-runner, building it first unless MESHGATE_RUNNER
-    names one."""
+    """The command that starts meshgate-runner: MESHGATE_RUNNER when set; in a checkout, its
+    build (built first when stale); elsewhere the installed runner (installed_runner)."""
     env = dict(os.environ) if env is None else env
     out = out or sys.stderr
     given = env.get("MESHGATE_RUNNER")
@@ -180,6 +222,13 @@ def runner_command(root: Path | None = None, preset: str | None = None,
                              f"build the runner, or point it at a built meshgate-runner")
         return [str(path)]
     root = root or source_root()
+    if not is_checkout(root):
+        runner = installed_runner(env)
+        if runner is None:
+            raise BuildError(f"no {RUNNER_TARGET} found: outside a meshgate checkout the driver "
+                             f"uses an installed runner (cmake --install build/<preset> --prefix P "
+                             f"puts it in P/bin: add that to PATH), or set MESHGATE_RUNNER")
+        return [str(runner)]
     checked_packages = require_cmake(root, out, env)
     preset = preset_for(root, preset, env)
     build_dir = build_target(root, preset, ccache_env(env, root), out,

@@ -333,7 +333,7 @@ def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.Launc
 
 
 def register(subparsers: Any) -> None:
-    from .selection import add_selection_arguments
+    from .selection import add_backend_arguments, add_selection_arguments
 
     parser = subparsers.add_parser(
         "calibrate", help="A/A sessions: noise floor, measured false alarms and detectable regression per case",
@@ -343,11 +343,10 @@ def register(subparsers: Any) -> None:
                     "the minimum regression detected with 80 %% power after confirmation. Stores them "
                     "in baselines/<machine-class>/calibration.json.")
     add_selection_arguments(parser)
+    add_backend_arguments(parser)
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, metavar="S",
                         help="interleaved A/A sessions, 2 x k launches each (default %(default)s)")
     parser.add_argument("-k", "--k", type=int, default=DEFAULT_K, help="runs per side the gate uses (default %(default)s)")
-    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads")
-    parser.add_argument("--ranks", type=int, metavar="N", help="ranks for the mpi and nccl backends")
     parser.add_argument("--preset", metavar="P", help="CMake preset of the build (default: ci/preset)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the run orders and the simulation (default %(default)s)")
     parser.add_argument("--machine-class", help="store under this machine class instead of the derived one")

@@ -518,8 +518,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "compare", help="verdict per case between two results files (exit 1 on regression)"
     )
-    parser.add_argument("base", metavar="BASE.json")
-    parser.add_argument("new", metavar="NEW.json")
+    parser.add_argument("base", metavar="BASE.json", help="results.json of the reference run (or a baseline)")
+    parser.add_argument("new", metavar="NEW.json", help="results.json of the run under test")
     parser.add_argument("--json", metavar="VERDICTS.json", help="also write the verdicts as JSON")
     parser.add_argument("--out", metavar="DIR", help="report directory (default: reports/compare-<time>)")
     parser.add_argument("--calibration", metavar="FILE", help="calibration.json with noise floors")

@@ -661,7 +661,8 @@ def register(subparsers: Any) -> None:
     db_help = "history database (default: reports/history.sqlite)"
 
     p_add = actions.add_parser("add", help="add the points of results files (one transaction)")
-    p_add.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p_add.add_argument("results", nargs="+", metavar="RESULTS.json",
+                       help="results.json files of nightly runs (one point per commit per case)")
     p_add.add_argument("--db", default=str(DEFAULT_DB), help=db_help)
     p_add.set_defaults(func=_cmd_add)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from . import build, launch, perfruns, results, summary
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
-from .selection import SelectionError, add_selection_arguments, build_selection
+from .selection import SelectionError, add_backend_arguments, add_selection_arguments, build_selection
 
 DEFAULT_TAGS = ["smoke"]
 
@@ -34,11 +34,7 @@ def register(subparsers) -> None:
                     "(all pass/skip), 1 (a failure, or a changed plan or signal against "
                     "--baseline) or 2 (an error).")
     add_selection_arguments(parser)
-    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads",
-                        help="ranks as threads of one runner (default), or MPI/NCCL processes "
-                             "started with mpirun (srun inside a Slurm allocation)")
-    parser.add_argument("--ranks", type=int, metavar="N",
-                        help="threads: cap on the world size; mpi/nccl: number of processes")
+    add_backend_arguments(parser)
     parser.add_argument("--baseline", metavar="DIR",
                         help="check the deterministic signals against DIR/signals (or "
                              "DIR/../signals), which gates, and compare timing with DIR's "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from . import build
 from .launch import Selection
 
 CASE_SUFFIXES = (".yaml", ".yml")
@@ -28,6 +29,15 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this case id or fnmatch pattern (repeatable)")
 
 
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """--backend and --ranks, as every command that launches the runner takes them."""
+    parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads",
+                        help="ranks as threads of one runner (default), or MPI/NCCL processes "
+                             "started with mpirun (srun inside a Slurm allocation)")
+    parser.add_argument("--ranks", type=int, metavar="N",
+                        help="threads: cap on the world size; mpi/nccl: number of processes")
+
+
 def build_selection(args: argparse.Namespace, root: Path, default_tags: list[str]) -> Selection:
     """The selection `args` asks for; with no CASES and no filter at all, cases/ restricted to
     `default_tags`."""
@@ -42,6 +52,6 @@ def build_selection(args: argparse.Namespace, root: Path, default_tags: list[str
         else:
             patterns.append(item)
     nothing_asked = not (args.cases or args.suite or args.tag or args.case)
-    return Selection(paths=paths or [str(root / "cases")], suites=list(args.suite),
+    return Selection(paths=paths or [str(build.default_cases(root))], suites=list(args.suite),
                      tags=list(args.tag) or (list(default_tags) if nothing_asked else []),
                      cases=patterns)

@@ -412,3 +412,31 @@ class RealRunnerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HelpTextTest(unittest.TestCase):
+    def test_every_option_of_every_command_has_help(self):
+        import argparse
+
+        from meshgate import cli
+
+        missing = []
+
+        def walk(parser, prefix):
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    for name, sub in action.choices.items():
+                        walk(sub, f"{prefix} {name}")
+                elif not isinstance(action, argparse._HelpAction) and not action.help:
+                    missing.append(f"{prefix}: {action.option_strings or action.dest}")
+
+        walk(cli.build_parser(), "meshgate")
+        self.assertEqual(missing, [])
+
+    def test_version_names_driver_and_runner(self):
+        from meshgate import version
+
+        with mock.patch.dict(os.environ, {"MESHGATE_RUNNER": "/nonexistent/meshgate-runner"}):
+            text = version.describe()
+        self.assertRegex(text.splitlines()[0], r"^meshgate \d+\.\d+\.\d+ ")
+        self.assertIn("runner: /nonexistent/meshgate-runner does not start", text)

@@ -1,0 +1,112 @@
+"""meshgate as a dependency, end to end: `cmake --install` of this build, a consumer project that
+finds it with find_package(meshgate) and runs a layout op and a DeviceMesh, the installed
+`meshgate` driver and runner run outside any checkout, and `pip install --no-build-isolation .`
+gives a `meshgate` command with --version and run.
+
+Runs only with MESHGATE_INSTALL_E2E=1 and MESHGATE_BUILD_DIR (CTest's package_install sets
+both), since it installs and builds a project: tens of seconds."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from meshgate import schema
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD_DIR = os.environ.get("MESHGATE_BUILD_DIR", "")
+
+
+def run(command, cwd=None, env=None, timeout=600):
+    proc = subprocess.run([str(c) for c in command], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@unittest.skipUnless(os.environ.get("MESHGATE_INSTALL_E2E") == "1" and BUILD_DIR,
+                     "set MESHGATE_INSTALL_E2E=1 and MESHGATE_BUILD_DIR (CTest's package_install does)")
+class InstallTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="meshgate-install-")
+        cls.dir = pathlib.Path(cls.tmp.name)
+        cls.prefix = cls.dir / "prefix"
+        code, out, err = run(["cmake", "--install", BUILD_DIR, "--prefix", cls.prefix])
+        if code != 0:
+            raise AssertionError(f"cmake --install failed ({code}):\n{out}\n{err}")
+        # Outside any checkout, with nothing of the build on PATH or in the environment.
+        cls.env = {k: v for k, v in os.environ.items() if not k.startswith("MESHGATE_")}
+        cls.env["PATH"] = os.pathsep.join(p for p in cls.env.get("PATH", "").split(os.pathsep)
+                                          if not p.startswith(str(ROOT)))
+        cls.work = cls.dir / "work"
+        cls.work.mkdir()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_layout_is_a_package(self):
+        cmake_dir = self.prefix / "lib" / "cmake" / "meshgate"
+        for name in ("meshgateConfig.cmake", "meshgateConfigVersion.cmake", "meshgateTargets.cmake",
+                     "FindNCCL.cmake"):
+            self.assertTrue((cmake_dir / name).is_file(), name)
+        self.assertTrue((self.prefix / "include" / "meshgate" / "layout" / "layout.hpp").is_file())
+        self.assertFalse(list((self.prefix / "include").rglob("*test*")), "test headers installed")
+        self.assertTrue((self.prefix / "share" / "meshgate" / "schemas" / "cases-1.schema.json").is_file())
+        self.assertTrue((self.prefix / "share" / "meshgate" / "cases" / "layout" / "coalesce.yaml").is_file())
+
+    def test_a_consumer_project_finds_and_uses_it(self):
+        build = self.dir / "consumer"
+        code, out, err = run(["cmake", "-S", ROOT / "tests" / "consumer", "-B", build,
+                              f"-DCMAKE_PREFIX_PATH={self.prefix}"], env=self.env)
+        self.assertEqual(code, 0, out + err)
+        code, out, err = run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2)], env=self.env)
+        self.assertEqual(code, 0, out + err)
+        code, out, err = run([build / "layout_consumer", "(4,(2,3)):(6,(3,1))"])
+        self.assertEqual((code, out), (0, "(4,(2,3)):(6,(3,1)) -> 24:1\n"), err)
+        code, out, err = run([build / "mesh_consumer"])
+        self.assertEqual(code, 0, err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^meshgate \d+\.\d+\.\d+ backends threads")
+        self.assertEqual(lines[1], "0 1 2 3 | 4 5 6 7 | ")
+
+    def check_driver(self, meshgate, env, label):
+        code, out, err = run([meshgate, "--version"], cwd=self.work, env=env)
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"^meshgate \d+\.\d+\.\d+ \(installed driver")
+        self.assertIn(f"backends: threads", out)
+        self.assertIn(str(self.prefix / "bin" / "meshgate-runner"), out)
+        out_dir = self.work / f"run-{label}"
+        code, out, err = run([meshgate, "run", "--suite", "layout-coalesce", "--out", out_dir],
+                             cwd=self.work, env=env)
+        self.assertEqual(code, 0, out + err)
+        document = json.loads((out_dir / "results.json").read_text())
+        schema.check(document, "results-1", out_dir / "results.json")
+        self.assertTrue(document["cases"])
+        self.assertEqual({row["status"] for row in document["cases"]}, {"pass"})
+
+    def test_the_installed_driver_runs_the_installed_cases(self):
+        self.check_driver(self.prefix / "bin" / "meshgate", self.env, "cmake")
+
+    def test_pip_install_gives_a_working_meshgate_command(self):
+        venv = self.dir / "venv"
+        code, out, err = run([sys.executable, "-m", "venv", venv])
+        self.assertEqual(code, 0, err)
+        code, out, err = run([venv / "bin" / "python", "-m", "pip", "install", "--no-build-isolation",
+                              "--no-index", ROOT], cwd=self.work, env=self.env)
+        self.assertEqual(code, 0, out + err)
+        self.assertEqual(list((ROOT / "harness").glob("*.egg-info")), [], "the build wrote into the tree")
+        env = dict(self.env, PATH=os.pathsep.join([str(self.prefix / "bin"), self.env["PATH"]]))
+        self.check_driver(venv / "bin" / "meshgate", env, "pip")
+        code, out, err = run([venv / "bin" / "python", "-c",
+                              "import meshgate.schema as s; print(sorted(s.NAMES))"], cwd=self.work)
+        self.assertEqual(out.strip(), "['cases-1', 'results-1', 'verdicts-1']", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
