@@ -5,6 +5,22 @@ target_compile_features(meshgate_build_options INTERFACE cxx_std_20)
 target_compile_options(meshgate_build_options INTERFACE
   $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>)
 
+# Fuzzing instruments every target for libFuzzer's coverage feedback and runs it under ASan and
+# UBSan, so that a bug deep in lib/ is found as well as one in the code a fuzz target calls.
+if(MESHGATE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "MESHGATE_FUZZ needs clang's libFuzzer but the C++ compiler is "
+                        "${CMAKE_CXX_COMPILER_ID}: configure with `cmake --preset fuzz` (clang++-14; "
+                        "ci/bootstrap installs clang-14 and libclang-rt-14-dev)")
+  endif()
+  if(MESHGATE_SANITIZE STREQUAL "")
+    set(MESHGATE_SANITIZE "address,undefined")
+  elseif(NOT MESHGATE_SANITIZE STREQUAL "address,undefined")
+    message(FATAL_ERROR "MESHGATE_FUZZ runs under 'address,undefined', not MESHGATE_SANITIZE='${MESHGATE_SANITIZE}'")
+  endif()
+  target_compile_options(meshgate_build_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
+endif()
+
 if(MESHGATE_SANITIZE)
   set(_meshgate_san_flags -fsanitize=${MESHGATE_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_compile_options(meshgate_build_options INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${_meshgate_san_flags}>)

@@ -164,8 +164,7 @@ class TupleParser {
   }
 
   [[noreturn]] void fail(std::string_view expected) const {
-    std::string found =
-        pos_ < text_.size() ? "'" + std::string(1, text_[pos_]) + "'" : "end of text";
+    std::string found = pos_ < text_.size() ? "'" + character_at(pos_) + "'" : "end of text";
     throw Error(ErrorKind::value, "expected " + std::string(expected) + " at column " +
                                       std::to_string(pos_) + " in '" + std::string(text_) +
                                       "' (found " + found + ")");
@@ -232,6 +231,19 @@ class TupleParser {
     }
     pos_ = end;
     return value;
+  }
+
+  // The whole UTF-8 character starting at `pos` (the message must not cut one in two): the
+  // lead byte's length, ending early at the text's end or at a byte that does not continue it.
+  std::string character_at(std::size_t pos) const {
+    const auto lead = static_cast<unsigned char>(text_[pos]);
+    const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    std::size_t end = pos + 1;
+    while (end < text_.size() && end < pos + length &&
+           (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) {
+      ++end;
+    }
+    return std::string(text_.substr(pos, end - pos));
   }
 
   static constexpr int kMaxDepth = 64;

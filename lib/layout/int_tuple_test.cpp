@@ -86,6 +86,10 @@ TEST(IntTuple, ParseErrorsNameThePosition) {
       {"(,)", "expected an integer or '(' at column 1 in '(,)'"},
       {"-", "expected an integer or '(' at column 0 in '-'"},
       {"8:1", "expected end of text at column 1 in '8:1'"},
+      // A character outside ASCII is quoted whole (columns count bytes): full-width digits.
+      {"(\uFF12,\uFF14)", "at column 1 in '(\uFF12,\uFF14)' (found '\uFF12')"},
+      {"8\u00e9", "at column 1 in '8\u00e9' (found '\u00e9')"},
+      {"(2,\U0001F600)", "(found '\U0001F600')"},
   };
   for (const Case& c : cases) {
     const Error e = error_of([&] { (void)T(c.text); });

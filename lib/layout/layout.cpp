@@ -259,7 +259,8 @@ std::int64_t size(const Layout& l) {
 }
 
 std::int64_t cosize(const Layout& l) {
-  return l(size(l) - 1) + 1;
+  // Checked: a negative shape can make size() the int64 minimum, and L(size - 1) the maximum.
+  return add(l(add(size(l), -1, "cosize")), 1, "cosize");
 }
 
 Layout make_layout(std::span<const Layout> modes) {

@@ -123,6 +123,11 @@ TEST(Layout, Int64OverflowIsAnError) {
   EXPECT_TRUE(contains(e, "integer overflow in product")) << e.what();
   EXPECT_EQ(error_of([&] { (void)coalesce(big); }).kind(), ErrorKind::value);
   EXPECT_EQ(error_of([] { (void)L("4:4611686018427387904")(3); }).kind(), ErrorKind::value);
+  // size() is the int64 minimum, so size - 1 leaves int64 in cosize.
+  EXPECT_EQ(
+      error_of([] { (void)cosize(L("(-4611686018427387904,2):(-9223372036854775808,2)")); }).kind(),
+      ErrorKind::value);
+  EXPECT_EQ(error_of([] { (void)cosize(L("2:9223372036854775807")); }).kind(), ErrorKind::value);
   EXPECT_EQ(error_of([] { (void)complement(L("4:4611686018427387904")); }).kind(),
             ErrorKind::value);
   EXPECT_EQ(
