@@ -138,7 +138,13 @@ def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
     proc = subprocess.run(setup.list_command(selection), capture_output=True, text=True,
                           env=setup.env)
     if proc.returncode != 0:
-        raise RunnerInputError(proc.stderr or proc.stdout, proc.returncode)
+        said = proc.stderr or proc.stdout
+        if proc.returncode < 0 or not said.strip():
+            # A runner that dies while loading leaves no message of its own: say what happened.
+            death = LaunchOutcome(returncode=proc.returncode).death()
+            said += (f"meshgate: the runner {death} while loading "
+                     f"{', '.join(selection.paths) or 'the cases'}, before reporting anything\n")
+        raise RunnerInputError(said, 2 if proc.returncode < 0 else proc.returncode)
     try:
         return normalize_listing(json.loads(proc.stdout))
     except (json.JSONDecodeError, ValueError) as e:

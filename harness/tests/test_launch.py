@@ -100,6 +100,21 @@ class ListCasesTest(unittest.TestCase):
                       caught.exception.stderr)
 
 
+    def test_a_runner_that_dies_while_loading_is_named_with_its_signal(self):
+        import sys
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            runner = Path(tmp) / "runner.py"
+            runner.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+            setup = RunnerSetup(runner=[sys.executable, str(runner)])
+            with self.assertRaises(launch.RunnerInputError) as caught:
+                launch.list_cases(setup, Selection(paths=["cases/evil.yaml"]))
+        self.assertEqual(caught.exception.returncode, 2)
+        self.assertIn("the runner crashed with SIGSEGV while loading cases/evil.yaml",
+                      caught.exception.stderr)
+
+
 class RecoveryTest(unittest.TestCase):
     def run_fake(self, scenario, *, tags=("smoke",), case_timeout=None, max_launches=None):
         fake = FakeRunner(scenario)
