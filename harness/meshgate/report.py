@@ -59,6 +59,41 @@ def model_disagreement_cases(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+# How a layout-model disagreement affects users, worst first (the mesh kind's classes; rows
+# recorded before classification carry plain strings and count as unclassified).
+CHANGE_CLASSES = ("new_rejection", "semantic_change", "representation_change", "relaxation")
+
+
+def _change_class(item: Any) -> str:
+    cls = item.get("class") if isinstance(item, dict) else None
+    return cls if cls in CHANGE_CLASSES else "unclassified"
+
+
+def _worst_class_rank(row: dict[str, Any]) -> int:
+    order = CHANGE_CLASSES + ("unclassified",)
+    return min(order.index(_change_class(i)) for i in row["metrics"]["model_disagreements"])
+
+
+def disagreement_summary(results: dict[str, Any]) -> list[tuple[str, int, int, list[str]]]:
+    """Per change class present, worst first: (class, configurations, disagreements, observables)."""
+    out = []
+    rows = model_disagreement_cases(results)
+    for cls in CHANGE_CLASSES + ("unclassified",):
+        configs, count, observables = 0, 0, []
+        for r in rows:
+            items = [i for i in r["metrics"]["model_disagreements"] if _change_class(i) == cls]
+            configs += bool(items)
+            count += len(items)
+            for i in items:
+                name = i.get("observable", "?") if isinstance(i, dict) else "?"
+                name = name.split("[")[0].split(" of rank ")[0]
+                if name not in observables:
+                    observables.append(name)
+        if count:
+            out.append((cls, configs, count, observables))
+    return out
+
+
 def _models_compared(results: dict[str, Any]) -> int:
     return sum(1 for r in results.get("cases", []) if "model_disagreements" in (r.get("metrics") or {}))
 
@@ -123,7 +158,13 @@ def run_markdown(results: dict[str, Any]) -> str:
         lines += [f"## Layout-model disagreements ({len(disagree)} of {compared} configurations)", ""]
         if not disagree:
             lines += ["The one-level and two-level models agree on every compared configuration.", ""]
-        for r in disagree:
+        else:
+            lines += ["| change (one_level to two_level) | configurations | disagreements | observables |",
+                      "|---|---:|---:|---|"]
+            for cls, configs, count, observables in disagreement_summary(results):
+                lines.append(f"| {cls} | {configs} | {count} | {md_cell(', '.join(observables))} |")
+            lines.append("")
+        for r in sorted(disagree, key=_worst_class_rank):
             items = r["metrics"]["model_disagreements"]
             lines.append(f"### `{r['id']}` ({r.get('status')}, {len(items)} disagreement{'s' if len(items) != 1 else ''})")
             if _params_summary(r):
@@ -348,7 +389,12 @@ def run_html(results: dict[str, Any]) -> str:
     disagree = model_disagreement_cases(results)
     if disagree or _models_compared(results):
         body.append(f"<h2>Layout-model disagreements ({len(disagree)} of {_models_compared(results)} configurations)</h2>")
-        for r in disagree:
+        if disagree:
+            body.append("<table><tr><th>change (one_level to two_level)</th><th>configurations</th><th>disagreements</th><th>observables</th></tr>")
+            for cls, configs, count, observables in disagreement_summary(results):
+                body.append(f"<tr><td>{cls}</td><td>{configs}</td><td>{count}</td><td>{html_text(', '.join(observables))}</td></tr>")
+            body.append("</table>")
+        for r in sorted(disagree, key=_worst_class_rank):
             body.append(f"<h3><code>{html_text(r['id'])}</code></h3><div class=\"facts\">{html_text(_params_summary(r))}</div><ul>")
             body += [f"<li>{html_text(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
             body.append("</ul>")

@@ -86,6 +86,31 @@ class RunReportTest(unittest.TestCase):
         page = report.run_html(results)
         self.assertIn("one_level rejects (KeyError), two_level accepts", page)
 
+    def test_disagreements_are_summarised_by_class_worst_first(self):
+        def row(case_id, *items):
+            return {"id": case_id, "status": "pass", "metrics": {"model_disagreements": list(items)}}
+        def item(cls, observable):
+            return {"class": cls, "observable": observable, "one_level": "a", "two_level": "b"}
+        results = {"run": {"id": "r"}, "cases": [
+            row("c/relaxed", item("relaxation", "configuration")),
+            row("c/repr", item("representation_change", "mesh._layout[0]"),
+                item("representation_change", "== / hash with equal_to")),
+            row("c/rejected", item("representation_change", "mesh._layout[1]"),
+                item("new_rejection", "check_orthogonal of #172343")),
+            row("c/agree"),
+        ]}
+        self.assertEqual(report.disagreement_summary(results), [
+            ("new_rejection", 1, 1, ["check_orthogonal of #172343"]),
+            ("representation_change", 2, 3, ["mesh._layout", "== / hash with equal_to"]),
+            ("relaxation", 1, 1, ["configuration"]),
+        ])
+        md = report.run_markdown(results)
+        self.assertIn("| new_rejection | 1 | 1 | check_orthogonal of #172343 |", md)
+        # the case sections lead with the configurations whose changes break users
+        self.assertLess(md.index("### `c/rejected`"), md.index("### `c/repr`"))
+        self.assertLess(md.index("### `c/repr`"), md.index("### `c/relaxed`"))
+        self.assertIn("<td>representation_change</td><td>2</td><td>3</td>", report.run_html(results))
+
     def test_no_disagreement_section_without_compared_models(self):
         self.assertNotIn("disagreements", report.run_markdown(load("new.json")))
 

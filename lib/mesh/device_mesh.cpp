@@ -35,6 +35,12 @@ std::string py_int_tuple(std::span<const std::int64_t> items) {
   return out + (items.size() == 1 ? ",)" : ")");
 }
 
+std::string py_int_list(std::span<const std::int64_t> items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + std::to_string(items[i]);
+  return out + "]";
+}
+
 std::string py_names(const std::vector<std::string>& names) {
   return names.empty() ? "None" : py_tuple(names);
 }
@@ -140,9 +146,8 @@ LayoutModel parse_layout_model(std::string_view text) {
 struct DeviceMesh::Root {
   LayoutModel model = LayoutModel::one_level;
   std::vector<std::int64_t> rank_map;
-  // The root mesh itself: the reference recognises "the root" by value equality, not identity.
-  Layout layout;
-  std::vector<std::string> names;
+  std::int64_t current_rank = 0;
+  std::vector<std::string> names;  // the root mesh's: flattened dims may not reuse them
 
   struct Flattened {
     std::string name;
@@ -198,25 +203,34 @@ DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes 
   mesh.axes_ = std::move(axes);
   mesh.names_ = std::move(names);
   mesh.is_root_ = is_root;
+  // The reference constructor evaluates `self.mesh` for the current rank, so an out-of-bounds
+  // remap view, or several rows none of which holds the rank, raise at creation.
+  mesh.mesh_for_rank(mesh.root_->current_rank);
   return mesh;
 }
 
 DeviceMesh DeviceMesh::make_root(LayoutModel model, const Layout& layout,
-                                 std::vector<std::string> names,
-                                 std::vector<std::int64_t> rank_map) {
+                                 std::vector<std::string> names, std::vector<std::int64_t> rank_map,
+                                 std::optional<std::int64_t> current_rank) {
+  std::vector<std::int64_t> sorted = rank_map;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    throw Error(ErrorKind::runtime, "DeviceMesh cannot have duplicate values, but found " +
+                                        py_int_list(rank_map) + ": list every rank once");
+  }
   auto root = std::make_shared<Root>();
   root->model = model;
   root->rank_map = std::move(rank_map);
+  root->current_rank = current_rank.value_or(root->rank_map.empty() ? 0 : root->rank_map[0]);
+  root->names = names;
   MeshAxes axes;
   if (model == LayoutModel::two_level) axes = mesh_axes_from_layout(layout);
-  DeviceMesh mesh = make(root, layout, std::move(axes), std::move(names), true);
-  root->layout = mesh.layout_;
-  root->names = mesh.names_;
-  return mesh;
+  return make(root, layout, std::move(axes), std::move(names), true);
 }
 
 DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<std::string> names,
-                              std::vector<std::int64_t> rank_map, LayoutModel model) {
+                              std::vector<std::int64_t> rank_map, LayoutModel model,
+                              std::optional<std::int64_t> current_rank) {
   if (shape.empty()) {
     throw Error(ErrorKind::value, "mesh shape is empty: give at least one mesh dim size");
   }
@@ -229,11 +243,12 @@ DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<s
   check_names(names, shape.size());
   const Layout layout = row_major(shape);
   if (rank_map.empty()) rank_map = arange(meshgate::size(layout));
-  return make_root(model, layout, std::move(names), std::move(rank_map));
+  return make_root(model, layout, std::move(names), std::move(rank_map), current_rank);
 }
 
 DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string> names,
-                                   std::vector<std::int64_t> rank_map, LayoutModel model) {
+                                   std::vector<std::int64_t> rank_map, LayoutModel model,
+                                   std::optional<std::int64_t> current_rank) {
   check_names(names, layout.rank());
   if (rank_map.empty()) {
     // The smallest world the layout tiles with its complement: remap_to_tensor enumerates
@@ -249,7 +264,7 @@ DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string
     }
     rank_map = arange(world);
   }
-  return make_root(model, layout, std::move(names), std::move(rank_map));
+  return make_root(model, layout, std::move(names), std::move(rank_map), current_rank);
 }
 
 const Layout& DeviceMesh::layout() const {
@@ -288,7 +303,11 @@ const std::vector<std::int64_t>& DeviceMesh::rank_map() const {
 }
 
 bool DeviceMesh::is_root() const {
-  return is_root_ || (names_ == root_->names && layout_ == root_->layout);
+  return is_root_;
+}
+
+std::int64_t DeviceMesh::current_rank() const {
+  return root_->current_rank;
 }
 
 std::size_t DeviceMesh::checked_dim(std::int64_t dim) const {
@@ -356,14 +375,9 @@ std::optional<std::vector<std::int64_t>> DeviceMesh::coordinate(std::int64_t ran
     row = static_cast<std::size_t>(it - full.values.begin()) / rows[0].size();
   }
   const std::vector<std::int64_t>& mesh = rows[row];
-  const auto count = std::count(mesh.begin(), mesh.end(), rank);
-  if (count == 0) return std::nullopt;
-  if (count > 1) {
-    throw Error(ErrorKind::assertion, "rank_coords.size(0) must be 0 or 1, got " +
-                                          std::to_string(count) + ": rank " + std::to_string(rank) +
-                                          " appears more than once in the mesh; the rank map "
-                                          "must list every rank once");
-  }
+  // The rank map lists every rank once and the layout does not overlap, so a rank appears in a
+  // row at most once.
+  if (std::find(mesh.begin(), mesh.end(), rank) == mesh.end()) return std::nullopt;
   auto position =
       static_cast<std::int64_t>(std::find(mesh.begin(), mesh.end(), rank) - mesh.begin());
   std::vector<std::int64_t> coord(full.shape.size() - 1);
@@ -400,7 +414,7 @@ DeviceMesh DeviceMesh::slice(std::span<const std::string> names) const {
   const std::vector<std::string> wanted(names.begin(), names.end());
   if (wanted == names_) return *this;
 
-  // Flattened names are valid only when slicing from the root (by value, as the reference).
+  // Flattened names are valid only when slicing from the root itself.
   std::vector<Root::Flattened> flattened;
   if (is_root()) {
     std::lock_guard lock(root_->mutex);
@@ -519,15 +533,17 @@ DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_
   const auto n = static_cast<std::int64_t>(ndim());
   std::size_t d = 0;
   if (const auto* index = std::get_if<std::int64_t>(&dim)) {
-    // The reference only rejects dim >= ndim; a negative dim reaches a list splice that inserts
-    // without removing and the mesh then fails its overlap check. Rejecting it here says why.
-    if (*index >= n || *index < 0) {
-      throw Error(ErrorKind::value, "dim " + std::to_string(*index) +
-                                        " specified in `_unflatten` is out of range " +
-                                        std::to_string(n) + ": give a dim in [0, " +
-                                        std::to_string(n) + ") or a dim name");
+    // The reference rejects dim >= ndim with this ValueError, and dim < -ndim in layout[dim]
+    // with the IndexError of checked_dim. It handles -ndim..-2 as Python list indices; -1 it
+    // splices as [-1:0], inserting the new dims before the last without removing it (the mesh
+    // then fails its overlap check). Here -1 means the last dim, as for every other negative.
+    if (*index >= n) {
+      throw Error(ErrorKind::value,
+                  "dim " + std::to_string(*index) + " specified in `_unflatten` is out of range " +
+                      std::to_string(n) + ": give a dim in [" + std::to_string(-n) + ", " +
+                      std::to_string(n) + ") or a dim name");
     }
-    d = static_cast<std::size_t>(*index);
+    d = checked_dim(*index);
   } else {
     const std::string& dim_name = std::get<std::string>(dim);
     if (names_.empty()) {
@@ -559,13 +575,18 @@ DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_
   const Layout source = axis(d);
   const std::int64_t source_size = meshgate::size(source);
   if (product != source_size) {
-    throw Error(ErrorKind::value, "The product of mesh_sizes=" + py_int_tuple(sizes) + " is " +
-                                      std::to_string(product) +
-                                      ", but the original dimension "
-                                      "at dim=" +
-                                      std::to_string(d) + " has size " +
-                                      std::to_string(source_size) +
-                                      ". These must be equal for unflatten to work correctly.");
+    throw Error(ErrorKind::value,
+                "The product of mesh_sizes=" + py_int_tuple(sizes) + " is " +
+                    std::to_string(product) +
+                    ", but the original dimension "
+                    "at dim=" +
+                    std::to_string(d) + " has size " + std::to_string(source_size) +
+                    ". These must be equal for unflatten to work correctly." +
+                    (names_.empty() ? std::string()
+                                    : " (dim " + std::to_string(d) + " is " + py_str(names_[d]) +
+                                          " of the mesh " + py_tuple(names_) +
+                                          "; a flattened dim unflattens from "
+                                          "the mesh _flatten returned)"));
   }
   if (names_.empty()) {
     throw Error(ErrorKind::type,
@@ -609,15 +630,15 @@ std::vector<DeviceMesh> DeviceMesh::submeshes(const std::string& name) const {
     const RankTensor t = remap_to_tensor(axis(d), rank_map());
     const std::vector<std::int64_t> row_shape(t.shape.begin() + 1, t.shape.end());
     for (std::vector<std::int64_t>& row : rows_of(t)) {
-      out.push_back(
-          make_root(LayoutModel::one_level, row_major(row_shape), {name}, std::move(row)));
+      out.push_back(make_root(LayoutModel::one_level, row_major(row_shape), {name}, std::move(row),
+                              current_rank()));
     }
     return out;
   }
   for (std::vector<std::int64_t>& row : axis_groups(axis(d))) {
     const std::int64_t length = static_cast<std::int64_t>(row.size());
     out.push_back(make_root(LayoutModel::two_level, row_major(std::span(&length, 1)), {name},
-                            std::move(row)));
+                            std::move(row), current_rank()));
   }
   return out;
 }

@@ -28,14 +28,21 @@ class DeviceMesh {
  public:
   // init_device_mesh(shape, names): row-major layout over rank_map (default 0..numel-1).
   // Empty `names` = an unnamed mesh. Errors as the reference constructor.
+  // `current_rank` is the rank this process runs as (the reference's get_rank()), default the
+  // first rank of the rank map. Like the reference constructor, which evaluates the mesh
+  // tensor, every mesh of the family is checked at creation: Error(runtime) when the remap view
+  // is out of bounds of the rank map, or when the mesh has several rows and none holds
+  // current_rank; Error(runtime) as well when the rank map repeats a rank.
   static DeviceMesh create(std::span<const std::int64_t> shape, std::vector<std::string> names = {},
                            std::vector<std::int64_t> rank_map = {},
-                           LayoutModel model = LayoutModel::one_level);
+                           LayoutModel model = LayoutModel::one_level,
+                           std::optional<std::int64_t> current_rank = std::nullopt);
   // DeviceMesh from an explicit layout over rank_map (default 0..N-1, N the smallest world the
   // layout tiles with its complement: size(L) * size(complement(L, cosize(L)))).
   static DeviceMesh from_layout(const Layout& layout, std::vector<std::string> names = {},
                                 std::vector<std::int64_t> rank_map = {},
-                                LayoutModel model = LayoutModel::one_level);
+                                LayoutModel model = LayoutModel::one_level,
+                                std::optional<std::int64_t> current_rank = std::nullopt);
 
   // The layout in the model's own form: one_level as stored; two_level with every top-level
   // mode in its canonical flat form (spec 4), so equal meshes print equally.
@@ -47,9 +54,11 @@ class DeviceMesh {
   std::int64_t size(std::int64_t dim) const;
   const std::vector<std::string>& names() const;  // empty when unnamed
   const std::vector<std::int64_t>& rank_map() const;
-  // The root of its family, or equal to it by value (the reference compares with ==), which is
-  // what allows slicing flattened dims.
+  // The root of its family itself (the mesh init_device_mesh returned, or a slice naming all
+  // its dims, which returns it). A mesh equal to the root by value but built from it, e.g. by
+  // concatenate, is not the root, as in the reference: only the root slices flattened dims.
   bool is_root() const;
+  std::int64_t current_rank() const;
 
   // Rank groups of one dim, one group per complement offset in lexicographic order (the rows
   // of remap_to_tensor of that dim): (2,4) mesh dim 0 -> [[0,4],[1,5],[2,6],[3,7]]. A name is
@@ -66,7 +75,8 @@ class DeviceMesh {
   DeviceMesh slice(std::span<const std::string> names) const;
   // _flatten(name): default name joins dim names with "_"; registered on the root.
   DeviceMesh flatten(std::optional<std::string> name = std::nullopt) const;
-  // _unflatten(dim, sizes, names).
+  // _unflatten(dim, sizes, names). A negative dim counts from the end, -1 included (the
+  // reference splices -1 as [-1:0] and inserts without removing; see cases/mesh/unflatten.yaml).
   DeviceMesh unflatten(const MeshDim& dim, std::span<const std::int64_t> sizes,
                        std::vector<std::string> names) const;
   // _get_all_submeshes(name): one 1-D mesh per group of that dim.
@@ -80,7 +90,8 @@ class DeviceMesh {
   // deprecation of slicing flattened dims from the root), oldest first, without repeats.
   std::vector<std::string> warnings() const;
 
-  // Model, layout, rank map and names.
+  // Model, layout, rank map and names (in two_level the canonical axes: equal functions are
+  // equal meshes; in one_level the layout's structure: 8:1 and (8):(1) differ).
   friend bool operator==(const DeviceMesh& a, const DeviceMesh& b);
 
  private:
@@ -91,9 +102,11 @@ class DeviceMesh {
   // family of `root`. one_level reads `layout`; two_level reads `axes` and derives the layout.
   static DeviceMesh make(std::shared_ptr<Root> root, Layout layout, MeshAxes axes,
                          std::vector<std::string> names, bool is_root);
-  // A new mesh family whose root has this layout (one_level form) over `rank_map`.
+  // A new mesh family whose root has this layout (one_level form) over `rank_map`, seen from
+  // current_rank (default the rank map's first rank). Error(runtime) on a repeated rank.
   static DeviceMesh make_root(LayoutModel model, const Layout& layout,
-                              std::vector<std::string> names, std::vector<std::int64_t> rank_map);
+                              std::vector<std::string> names, std::vector<std::int64_t> rank_map,
+                              std::optional<std::int64_t> current_rank);
 
   std::size_t checked_dim(std::int64_t dim) const;         // Error(index) out of range
   std::size_t dim_by_name(const std::string& name) const;  // Error(key) when unknown

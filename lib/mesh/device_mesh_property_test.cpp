@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "mesh/device_mesh.hpp"
 
 namespace meshgate {
@@ -88,6 +90,57 @@ void expect_coordinates_round_trip(const DeviceMesh& mesh, const RandomMesh& m,
   }
 }
 
+// A random split of n into factors > 1 (n itself when it has none), in random order.
+Sizes random_factors(std::int64_t n, std::mt19937& rng) {
+  Sizes factors;
+  for (std::int64_t p = 2; p <= n; ++p) {
+    while (n % p == 0) {
+      factors.push_back(p);
+      n /= p;
+    }
+  }
+  if (factors.empty()) factors.push_back(n);
+  std::shuffle(factors.begin(), factors.end(), rng);
+  Sizes sizes;  // merge neighbours at random, so [2,2,3] may become [4,3] or [2,6] or [12]
+  for (std::int64_t f : factors) {
+    if (!sizes.empty() && std::bernoulli_distribution(0.4)(rng)) {
+      sizes.back() *= f;
+    } else {
+      sizes.push_back(f);
+    }
+  }
+  return sizes;
+}
+
+// The groups of new dim `j` after the dims `dims` (ascending) of `m` are flattened in
+// lexicographic order and unflattened into `sizes`: ranks agreeing on the dims outside `dims`
+// and on every new coordinate but j, by plain index arithmetic. Sorted, as a set.
+Groups unflattened_groups(const RandomMesh& m, const std::vector<std::size_t>& dims,
+                          const Sizes& sizes, std::size_t j) {
+  std::map<Sizes, std::vector<std::int64_t>> buckets;
+  for (std::int64_t p = 0; p < m.numel(); ++p) {
+    const Sizes coord = unravel(p, m.shape);
+    Sizes key;
+    std::int64_t flat = 0;
+    for (std::size_t d = 0; d < coord.size(); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+        key.push_back(coord[d]);
+      } else {
+        flat = flat * m.shape[d] + coord[d];
+      }
+    }
+    const Sizes inner = unravel(flat, sizes);
+    for (std::size_t i = 0; i < inner.size(); ++i) {
+      if (i != j) key.push_back(inner[i]);
+    }
+    buckets[key].push_back(m.ranks[static_cast<std::size_t>(p)]);
+  }
+  Groups out;
+  for (auto& [key, members] : buckets) out.push_back(members);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 class MeshProperties : public ::testing::TestWithParam<LayoutModel> {};
 
 INSTANTIATE_TEST_SUITE_P(Models, MeshProperties,
@@ -155,6 +208,181 @@ TEST_P(MeshProperties, RandomMeshes) {
           << what << " unflatten dim " << i;
     }
     expect_coordinates_round_trip(back, m, what + " unflatten");
+  }
+}
+
+// unflatten(d - ndim) is unflatten(d) for every dim, -1 included; below -ndim is an IndexError.
+// The new dims' groups are those of the refined row-major mesh.
+TEST_P(MeshProperties, UnflattenNegativeDims) {
+  std::mt19937 rng(1729);
+  for (int iteration = 0; iteration < 150; ++iteration) {
+    const RandomMesh m = random_mesh(rng);
+    const std::string what = "iteration " + std::to_string(iteration);
+    const DeviceMesh root = DeviceMesh::create(m.shape, m.names, m.ranks, GetParam());
+    const auto n = static_cast<std::int64_t>(m.shape.size());
+    const std::int64_t d = std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng);
+    const Sizes sizes = random_factors(m.shape[static_cast<std::size_t>(d)], rng);
+    Names new_names;
+    for (std::size_t i = 0; i < sizes.size(); ++i) new_names.push_back("u" + std::to_string(i));
+
+    const DeviceMesh by_index = root.unflatten(d, sizes, new_names);
+    const DeviceMesh by_negative = root.unflatten(d - n, sizes, new_names);
+    EXPECT_EQ(by_negative, by_index) << what << " dim " << d << " as " << d - n;
+    Names expected_names = m.names;
+    expected_names.erase(expected_names.begin() + d);
+    expected_names.insert(expected_names.begin() + d, new_names.begin(), new_names.end());
+    EXPECT_EQ(by_negative.names(), expected_names) << what;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(sorted(by_negative.groups(d + static_cast<std::int64_t>(i))),
+                unflattened_groups(m, {static_cast<std::size_t>(d)}, sizes, i))
+          << what << " new dim " << i;
+    }
+    try {
+      root.unflatten(-n - 1, sizes, new_names);
+      ADD_FAILURE() << what << ": dim " << -n - 1 << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::index) << what << ": " << e.what();
+    }
+  }
+}
+
+// Flattening any ascending subset of dims (contiguous or not) and unflattening it into any
+// factorisation gives the groups of index arithmetic, by index, by negative index and by name.
+TEST_P(MeshProperties, UnflattenFlattenedDims) {
+  std::mt19937 rng(65542);
+  int non_contiguous = 0;
+  for (int iteration = 0; iteration < 200; ++iteration) {
+    const RandomMesh m = random_mesh(rng);
+    const std::string what = "iteration " + std::to_string(iteration);
+    const DeviceMesh root = DeviceMesh::create(m.shape, m.names, m.ranks, GetParam());
+    std::vector<std::size_t> dims;
+    while (dims.empty()) {
+      for (std::size_t d = 0; d < m.shape.size(); ++d) {
+        if (std::bernoulli_distribution(0.6)(rng)) dims.push_back(d);
+      }
+    }
+    if (dims.back() - dims.front() + 1 != dims.size()) ++non_contiguous;
+    Names picked;
+    for (std::size_t d : dims) picked.push_back(m.names[d]);
+    const DeviceMesh flat = root.slice(picked).flatten("flat");
+    // Each picked dim split into factors, kept in dim order and merged with neighbours at
+    // random: a split that cuts a flattened dim at a non-dividing point has no layout.
+    Sizes sizes;
+    for (std::size_t d : dims) {
+      for (std::int64_t f : random_factors(m.shape[d], rng)) {
+        if (!sizes.empty() && std::bernoulli_distribution(0.3)(rng)) {
+          sizes.back() *= f;
+        } else {
+          sizes.push_back(f);
+        }
+      }
+    }
+    Names new_names;
+    for (std::size_t i = 0; i < sizes.size(); ++i) new_names.push_back("u" + std::to_string(i));
+    const DeviceMesh back = flat.unflatten(std::int64_t{0}, sizes, new_names);
+    EXPECT_EQ(flat.unflatten(std::int64_t{-1}, sizes, new_names), back) << what;
+    EXPECT_EQ(flat.unflatten("flat", sizes, new_names), back) << what;
+    ASSERT_EQ(back.shape(), sizes) << what;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(sorted(back.groups(static_cast<std::int64_t>(i))),
+                unflattened_groups(m, dims, sizes, i))
+          << what << " new dim " << i;
+    }
+    expect_coordinates_round_trip(back, m, what + " unflatten");
+  }
+  EXPECT_GT(non_contiguous, 20) << "the generator should reach non-contiguous subsets";
+}
+
+// Construction evaluates the mesh tensor. A compact layout with permuted strides over a rank
+// map of N ranks tiles it with N / numel rows: accepted exactly when numel divides N (else the
+// remap view runs past the rank map, or the map is smaller than the layout).
+TEST_P(MeshProperties, ConstructionChecksTheRemapView) {
+  std::mt19937 rng(163213);
+  for (int iteration = 0; iteration < 150; ++iteration) {
+    const RandomMesh m = random_mesh(rng);
+    std::vector<std::size_t> order(m.shape.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), rng);
+    Sizes strides(m.shape.size());
+    std::int64_t stride = 1;
+    for (std::size_t k = order.size(); k-- > 0;) {
+      strides[order[k]] = stride;
+      stride *= m.shape[order[k]];
+    }
+    std::vector<IntTuple> shape_modes(m.shape.begin(), m.shape.end());
+    std::vector<IntTuple> stride_modes(strides.begin(), strides.end());
+    const Layout layout(IntTuple::tuple(std::move(shape_modes)),
+                        IntTuple::tuple(std::move(stride_modes)));
+    const std::int64_t world = std::uniform_int_distribution<std::int64_t>(1, 3 * m.numel())(rng);
+    Sizes rank_map(static_cast<std::size_t>(world));
+    std::iota(rank_map.begin(), rank_map.end(), std::int64_t{0});
+    const bool fits = world >= m.numel() && world % m.numel() == 0;
+    const std::string what = "iteration " + std::to_string(iteration) + " layout " +
+                             to_string(layout) + " over " + std::to_string(world) + " ranks";
+    try {
+      const DeviceMesh mesh = DeviceMesh::from_layout(layout, m.names, rank_map, GetParam());
+      EXPECT_TRUE(fits) << what << " was accepted";
+      EXPECT_EQ(mesh.mesh_for_rank(0).values.size(), static_cast<std::size_t>(m.numel())) << what;
+    } catch (const Error& e) {
+      EXPECT_FALSE(fits) << what << " was rejected: " << e.what();
+    }
+  }
+}
+
+// A rank map that repeats a rank is rejected at creation; a slice whose rows all miss the
+// current rank is rejected at creation, and otherwise its mesh is the current rank's row.
+TEST_P(MeshProperties, ConstructionChecksRanksAndTheCurrentRank) {
+  std::mt19937 rng(181223);
+  for (int iteration = 0; iteration < 150; ++iteration) {
+    const RandomMesh m = random_mesh(rng);
+    const std::string what = "iteration " + std::to_string(iteration);
+    if (m.numel() > 1) {
+      Sizes repeated = m.ranks;
+      repeated[1] = repeated[0];
+      try {
+        DeviceMesh::create(m.shape, m.names, repeated, GetParam());
+        ADD_FAILURE() << what << ": a repeated rank was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::runtime) << what;
+        EXPECT_NE(std::string(e.what()).find("duplicate values"), std::string::npos) << e.what();
+      }
+    }
+    // The current rank: one of the mesh's ranks, or a rank outside it (ranks stop below 400).
+    const bool inside = std::bernoulli_distribution(0.5)(rng);
+    const std::int64_t current =
+        inside ? m.ranks[std::uniform_int_distribution<std::size_t>(0, m.ranks.size() - 1)(rng)]
+               : 1000 + iteration;
+    const DeviceMesh root = DeviceMesh::create(m.shape, m.names, m.ranks, GetParam(), current);
+    std::vector<std::size_t> dims;
+    Names picked;
+    std::int64_t rows = 1;
+    for (std::size_t d = 0; d < m.shape.size(); ++d) {
+      if (std::bernoulli_distribution(0.5)(rng)) {
+        dims.push_back(d);
+        picked.push_back(m.names[d]);
+      } else {
+        rows *= m.shape[d];
+      }
+    }
+    if (picked.empty()) continue;
+    try {
+      const DeviceMesh sliced = root.slice(picked);
+      EXPECT_TRUE(inside || rows == 1)
+          << what << ": rank " << current << " in none of " << rows
+          << " rows, but the slice was created: " << to_string(sliced.layout());
+      if (inside) {
+        Sizes seen = sliced.mesh_for_rank(current).values;
+        std::sort(seen.begin(), seen.end());
+        Groups groups = product_groups(m, dims);
+        for (auto& g : groups) std::sort(g.begin(), g.end());
+        std::sort(groups.begin(), groups.end());
+        EXPECT_TRUE(std::binary_search(groups.begin(), groups.end(), seen)) << what;
+        EXPECT_TRUE(std::binary_search(seen.begin(), seen.end(), current)) << what;
+      }
+    } catch (const Error& e) {
+      EXPECT_FALSE(inside || rows == 1) << what << ": " << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::runtime) << what;
+    }
   }
 }
 

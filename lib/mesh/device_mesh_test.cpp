@@ -133,13 +133,20 @@ TEST_P(BothModels, ConstructorChecks) {
 // (2,3):(3,2), injective but not a view of a row-major mesh, is accepted; its complement has a
 // 0-sized mode, so no rank can find its row (the stricter check_orthogonal of #172343 would
 // reject it up front).
-TEST_P(BothModels, SetDisjointNonOrthogonalLayoutIsAccepted) {
+TEST_P(BothModels, SetDisjointLayoutWithoutRowsFailsAtCreation) {
+  // (2,3):(3,2) passes the set check, but its complement has a 0-sized mode: the mesh tensor
+  // has no row, so the reference constructor, which evaluates it, raises.
+  expect_error(
+      [&] {
+        DeviceMesh::from_layout(parse_layout("(2,3):(3,2)"), {"a", "b"}, {}, model());
+      },
+      ErrorKind::runtime, "rank 0 is in none of the 0 sub-meshes");
+  // (2,2):(3,1) is not orthogonal either (3 is no multiple of 1*2) but has one row: accepted.
   const DeviceMesh m =
-      DeviceMesh::from_layout(parse_layout("(2,3):(3,2)"), {"a", "b"}, {}, model());
-  EXPECT_EQ(m.rank_map().size(), 8u);
-  EXPECT_EQ(m.shape(), (Sizes{2, 3}));
-  EXPECT_EQ(m.coordinate(0), std::nullopt);
-  expect_error([&] { m.mesh_for_rank(0); }, ErrorKind::runtime, "In order to get the mesh Tensor");
+      DeviceMesh::from_layout(parse_layout("(2,2):(3,1)"), {"a", "b"}, {}, model());
+  EXPECT_EQ(m.rank_map().size(), 5u);
+  EXPECT_EQ(m.mesh_for_rank(0), (RankTensor{{2, 2}, {0, 1, 3, 4}}));
+  EXPECT_EQ(m.coordinate(2), std::nullopt);
 }
 
 TEST(LayoutModelNames, ParseAndPrint) {
@@ -312,9 +319,9 @@ TEST_P(BothModels, UnflattenErrors) {
       ErrorKind::value, "dim 1 specified in `_unflatten` is out of range 1");
   expect_error(
       [&] {
-        m.unflatten(std::int64_t{-1}, Sizes{2, 4}, {"a", "b"});
+        m.unflatten(std::int64_t{-2}, Sizes{2, 4}, {"a", "b"});
       },
-      ErrorKind::value, "out of range");
+      ErrorKind::index, "Dim -2 is out of range for layout with 1 dimensions");
   expect_error(
       [&] {
         m.unflatten("dp", Sizes{2, 4}, {"a", "b"});
@@ -374,7 +381,8 @@ TEST_P(BothModels, ConcatenateKeepsOrderAndCanTranspose) {
 
   const std::vector<DeviceMesh> in_order{slice(m, {"dp"}), slice(m, {"cp", "tp"})};
   EXPECT_EQ(DeviceMesh::concatenate(in_order).layout(), m.layout());
-  EXPECT_TRUE(DeviceMesh::concatenate(in_order).is_root()) << "equal to the root by value";
+  EXPECT_EQ(DeviceMesh::concatenate(in_order), m);
+  EXPECT_FALSE(DeviceMesh::concatenate(in_order).is_root()) << "equal by value, not the root";
 }
 
 TEST_P(BothModels, ConcatenateErrors) {

@@ -1,8 +1,9 @@
 // kind: mesh — build a DeviceMesh (spec/layout.md 4-5), register flattened dims on the root,
 // apply slice/flatten/unflatten/concatenate/submeshes in order, and compare the current mesh
 // with `expect`. With compare_models the same configuration also runs under the other layout
-// model and every observable difference is recorded: the corpus that catches a model change
-// such as PR #172089 before it lands.
+// model and every observable difference is recorded and classified (new rejection, semantic
+// change, representation change, relaxation, seen from one_level to two_level): the corpus
+// that catches a model change such as PR #172089 before it lands.
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -56,12 +57,36 @@ struct Expect {
 struct Executed {
   DeviceMesh mesh;
   std::optional<std::vector<DeviceMesh>> submeshes;
+  // Per flatten, in order: whether it registered a new name, reused the registered mesh, or
+  // returned the 1-D mesh itself. A cache keyed by layout decides the same way.
+  std::vector<std::string> flatten_decisions;
 };
 
-std::string other_model_name(LayoutModel m) {
-  return std::string(
-      to_string(m == LayoutModel::one_level ? LayoutModel::two_level : LayoutModel::one_level));
+// How a disagreement between the models affects users, worst first. Directions are from
+// one_level (PyTorch main) to two_level (PR #172089).
+enum class ChangeClass { new_rejection, semantic_change, representation_change, relaxation };
+constexpr const char* kChangeClassNames[] = {"new_rejection", "semantic_change",
+                                             "representation_change", "relaxation"};
+
+std::optional<ChangeClass> parse_change_class(const std::string& text) {
+  for (std::size_t i = 0; i < std::size(kChangeClassNames); ++i) {
+    if (text == kChangeClassNames[i]) return static_cast<ChangeClass>(i);
+  }
+  return std::nullopt;
 }
+
+struct Disagreement {
+  ChangeClass change;
+  std::string observable;
+  std::string one_level;  // what each model shows
+  std::string two_level;
+  nlohmann::json to_json() const {
+    return {{"class", kChangeClassNames[static_cast<int>(change)]},
+            {"observable", observable},
+            {"one_level", one_level},
+            {"two_level", two_level}};
+  }
+};
 
 nlohmann::json mesh_ranks(const DeviceMesh& m) {
   nlohmann::json out = nlohmann::json::array();
@@ -81,9 +106,13 @@ std::string shorten(std::string text, std::size_t limit = 240) {
   return text;
 }
 
-// Everything a user can observe of the result that does not depend on how the model writes
-// its layout: what the two models are compared on.
-nlohmann::json observe(const Executed& e) {
+std::string error_type(const std::string& message) {
+  return message.substr(0, message.find(':'));
+}
+
+// What user code sees of the result's function: ranks, groups, coordinates, views, submeshes.
+// A difference here is a semantic change.
+nlohmann::json observe_function(const Executed& e) {
   const DeviceMesh& m = e.mesh;
   nlohmann::json coordinates = nlohmann::json::object();
   nlohmann::json views = nlohmann::json::object();
@@ -97,15 +126,42 @@ nlohmann::json observe(const Executed& e) {
       views[key] = std::string("rejected: ") + python_name(err.kind()).data();
     }
   }
-  nlohmann::json out = {{"shape", m.shape()},
-                        {"names", m.names()},
-                        {"groups", all_groups(m)},
-                        {"coordinates", coordinates},
-                        {"mesh_for_rank", views}};
+  nlohmann::json out = {{"shape", m.shape()},      {"names", m.names()},
+                        {"groups", all_groups(m)}, {"coordinates", coordinates},
+                        {"mesh_for_rank", views},  {"flatten decisions", e.flatten_decisions}};
   if (e.submeshes) {
-    nlohmann::json subs = nlohmann::json::array();
-    for (const DeviceMesh& s : *e.submeshes) subs.push_back(mesh_ranks(s));
-    out["submeshes"] = subs;
+    nlohmann::json rows = nlohmann::json::array();
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const DeviceMesh& s : *e.submeshes) {
+      rows.push_back(mesh_ranks(s));
+      shapes.push_back(s.shape());
+    }
+    out["_get_all_submeshes rows"] = rows;
+    out["_get_all_submeshes shapes"] = shapes;
+  }
+  return out;
+}
+
+// How the model writes the result: each dim's layout as `mesh._layout[d]` hands it to user code
+// (text, int shape or tuple, len), and == / hash against the case's `equal_to` mesh. A
+// difference here with the same function is a representation change.
+nlohmann::json observe_representation(const Executed& e,
+                                      const std::optional<DeviceMesh>& equal_to) {
+  const DeviceMesh& m = e.mesh;
+  nlohmann::json dims = nlohmann::json::array();
+  for (std::size_t d = 0; d < m.ndim(); ++d) {
+    const Layout dim = mesh_mode(m.layout(), static_cast<std::int64_t>(d));
+    const std::string form = dim.shape().is_int() ? "int shape" : "tuple shape";
+    // _FlatLayout.__len__ raises: "You should never need to know the length..."
+    const std::string length = m.model() == LayoutModel::one_level
+                                   ? "len " + std::to_string(dim.rank())
+                                   : "len raises RuntimeError";
+    dims.push_back(to_string(dim) + " (" + form + ", " + length + ")");
+  }
+  nlohmann::json out = {{"mesh._layout", dims}};
+  if (equal_to) {
+    // DeviceMesh hashes what == compares, so a dict or cache keyed by meshes sees the same.
+    out["== / hash with equal_to"] = e.mesh == *equal_to;
   }
   return out;
 }
@@ -117,8 +173,13 @@ class MeshCase final : public PreparedCase {
   std::vector<FlattenSpec> root_flattens;
   std::vector<Op> ops;
   Expect expect;
+  std::optional<std::int64_t> current_rank;  // `rank:`
+  std::optional<MeshSpec> equal_to;
   bool compare_models = false;
-  bool models_agree = true;
+  // What the comparison must find: `models_agree: true` (nothing), `models_agree: false`
+  // (something), or `model_differences: [classes]` (exactly these classes).
+  std::optional<bool> models_agree;
+  std::optional<std::vector<ChangeClass>> model_differences;
   nlohmann::json params_json;
 
   int ranks() const override { return 1; }
@@ -136,15 +197,11 @@ class MeshCase final : public PreparedCase {
     Outcome outcome;
     std::vector<std::string> mismatches;
     if (compare_models) {
-      const std::vector<std::string> differences = compare_with_other_model(primary, primary_error);
-      outcome.metrics["model_disagreements"] = differences;
-      if (differences.empty() && !models_agree) {
-        mismatches.push_back(
-            "expected the layout models to disagree (models_agree: false), but they agree on "
-            "everything compared");
-      } else if (!differences.empty() && models_agree) {
-        mismatches.push_back("the layout models disagree: " + join(differences));
-      }
+      const std::vector<Disagreement> differences = compare_models_on(primary, primary_error);
+      nlohmann::json listed = nlohmann::json::array();
+      for (const Disagreement& d : differences) listed.push_back(d.to_json());
+      outcome.metrics["model_disagreements"] = listed;
+      check_model_differences(differences, mismatches);
     }
     if (primary_error) {
       // The primary model rejected the case: the runner judges that against expect_error and
@@ -191,20 +248,33 @@ class MeshCase final : public PreparedCase {
     }
   }
 
-  static DeviceMesh flatten_on(const DeviceMesh& m, const FlattenSpec& f) {
+  // Flattens and records whether the name was new, reused, or the 1-D mesh's own.
+  static DeviceMesh flatten_on(const DeviceMesh& m, const FlattenSpec& f,
+                               std::vector<std::string>& decisions) {
     const DeviceMesh source = f.dims ? m.slice(*f.dims) : m;
-    return source.flatten(f.name);
+    std::vector<std::string> registered;
+    for (const auto& [name, layout] : source.flattened()) registered.push_back(name);
+    DeviceMesh flat = source.flatten(f.name);
+    const std::string& name = flat.names().front();
+    if (flat == source && source.ndim() == 1 && source.names().front() == name) {
+      decisions.push_back("itself " + name);
+    } else if (std::find(registered.begin(), registered.end(), name) != registered.end()) {
+      decisions.push_back("reused " + name);
+    } else {
+      decisions.push_back("registered " + name);
+    }
+    return flat;
   }
 
   Executed execute(LayoutModel which) const {
-    DeviceMesh root = mesh.build(which);
-    for (const FlattenSpec& f : root_flattens) flatten_on(root, f);
-    Executed e{root, std::nullopt};
+    DeviceMesh root = mesh.build(which, current_rank);
+    Executed e{root, std::nullopt, {}};
+    for (const FlattenSpec& f : root_flattens) flatten_on(root, f, e.flatten_decisions);
     for (const Op& op : ops) {
       if (const auto* s = std::get_if<SliceOp>(&op)) {
         e.mesh = e.mesh.slice(s->names);
       } else if (const auto* f = std::get_if<FlattenSpec>(&op)) {
-        e.mesh = flatten_on(e.mesh, *f);
+        e.mesh = flatten_on(e.mesh, *f, e.flatten_decisions);
       } else if (const auto* u = std::get_if<UnflattenOp>(&op)) {
         e.mesh = e.mesh.unflatten(u->dim, u->sizes, u->names);
       } else if (const auto* sub = std::get_if<SubmeshesOp>(&op)) {
@@ -218,12 +288,12 @@ class MeshCase final : public PreparedCase {
     return e;
   }
 
-  std::vector<std::string> compare_with_other_model(const std::optional<Executed>& primary,
-                                                    const std::exception_ptr& primary_error) const {
+  // Runs the configuration under both models and lists every observable on which they differ,
+  // one entry per observable (the first differing dim or rank), one_level first.
+  std::vector<Disagreement> compare_models_on(const std::optional<Executed>& primary,
+                                              const std::exception_ptr& primary_error) const {
     const LayoutModel other_model =
         model == LayoutModel::one_level ? LayoutModel::two_level : LayoutModel::one_level;
-    const std::string a = to_string_model();
-    const std::string b = other_model_name(model);
     std::optional<Executed> other;
     std::string other_error;
     try {
@@ -231,33 +301,113 @@ class MeshCase final : public PreparedCase {
     } catch (const meshgate::Error& err) {
       other_error = err.what();
     }
-    if (!primary && !other) return {};
-    if (!primary)
-      return {a + " rejects the configuration (" + shorten(rejection_message(primary_error)) +
-              ") but " + b + " accepts it"};
-    if (!other)
-      return {a + " accepts the configuration but " + b + " rejects it (" + shorten(other_error) +
-              ")"};
+    const std::string primary_error_text = primary ? "" : rejection_message(primary_error);
+    const bool one_is_primary = model == LayoutModel::one_level;
+    const std::optional<Executed>& one = one_is_primary ? primary : other;
+    const std::optional<Executed>& two = one_is_primary ? other : primary;
+    const std::string& one_error = one_is_primary ? primary_error_text : other_error;
+    const std::string& two_error = one_is_primary ? other_error : primary_error_text;
 
-    const nlohmann::json x = observe(*primary);
-    const nlohmann::json y = observe(*other);
-    std::vector<std::string> differences;
-    for (const auto& [key, value] : x.items()) {
-      if (!y.contains(key) || y[key] == value) continue;
-      if (value.is_object()) {  // per-rank maps: name the first differing rank
-        for (const auto& [rank, v] : value.items()) {
-          if (y[key][rank] != v) {
-            differences.push_back(key + " of rank " + rank + ": " + a + " " + shorten(v.dump()) +
-                                  " vs " + b + " " + shorten(y[key][rank].dump()));
+    if (!one && !two) {
+      if (error_type(one_error) == error_type(two_error)) return {};
+      // Code that catches the one_level exception type no longer catches the new one.
+      return {{ChangeClass::semantic_change, "error type", shorten(one_error), shorten(two_error)}};
+    }
+    if (!one) {
+      return {
+          {ChangeClass::relaxation, "configuration", "rejects: " + shorten(one_error), "accepts"}};
+    }
+    if (!two) {
+      return {{ChangeClass::new_rejection, "configuration", "accepts",
+               "rejects: " + shorten(two_error)}};
+    }
+
+    std::vector<Disagreement> differences;
+    auto text = [](const nlohmann::json& v) {
+      return shorten(v.is_string() ? v.get<std::string>() : v.dump());
+    };
+    auto compare = [&](ChangeClass change, const nlohmann::json& x, const nlohmann::json& y) {
+      for (const auto& [key, mine] : x.items()) {
+        const nlohmann::json theirs = y.contains(key) ? y[key] : nlohmann::json();
+        if (theirs == mine) continue;
+        // Name the first differing rank (per-rank maps) or index (per-dim and per-row lists).
+        std::string where;
+        nlohmann::json a = mine;
+        nlohmann::json b = theirs;
+        if (mine.is_object() && theirs.is_object()) {
+          for (const auto& [rank, v] : mine.items()) {
+            if (theirs.contains(rank) && theirs[rank] == v) continue;
+            where = " of rank " + rank;
+            a = v;
+            b = theirs.contains(rank) ? theirs[rank] : nlohmann::json();
+            break;
+          }
+        } else if (mine.is_array() && theirs.is_array() && mine.size() == theirs.size()) {
+          for (std::size_t i = 0; i < mine.size(); ++i) {
+            if (mine[i] == theirs[i]) continue;
+            where = "[" + std::to_string(i) + "]";
+            a = mine[i];
+            b = theirs[i];
             break;
           }
         }
-      } else {
-        differences.push_back(key + ": " + a + " " + shorten(value.dump()) + " vs " + b + " " +
-                              shorten(y[key].dump()));
+        differences.push_back({change, key + where, text(a), text(b)});
       }
+    };
+    compare(ChangeClass::semantic_change, observe_function(*one), observe_function(*two));
+    const std::optional<DeviceMesh> one_target =
+        equal_to ? std::optional(equal_to->build(LayoutModel::one_level, current_rank))
+                 : std::nullopt;
+    const std::optional<DeviceMesh> two_target =
+        equal_to ? std::optional(equal_to->build(LayoutModel::two_level, current_rank))
+                 : std::nullopt;
+    compare(ChangeClass::representation_change, observe_representation(*one, one_target),
+            observe_representation(*two, two_target));
+    // #172343 replaces the set-based overlap check with check_orthogonal on the 2-level
+    // layouts: a mesh one_level builds, such as (2,2):(3,1), is then rejected at creation.
+    if (!check_orthogonal(two->mesh.layout())) {
+      differences.push_back({ChangeClass::new_rejection, "check_orthogonal of #172343",
+                             "accepts (set-based non-overlap check)",
+                             "rejects " + to_string(two->mesh.layout()) + " at creation"});
     }
     return differences;
+  }
+
+  void check_model_differences(const std::vector<Disagreement>& differences,
+                               std::vector<std::string>& mismatches) const {
+    std::vector<ChangeClass> found;
+    for (const Disagreement& d : differences) {
+      if (std::find(found.begin(), found.end(), d.change) == found.end()) found.push_back(d.change);
+    }
+    std::sort(found.begin(), found.end());
+    auto names = [](const std::vector<ChangeClass>& classes) {
+      std::string out = "[";
+      for (ChangeClass c : classes)
+        out += (out.size() > 1 ? ", " : "") + std::string(kChangeClassNames[static_cast<int>(c)]);
+      return out + "]";
+    };
+    auto listing = [&] {
+      std::vector<std::string> parts;
+      for (const Disagreement& d : differences) {
+        parts.push_back(std::string(kChangeClassNames[static_cast<int>(d.change)]) + " " +
+                        d.observable + ": one_level " + d.one_level + " vs two_level " +
+                        d.two_level);
+      }
+      return join(parts);
+    };
+    if (model_differences) {
+      if (found != *model_differences) {
+        mismatches.push_back("model_differences: expected " + names(*model_differences) +
+                             ", found " + names(found) +
+                             (differences.empty() ? "" : " (" + listing() + ")"));
+      }
+    } else if (models_agree && !*models_agree && differences.empty()) {
+      mismatches.push_back(
+          "expected the layout models to disagree (models_agree: false), but they agree on "
+          "everything compared");
+    } else if ((!models_agree || *models_agree) && !differences.empty()) {
+      mismatches.push_back("the layout models disagree: " + listing());
+    }
   }
 
   void check_expectations(const Executed& e, std::vector<std::string>& mismatches) const {
@@ -460,12 +610,37 @@ std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error)
         node.fail_at(v[i], "ops", "submeshes must be the last op");
     }
   }
+  c->current_rank = node.optional<std::int64_t>("rank");
+  if (node.has("equal_to")) c->equal_to = read_mesh_spec(node, "equal_to");
   c->compare_models = node.optional<bool>("compare_models").value_or(false);
   if (auto agree = node.optional<bool>("models_agree")) {
     if (!c->compare_models)
       node.fail("models_agree", "only means something with compare_models: true");
     c->models_agree = *agree;
   }
+  if (YAML::Node v = node.raw("model_differences"); v && !v.IsNull()) {
+    if (!c->compare_models)
+      node.fail("model_differences", "only means something with compare_models: true");
+    if (c->models_agree)
+      node.fail("model_differences", "give either models_agree or model_differences, not both");
+    if (!v.IsSequence()) node.fail_at(v, "model_differences", "expected a list of change classes");
+    std::vector<ChangeClass> classes;
+    for (const auto& item : v) {
+      const auto change = item.IsScalar() ? parse_change_class(item.Scalar()) : std::nullopt;
+      if (!change) {
+        node.fail_at(item, "model_differences",
+                     "unknown change class '" + (item.IsScalar() ? item.Scalar() : "") +
+                         "' (known: new_rejection, semantic_change, representation_change, "
+                         "relaxation)");
+      }
+      if (std::find(classes.begin(), classes.end(), *change) == classes.end())
+        classes.push_back(*change);
+    }
+    std::sort(classes.begin(), classes.end());
+    c->model_differences = classes;
+  }
+  if (c->equal_to && !c->compare_models)
+    node.fail("equal_to", "only means something with compare_models: true");
 
   if (node.has("expect")) {
     if (expect_error) node.fail("expect", "give either expect or expect_error, not both");
@@ -476,7 +651,8 @@ std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error)
   }
 
   c->params_json = {{"mesh", yaml_to_json(node.node()["mesh"])}, {"model", to_string(c->model)}};
-  for (const char* key : {"flatten", "ops", "compare_models", "models_agree"}) {
+  for (const char* key : {"flatten", "ops", "rank", "equal_to", "compare_models", "models_agree",
+                          "model_differences"}) {
     if (node.node()[key]) c->params_json[key] = yaml_to_json(node.node()[key]);
   }
   return c;

@@ -40,17 +40,19 @@ std::int64_t MeshSpec::size() const {
   return meshgate::size(*layout);
 }
 
-DeviceMesh MeshSpec::build(LayoutModel model) const {
-  return layout ? DeviceMesh::from_layout(*layout, names, ranks, model)
-                : DeviceMesh::create(*shape, names, ranks, model);
+DeviceMesh MeshSpec::build(LayoutModel model, std::optional<std::int64_t> current_rank) const {
+  return layout ? DeviceMesh::from_layout(*layout, names, ranks, model, current_rank)
+                : DeviceMesh::create(*shape, names, ranks, model, current_rank);
 }
 
-MeshSpec read_mesh_spec(CaseNode& node) {
+MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
   MeshSpec spec;
-  CaseNode m = node.child("mesh");
+  const std::string k(key);
+  CaseNode m = node.child(k);
   const bool has_shape = m.has("shape");
   const bool has_layout = m.has("layout");
-  if (has_shape == has_layout) node.fail("mesh", "give exactly one of mesh.shape or mesh.layout");
+  if (has_shape == has_layout)
+    node.fail(k, "give exactly one of " + k + ".shape or " + k + ".layout");
   if (has_shape) {
     spec.shape = m.required<std::vector<std::int64_t>>("shape");
     if (spec.shape->empty()) m.fail("shape", "a mesh has at least one dim");
@@ -65,7 +67,15 @@ MeshSpec read_mesh_spec(CaseNode& node) {
       m.fail_at(v, "layout", err.what());
     }
   }
-  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) spec.names = read_dim_names(v, m, "names");
+  if (YAML::Node v = m.raw("names"); v && !v.IsNull()) {
+    spec.names = read_dim_names(v, m, "names");
+    const std::size_t ndim = spec.shape ? spec.shape->size() : spec.layout->rank();
+    if (spec.names.size() != ndim) {
+      m.fail_at(v, "names",
+                std::to_string(spec.names.size()) + " names for a mesh of " + std::to_string(ndim) +
+                    " dims: give one name per dim");
+    }
+  }
   if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) spec.ranks = read_ranks(v, m);
   return spec;
 }

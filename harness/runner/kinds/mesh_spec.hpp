@@ -22,11 +22,14 @@ struct MeshSpec {
   std::vector<std::int64_t> ranks;  // empty: the reference's default
 
   std::int64_t size() const;  // ranks the mesh spans
-  DeviceMesh build(LayoutModel model = LayoutModel::one_level) const;
+  // current_rank: the rank running the case (DeviceMesh::create's), default the first rank.
+  DeviceMesh build(LayoutModel model = LayoutModel::one_level,
+                   std::optional<std::int64_t> current_rank = std::nullopt) const;
 };
 
-// Reads node["mesh"]; InputError naming file:line, case and key for anything malformed.
-MeshSpec read_mesh_spec(CaseNode& node);
+// Reads node[key] ("mesh", or another key holding a mesh of the same form); InputError naming
+// file:line, case and key for anything malformed, e.g. names whose count differs from the dims.
+MeshSpec read_mesh_spec(CaseNode& node, std::string_view key = "mesh");
 
 // A dim name or a list of dim names.
 std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
