@@ -455,6 +455,40 @@ std::string warning_message(const DeviceMesh& mesh, std::span<const Placement> s
   return msg;
 }
 
+// Whether splitting `extent` elements with torch.chunk over `sizes` one after the other (the
+// first outermost) leaves every member of the group, row-major over `sizes`, the piece that one
+// torch.chunk split over their product gives it: then one collective over the flattened group
+// moves the same elements as the per-dim collectives. Pieces come in order, so equal lengths
+// mean equal pieces; size-1 dims split nothing. Uneven last chunks and empty chunks are
+// compared exactly, not refused by a divisibility test: 3 over 2x2 is 1,1,1,0 both ways.
+// A piece that is all full or all empty compares in one step, so the walk costs about the
+// sum of the sizes, not their product (no ranks are enumerated).
+bool nested_chunks_match_flat(std::int64_t extent, std::span<const std::int64_t> sizes) {
+  const std::int64_t n = product(sizes);
+  if (n <= 1 || extent % n == 0) return true;
+  const std::int64_t piece = padded_chunk(extent, n);
+  const auto flat_length = [&](std::int64_t member) {
+    return std::clamp<std::int64_t>(extent - member * piece, 0, piece);
+  };
+  // The nested split of `length` elements over sizes[level..], held by the `members` members
+  // from `first` on, against the flat split there.
+  const auto match = [&](const auto& self, std::int64_t length, std::size_t level,
+                         std::int64_t first, std::int64_t members) -> bool {
+    if (length == 0) return flat_length(first) == 0;  // flat lengths never grow again
+    if (length == piece * members) return flat_length(first + members - 1) == piece;
+    if (members == 1) return length == flat_length(first);
+    const std::int64_t parts = sizes[level];
+    const std::int64_t inner = members / parts;
+    for (std::int64_t j = 0; j < parts; ++j) {
+      if (!self(self, chunk_range(length, parts, j).length, level + 1, first + j * inner, inner)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  return match(match, extent, 0, 0, n);
+}
+
 struct MergeResult {
   std::optional<TransformStep> step;
   MergeReason reason = MergeReason::merged;
@@ -482,7 +516,12 @@ MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
   std::int64_t n = 1;
-  for (std::int64_t d : sorted) n *= shape[static_cast<std::size_t>(d)];
+  std::vector<std::int64_t> sizes;
+  sizes.reserve(sorted.size());
+  for (std::int64_t d : sorted) {
+    sizes.push_back(shape[static_cast<std::size_t>(d)]);
+    n *= sizes.back();
+  }
   const TransformStep* outer = &run.front();
   if (kind != StepKind::all_reduce) {
     const auto d = static_cast<std::size_t>(kind == StepKind::all_gather ? outer->src_tensor_dim
@@ -490,15 +529,17 @@ MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
     for (const TransformStep& s : run) {
       if (s.logical_shape[d] > outer->logical_shape[d]) outer = &s;
     }
-    // reduce_scatter as the reference; all_gather as the fix of #194457: a flat gather of
-    // uneven nested shards would put rows in the wrong place.
-    if (outer->logical_shape[d] % n != 0) return {std::nullopt, MergeReason::uneven_tensor_shape};
-    // The logical shape follows the source placements, but a reduce_scatter scatters the local
-    // tensor, which an earlier step of the plan may already have chunked (R,P,P -> S0,S0,S0
-    // chunks on A first): 4 rows on 2x2x2 pass 4 % (B*C) while the 2 local rows split 1,0,1,0
-    // nested but 1,1,0,0 flat. The reference merges there and moves rows; refuse as uneven.
-    if (kind == StepKind::reduce_scatter && !run.front().input_shape.empty() &&
-        run.front().input_shape[d] % n != 0) {
+    // The flat collective must place every element where the run's per-dim ones do (spec
+    // section 7, class 1). An all_gather rebuilds the outermost logical size from the nested
+    // pieces (the reference has no guard here, #194457). A reduce_scatter splits the local
+    // tensor, which an earlier step may already have chunked: (R,P,P) -> (S0,S0,S0) on 2x2x2
+    // with 4 rows chunks on A first, and the 2 local rows split 1,0,1,0 over B,C nested but
+    // 1,1,0,0 flat, although 4 rows divide by B*C (the reference merges there and moves rows).
+    // Both sizes are the same on every rank of the group, so its ranks agree.
+    const std::int64_t extent = kind == StepKind::all_gather || run.front().input_shape.empty()
+                                    ? outer->logical_shape[d]
+                                    : run.front().input_shape[d];
+    if (!nested_chunks_match_flat(extent, sizes)) {
       return {std::nullopt, MergeReason::uneven_tensor_shape};
     }
   }

@@ -72,7 +72,8 @@ enum class MergeReason : std::uint8_t {
   too_few_transforms,       // a run of one: silent
   non_ascending_mesh_dims,  // reduce_scatter not ascending / all_gather not descending
   no_flattened_mesh,        // no registered flattened dim has the run's layout
-  uneven_tensor_shape,      // reduce_scatter, or (#194457) all_gather, not evenly divisible
+  uneven_tensor_shape,      // the flat split of the shard dim differs from the nested one
+                            // (reduce_scatter, and all_gather as #194457 proposes)
   optimization_disabled,    // kill switch or PlanOptions::optimize = false: silent
 };
 std::string_view to_string(MergeReason reason);
