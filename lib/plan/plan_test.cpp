@@ -377,6 +377,49 @@ TEST(Merge, UnevenSplitsThatCoincideStillMerge) {
   EXPECT_EQ(comms(m, "S(0),S(0)", "R,R", {0}), (Strings{"all_gather(A+B, dim=0)"}));
 }
 
+// Another implementation's plan replayed as written: PyTorch's for (R,P,P) -> (S0,S0,S0) on
+// 2x2x2 with [B,C] flattened and 4 rows merges the reduce_scatters that meshgate refuses.
+TEST(StepsFromText, ReplaysAPlanAsWrittenWithThisRanksShapes) {
+  const DeviceMesh m = mesh_of({2, 2, 2}, {"A", "B", "C"});
+  flatten(m, {"B", "C"});
+  const Case c = spec(m, "R,P(sum),P(sum)", "S(0),S(0),S(0)", {4});
+  const std::vector<std::string> texts = {"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"};
+  const std::vector<TransformStep> steps = steps_from_text(c.src, texts, Dims{0, 1, 0});
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(all_steps(m, steps), (Strings{"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"}));
+  EXPECT_EQ(steps[1].mesh_dims, (Dims{1, 2}));
+  EXPECT_EQ(steps[1].group_size, 4);
+  EXPECT_EQ(steps[1].flattened_name, "B_C");
+  EXPECT_EQ(steps[1].input_shape, (Shape{2}));
+  // B=1, C=0 is member 2 of the flat group: 2 rows split 1,1,0,0 leave it none (nested: 1).
+  EXPECT_EQ(steps[1].output_shape, (Shape{0}));
+  EXPECT_EQ(steps[1].bytes, 4 * 4);
+  // all_gather trims to the logical shape at its outermost dim; all_to_all parses both dims.
+  const Case g = spec(m, "S(0),S(0),S(1)", "R,R,R", {5, 6});
+  const std::vector<TransformStep> ag =
+      steps_from_text(g.src, std::vector<std::string>{"all_gather(A+B, dim=0)",
+                                                      "all_to_all(C, dim=1->0)"});
+  EXPECT_EQ(ag[0].logical_shape, (Shape{5, 6}));
+  EXPECT_EQ(ag[0].output_shape, (Shape{5, 3}));
+  EXPECT_EQ(ag[1].src_tensor_dim, 1);
+  EXPECT_EQ(ag[1].dst_tensor_dim, 0);
+  // Bad text names the step and what is wrong.
+  for (const auto& [text, why] : {std::pair{"all_gather(D, dim=0)", "'D' is not a dim"},
+                                  std::pair{"all_reduce(A, mean)", "unknown reduce op"},
+                                  std::pair{"gather(A, dim=0)", "unknown kind 'gather'"},
+                                  std::pair{"all_gather(A, dim=2)", "the tensor has 1 dims"},
+                                  std::pair{"all_gather(A+A, dim=0)", "twice"},
+                                  std::pair{"all_gather A", "kind(dims, ...)"}}) {
+    try {
+      steps_from_text(c.src, std::vector<std::string>{text});
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Merge, SumAvgBecomesSumThenDivide) {
   const DeviceMesh m = mesh_of({2, 4}, {"A", "B"});
   flatten(m, {"A", "B"});
