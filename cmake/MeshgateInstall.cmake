@@ -2,7 +2,7 @@
 # the runner, the driver with its launcher, the cases and the schemas.
 #   <prefix>/include/meshgate/<module>/*.hpp      included as "<module>/<file>.hpp"
 #   <prefix>/lib/cmake/meshgate/                  find_package(meshgate)
-#   <prefix>/bin/meshgate-runner, bin/meshgate
+#   <prefix>/bin/meshgate-runner, bin/meshgate-plan, bin/meshgate
 #   <prefix>/lib/meshgate/python/meshgate/        the driver package
 #   <prefix>/share/meshgate/cases, share/meshgate/schemas
 include(GNUInstallDirs)
@@ -34,7 +34,7 @@ install(FILES ${PROJECT_BINARY_DIR}/meshgateConfig.cmake
         DESTINATION ${MESHGATE_CMAKE_DIR})
 
 if(MESHGATE_BUILD_HARNESS)
-  install(TARGETS meshgate-runner RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS meshgate-runner meshgate-plan RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   set(MESHGATE_PYTHON_DIR ${CMAKE_INSTALL_LIBDIR}/meshgate/python)
   install(DIRECTORY harness/meshgate DESTINATION ${MESHGATE_PYTHON_DIR}
           PATTERN "__pycache__" EXCLUDE)

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TextIO
 
 RUNNER_TARGET = "meshgate-runner"
+# `meshgate plan`'s binary: the planner alone, which starts in milliseconds where the runner
+# first loads CUDA, cuBLASLt, NCCL and MPI.
+PLAN_TARGET = "meshgate-plan"
 # Lines by which the Makefile and Ninja generators announce real work (a no-op build prints
 # only "Built target" lines).
 WORK_MARKERS = ("Building CXX object", "Building CUDA object", "Building C object", "Linking ",
@@ -49,14 +52,15 @@ def source_root() -> Path:
     return checkout_root() or Path.cwd().resolve()
 
 
-def installed_runner(env: dict) -> Path | None:
-    """meshgate-runner as `cmake --install` puts it: beside the `meshgate` command that is
-    running, on PATH, or in the bin/ of the Python prefix the driver was installed into."""
+def installed_runner(env: dict, target: str = RUNNER_TARGET) -> Path | None:
+    """meshgate-runner (or meshgate-plan) as `cmake --install` puts it: beside the `meshgate`
+    command that is running, on PATH, or in the bin/ of the Python prefix the driver was
+    installed into."""
     for folder in (Path(sys.argv[0]).resolve().parent, Path(sys.prefix) / "bin"):
-        candidate = folder / RUNNER_TARGET
+        candidate = folder / target
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    found = shutil.which(RUNNER_TARGET, path=env.get("PATH"))
+    found = shutil.which(target, path=env.get("PATH"))
     return Path(found) if found else None
 
 
@@ -166,6 +170,17 @@ def is_configured(build_dir: Path) -> bool:
         (build_dir / name).exists() for name in ("Makefile", "build.ninja"))
 
 
+def knows_target(build_dir: Path, target: str) -> bool:
+    """Whether the generated build system has `target`: a folder configured before the target
+    was added (e.g. meshgate-plan) needs configuring again, which `cmake --build` with the
+    Makefile generator does not do for a target it does not know."""
+    for name, line in (("Makefile", f"\n{target}:"), ("build.ninja", f"\nbuild {target}:")):
+        path = build_dir / name
+        if path.exists():
+            return line in path.read_text(errors="replace")
+    return False
+
+
 def build_target(root: Path, preset: str, env: dict, out: TextIO,
                  target: str = RUNNER_TARGET, configure_args: tuple[str, ...] = (),
                  checked_packages: bool = False) -> Path:
@@ -173,7 +188,7 @@ def build_target(root: Path, preset: str, env: dict, out: TextIO,
     configured already, then builds only `target` with `-j build_jobs()`. Returns the build
     folder; BuildError when a step fails."""
     build_dir = root / "build" / preset
-    if not is_configured(build_dir):
+    if not is_configured(build_dir) or not knows_target(build_dir, target):
         if not checked_packages:
             ensure_system_packages(root, out, env)
         out.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
@@ -196,41 +211,44 @@ def require_cmake(root: Path, out: TextIO, env: dict) -> bool:
     return True
 
 
-def find_runner(build_dir: Path) -> Path:
-    """The meshgate-runner executable inside a build folder."""
-    for candidate in (build_dir / "harness" / "runner" / RUNNER_TARGET,
-                      build_dir / "bin" / RUNNER_TARGET, build_dir / RUNNER_TARGET):
+def find_runner(build_dir: Path, target: str = RUNNER_TARGET) -> Path:
+    """The meshgate-runner (or another harness/runner `target`) executable inside a build
+    folder."""
+    for candidate in (build_dir / "harness" / "runner" / target,
+                      build_dir / "bin" / target, build_dir / target):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    for candidate in sorted(build_dir.rglob(RUNNER_TARGET)):
+    for candidate in sorted(build_dir.rglob(target)):
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise BuildError(f"the build finished but no {RUNNER_TARGET} executable is under {build_dir}")
+    raise BuildError(f"the build finished but no {target} executable is under {build_dir}")
 
 
 def runner_command(root: Path | None = None, preset: str | None = None,
-                   env: dict | None = None, out: TextIO | None = None) -> list[str]:
-    """The command that starts meshgate-runner: MESHGATE_RUNNER when set; in a checkout, its
-    build (built first when stale); elsewhere the installed runner (installed_runner)."""
+                   env: dict | None = None, out: TextIO | None = None,
+                   target: str = RUNNER_TARGET, override: str = "MESHGATE_RUNNER") -> list[str]:
+    """The command that starts meshgate-runner (or `target`): the executable the environment
+    variable `override` names when set; in a checkout, its build (built first when stale);
+    elsewhere the installed one (installed_runner)."""
     env = dict(os.environ) if env is None else env
     out = out or sys.stderr
-    given = env.get("MESHGATE_RUNNER")
+    given = env.get(override)
     if given:
         path = Path(given)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise BuildError(f"MESHGATE_RUNNER={given} is not an executable file: unset it to "
-                             f"build the runner, or point it at a built meshgate-runner")
+            raise BuildError(f"{override}={given} is not an executable file: unset it to "
+                             f"build {target}, or point it at a built {target}")
         return [str(path)]
     root = root or source_root()
     if not is_checkout(root):
-        runner = installed_runner(env)
+        runner = installed_runner(env, target)
         if runner is None:
-            raise BuildError(f"no {RUNNER_TARGET} found: outside a meshgate checkout the driver "
-                             f"uses an installed runner (cmake --install build/<preset> --prefix P "
-                             f"puts it in P/bin: add that to PATH), or set MESHGATE_RUNNER")
+            raise BuildError(f"no {target} found: outside a meshgate checkout the driver uses an "
+                             f"installed one (cmake --install build/<preset> --prefix P puts it "
+                             f"in P/bin: add that to PATH), or set {override}")
         return [str(runner)]
     checked_packages = require_cmake(root, out, env)
     preset = preset_for(root, preset, env)
-    build_dir = build_target(root, preset, ccache_env(env, root), out,
+    build_dir = build_target(root, preset, ccache_env(env, root), out, target=target,
                              checked_packages=checked_packages)
-    return [str(find_runner(build_dir))]
+    return [str(find_runner(build_dir, target))]

@@ -4,14 +4,11 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "plan_command.hpp"
 #include "provenance.hpp"
 
 int main(int argc, char** argv) {
   namespace runner = meshgate::runner;
   const std::vector<std::string> args(argv + 1, argv + argc);
-  if (!args.empty() && args[0] == "plan")
-    return runner::plan_command(std::span(args).subspan(1), std::cout, std::cerr);
   runner::Command command;
   try {
     command = runner::parse_command_line(args);

@@ -387,7 +387,7 @@ int run_plan(const PlanArgs& a, std::ostream& out) {
 }  // namespace
 
 std::string plan_usage_text() {
-  return "usage: meshgate-runner plan --mesh 2x2x2:A,B,C [--flatten A,C[=name]]... \\\n"
+  return "usage: meshgate-plan --mesh 2x2x2:A,B,C [--flatten A,C[=name]]... \\\n"
          "         --from \"P(sum),R,P(sum)\" --to \"R,R,R\" [--shape 1024,1024] \\\n"
          "         [--dtype float32] [--coord 0,0,0] [--no-optimize] [--planner greedy|min_cost]\n"
          "         [--api internal|public] [--ranks-per-node 8] [--json]\n"
@@ -407,16 +407,16 @@ int plan_command(std::span<const std::string> args, std::ostream& out, std::ostr
   try {
     parsed = parse_args(args);
   } catch (const PlanUsageError& e) {
-    err << "meshgate-runner plan: " << e.what() << "\n\n" << plan_usage_text();
+    err << "meshgate-plan: " << e.what() << "\n\n" << plan_usage_text();
     return 2;
   } catch (const Error& e) {
-    err << "meshgate-runner plan: " << e.what() << "\n\n" << plan_usage_text();
+    err << "meshgate-plan: " << e.what() << "\n\n" << plan_usage_text();
     return 2;
   }
   try {
     return run_plan(parsed, out);
   } catch (const Error& e) {
-    err << "meshgate-runner plan: " << e.what() << '\n';
+    err << "meshgate-plan: " << e.what() << '\n';
     return 2;
   }
 }

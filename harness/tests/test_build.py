@@ -87,6 +87,18 @@ class BuildTest(unittest.TestCase):
                                          "meshgate-runner", "-j", self.jobs]])
         self.assertEqual(self.out.getvalue(), "")
 
+    def test_tree_configured_before_a_target_existed_is_configured_again(self):
+        # `cmake --build --target meshgate-plan` on a Makefile without that target fails
+        # instead of re-running CMake, so the driver configures first.
+        self.build()
+        (self.root / "build" / "cpu" / "Makefile").write_text(
+            "meshgate-runner: cmake_check_build_system\n")
+        self.assertFalse(build.knows_target(self.root / "build" / "cpu", build.PLAN_TARGET))
+        self.log.unlink()
+        self.build()
+        self.assertEqual(self.calls()[0], ["--preset", "cpu"])
+        self.assertTrue(build.knows_target(self.root / "build" / "cpu", build.PLAN_TARGET))
+
     def test_builds_on_every_usable_cpu(self):
         expected = len(os.sched_getaffinity(0))
         self.assertEqual(build.build_jobs({}), expected)

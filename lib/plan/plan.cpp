@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <functional>
 #include <mutex>
 #include <set>
@@ -455,6 +456,40 @@ std::string warning_message(const DeviceMesh& mesh, std::span<const Placement> s
   return msg;
 }
 
+// Whether splitting `extent` elements with torch.chunk over `sizes` one after the other (the
+// first outermost) leaves every member of the group, row-major over `sizes`, the piece that one
+// torch.chunk split over their product gives it: then one collective over the flattened group
+// moves the same elements as the per-dim collectives. Pieces come in order, so equal lengths
+// mean equal pieces; size-1 dims split nothing. Uneven last chunks and empty chunks are
+// compared exactly, not refused by a divisibility test: 3 over 2x2 is 1,1,1,0 both ways.
+// A piece that is all full or all empty compares in one step, so the walk costs about the
+// sum of the sizes, not their product (no ranks are enumerated).
+bool nested_chunks_match_flat(std::int64_t extent, std::span<const std::int64_t> sizes) {
+  const std::int64_t n = product(sizes);
+  if (n <= 1 || extent % n == 0) return true;
+  const std::int64_t piece = padded_chunk(extent, n);
+  const auto flat_length = [&](std::int64_t member) {
+    return std::clamp<std::int64_t>(extent - member * piece, 0, piece);
+  };
+  // The nested split of `length` elements over sizes[level..], held by the `members` members
+  // from `first` on, against the flat split there.
+  const auto match = [&](const auto& self, std::int64_t length, std::size_t level,
+                         std::int64_t first, std::int64_t members) -> bool {
+    if (length == 0) return flat_length(first) == 0;  // flat lengths never grow again
+    if (length == piece * members) return flat_length(first + members - 1) == piece;
+    if (members == 1) return length == flat_length(first);
+    const std::int64_t parts = sizes[level];
+    const std::int64_t inner = members / parts;
+    for (std::int64_t j = 0; j < parts; ++j) {
+      if (!self(self, chunk_range(length, parts, j).length, level + 1, first + j * inner, inner)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  return match(match, extent, 0, 0, n);
+}
+
 struct MergeResult {
   std::optional<TransformStep> step;
   MergeReason reason = MergeReason::merged;
@@ -482,7 +517,12 @@ MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
   std::int64_t n = 1;
-  for (std::int64_t d : sorted) n *= shape[static_cast<std::size_t>(d)];
+  std::vector<std::int64_t> sizes;
+  sizes.reserve(sorted.size());
+  for (std::int64_t d : sorted) {
+    sizes.push_back(shape[static_cast<std::size_t>(d)]);
+    n *= sizes.back();
+  }
   const TransformStep* outer = &run.front();
   if (kind != StepKind::all_reduce) {
     const auto d = static_cast<std::size_t>(kind == StepKind::all_gather ? outer->src_tensor_dim
@@ -490,15 +530,17 @@ MergeResult try_merge(const DeviceMesh& mesh, const FlatModes* modes,
     for (const TransformStep& s : run) {
       if (s.logical_shape[d] > outer->logical_shape[d]) outer = &s;
     }
-    // reduce_scatter as the reference; all_gather as the fix of #194457: a flat gather of
-    // uneven nested shards would put rows in the wrong place.
-    if (outer->logical_shape[d] % n != 0) return {std::nullopt, MergeReason::uneven_tensor_shape};
-    // The logical shape follows the source placements, but a reduce_scatter scatters the local
-    // tensor, which an earlier step of the plan may already have chunked (R,P,P -> S0,S0,S0
-    // chunks on A first): 4 rows on 2x2x2 pass 4 % (B*C) while the 2 local rows split 1,0,1,0
-    // nested but 1,1,0,0 flat. The reference merges there and moves rows; refuse as uneven.
-    if (kind == StepKind::reduce_scatter && !run.front().input_shape.empty() &&
-        run.front().input_shape[d] % n != 0) {
+    // The flat collective must place every element where the run's per-dim ones do (spec
+    // section 7, class 1). An all_gather rebuilds the outermost logical size from the nested
+    // pieces (the reference has no guard here, #194457). A reduce_scatter splits the local
+    // tensor, which an earlier step may already have chunked: (R,P,P) -> (S0,S0,S0) on 2x2x2
+    // with 4 rows chunks on A first, and the 2 local rows split 1,0,1,0 over B,C nested but
+    // 1,1,0,0 flat, although 4 rows divide by B*C (the reference merges there and moves rows).
+    // Both sizes are the same on every rank of the group, so its ranks agree.
+    const std::int64_t extent = kind == StepKind::all_gather || run.front().input_shape.empty()
+                                    ? outer->logical_shape[d]
+                                    : run.front().input_shape[d];
+    if (!nested_chunks_match_flat(extent, sizes)) {
       return {std::nullopt, MergeReason::uneven_tensor_shape};
     }
   }
@@ -942,6 +984,153 @@ std::vector<TransformStep> greedy_transforms(const DTensorSpec& src, const DTens
                                              std::span<const std::int64_t> coordinate, Api api) {
   const MeshView v = check_and_view(src, dst, coordinate);
   return greedy(src, dst, v, api);
+}
+
+namespace {
+
+// One step of steps_from_text with its kind, dims, placements and tensor dims set.
+TransformStep parse_step(const DeviceMesh& mesh, const std::vector<std::int64_t>& mesh_shape,
+                         const std::string& text) {
+  const auto fail = [&](const std::string& why) -> Error {
+    return Error(ErrorKind::value, "step '" + text + "': " + why);
+  };
+  const std::size_t open = text.find('(');
+  if (open == std::string::npos || text.empty() || text.back() != ')') {
+    throw fail("write it as kind(dims, ...), e.g. reduce_scatter(B+C, sum, dim=0)");
+  }
+  const std::string name = text.substr(0, open);
+  std::vector<std::string> args;
+  std::size_t start = open + 1;
+  for (std::size_t i = start; i < text.size(); ++i) {
+    if (text[i] == ',' || i + 1 == text.size()) {
+      std::string arg = text.substr(start, i - start);
+      while (!arg.empty() && arg.front() == ' ') arg.erase(arg.begin());
+      while (!arg.empty() && arg.back() == ' ') arg.pop_back();
+      args.push_back(arg);
+      start = i + 1;
+    }
+  }
+  TransformStep s;
+  const auto dim_arg = [&](const std::string& arg) -> std::int64_t {
+    std::int64_t v = -1;
+    if (arg.rfind("dim=", 0) == 0) {
+      const char* b = arg.data() + 4;
+      const auto [end, ec] = std::from_chars(b, arg.data() + arg.size(), v);
+      if (ec == std::errc() && end == arg.data() + arg.size() && v >= 0) return v;
+    }
+    throw fail("expected dim=N, got '" + arg + "'");
+  };
+  const auto op_arg = [&](const std::string& arg) -> ReduceOp {
+    try {
+      return parse_reduce_op(arg);
+    } catch (const Error& e) {
+      throw fail(e.what());
+    }
+  };
+  const auto arity = [&](std::size_t n) {
+    if (args.size() != n) {
+      throw fail("takes " + std::to_string(n) + " arguments, got " + std::to_string(args.size()));
+    }
+  };
+  if (name == "all_reduce" || name == "partial") {
+    arity(2);
+    s.kind = name == "all_reduce" ? StepKind::all_reduce : StepKind::local_partial;
+    s.reduce_op = op_arg(args[1]);
+    s.src = name == "all_reduce" ? Placement::partial(s.reduce_op) : Placement::replicate();
+    s.dst = name == "all_reduce" ? Placement::replicate() : Placement::partial(s.reduce_op);
+  } else if (name == "reduce_scatter") {
+    arity(3);
+    s.kind = StepKind::reduce_scatter;
+    s.reduce_op = op_arg(args[1]);
+    s.dst_tensor_dim = dim_arg(args[2]);
+    s.src = Placement::partial(s.reduce_op);
+    s.dst = Placement::shard(s.dst_tensor_dim);
+  } else if (name == "all_gather" || name == "chunk") {
+    arity(2);
+    const std::int64_t d = dim_arg(args[1]);
+    if (name == "all_gather") {
+      s.kind = StepKind::all_gather;
+      s.src_tensor_dim = d;
+      s.src = Placement::shard(d);
+    } else {
+      s.kind = StepKind::local_chunk;
+      s.dst_tensor_dim = d;
+      s.dst = Placement::shard(d);
+    }
+  } else if (name == "all_to_all") {
+    arity(2);
+    const std::size_t arrow = args[1].find("->");
+    if (arrow == std::string::npos) throw fail("expected dim=A->B, got '" + args[1] + "'");
+    s.kind = StepKind::all_to_all;
+    s.src_tensor_dim = dim_arg(args[1].substr(0, arrow));
+    s.dst_tensor_dim = dim_arg("dim=" + args[1].substr(arrow + 2));
+    s.src = Placement::shard(s.src_tensor_dim);
+    s.dst = Placement::shard(s.dst_tensor_dim);
+  } else {
+    throw fail("unknown kind '" + name +
+               "': use all_reduce, reduce_scatter, all_gather, all_to_all, chunk or partial");
+  }
+  const std::vector<std::string>& names = mesh.names();
+  std::size_t from = 0;
+  const std::string& dims = args[0];
+  for (std::size_t i = 0; i <= dims.size(); ++i) {
+    if (i < dims.size() && dims[i] != '+') continue;
+    const std::string dim = dims.substr(from, i - from);
+    from = i + 1;
+    std::int64_t index = -1;
+    if (const auto it = std::find(names.begin(), names.end(), dim); it != names.end()) {
+      index = it - names.begin();
+    } else if (names.empty()) {
+      std::from_chars(dim.data(), dim.data() + dim.size(), index);
+    }
+    if (index < 0 || index >= static_cast<std::int64_t>(mesh_shape.size())) {
+      throw fail("'" + dim + "' is not a dim of the mesh");
+    }
+    s.mesh_dims.push_back(index);
+  }
+  std::sort(s.mesh_dims.begin(), s.mesh_dims.end());
+  if (std::adjacent_find(s.mesh_dims.begin(), s.mesh_dims.end()) != s.mesh_dims.end()) {
+    throw fail("names a mesh dim twice");
+  }
+  s.group_size = 1;
+  for (std::int64_t m : s.mesh_dims) s.group_size *= mesh_shape[static_cast<std::size_t>(m)];
+  return s;
+}
+
+}  // namespace
+
+std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
+                                           std::span<const std::string> texts,
+                                           std::span<const std::int64_t> coordinate,
+                                           const Topology& topology) {
+  const MeshView v = check_and_view(src, src, coordinate);
+  // The tensor as seen at each mesh dim, as the greedy planner's logical shapes.
+  std::vector<Shape> logical = {src.shape};
+  for (std::size_t i = 0; i + 1 < v.shape.size(); ++i) {
+    logical.push_back(logical.back());
+    if (src.placements[i].is_shard()) {
+      std::int64_t& extent = logical.back()[static_cast<std::size_t>(src.placements[i].dim())];
+      extent = chunk_range(extent, v.shape[i], v.coord[i]).length;
+    }
+  }
+  Shape local = local_shard(src, v.coord).shape;
+  std::vector<TransformStep> out;
+  for (const std::string& text : texts) {
+    TransformStep s = parse_step(src.mesh, v.shape, text);
+    for (std::int64_t d : {s.src_tensor_dim, s.dst_tensor_dim}) {
+      if (d >= static_cast<std::int64_t>(src.shape.size())) {
+        throw Error(ErrorKind::value, "step '" + text + "': the tensor has " +
+                                          std::to_string(src.shape.size()) + " dims");
+      }
+    }
+    s.logical_shape = logical[static_cast<std::size_t>(s.mesh_dims.front())];
+    if (s.merged()) s.flattened_name = lookup_flattened(src.mesh, &v.modes, s.mesh_dims).value_or("");
+    fill_shapes(s, v, local, src.element_size);
+    fill_cost(s, v, topology);
+    local = s.output_shape;
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::vector<TransformStep> merge_flattened_runs(

@@ -72,7 +72,8 @@ enum class MergeReason : std::uint8_t {
   too_few_transforms,       // a run of one: silent
   non_ascending_mesh_dims,  // reduce_scatter not ascending / all_gather not descending
   no_flattened_mesh,        // no registered flattened dim has the run's layout
-  uneven_tensor_shape,      // reduce_scatter, or (#194457) all_gather, not evenly divisible
+  uneven_tensor_shape,      // the flat split of the shard dim differs from the nested one
+                            // (reduce_scatter, and all_gather as #194457 proposes)
   optimization_disabled,    // kill switch or PlanOptions::optimize = false: silent
 };
 std::string_view to_string(MergeReason reason);
@@ -160,6 +161,20 @@ std::vector<TransformStep> merge_flattened_runs(
     const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
     const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs = nullptr,
     std::vector<PlanWarning>* warnings = nullptr, std::int64_t element_size = 4);
+
+// A plan written out step by step in the form to_string(TransformStep) prints
+// ("chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)", "all_reduce(A+B, avg)",
+// "all_gather(A+B, dim=0)", "all_to_all(B, dim=0->1)", "partial(A, sum)"), with the shapes,
+// bytes and modeled cost of the rank at `coordinate`, so that the executor can replay another
+// implementation's plan, right or wrong, as issued. Dims are names (indices on an unnamed
+// mesh); several dims run on their flattened group, row-major over them in ascending order,
+// and an all_gather or all_to_all trims to the logical shape at the outermost of them, as the
+// reference's merged step does. Nothing checks that the steps reach `src`'s target.
+// Error(value) naming the step when its text does not parse or names no dim of the mesh.
+std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
+                                           std::span<const std::string> texts,
+                                           std::span<const std::int64_t> coordinate = {},
+                                           const Topology& topology = {});
 
 // _get_flattened_mesh_by_layout: the name of the root's registered flattened dim whose layout
 // equals the layout of `dims` of `mesh` (names do not matter, size-1 dims vanish); nullopt

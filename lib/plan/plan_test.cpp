@@ -310,12 +310,13 @@ TEST(Merge, ReduceScatterEvennessCountsOnlyTheRunsDims) {
   flatten(m, {"B", "C"});
   const Plan q = plan(m, "R,P(sum),P(sum)", "R,S(0),S(0)", {8});
   EXPECT_EQ(comm_strings(q.steps, m), (Strings{"reduce_scatter(B+C, sum, dim=0)"}));
-  // An intervening shard on A is already in the logical shape: 8 rows per A-shard divide.
+  // An intervening shard on A is already in the local tensor: 8 rows per A-shard divide;
+  // 6 rows split 1,1,1,0 over B then C but 2,2,2,0 flat.
   const Case c = spec(m, "R,P(sum),P(sum)", "R,S(0),S(0)", {8192});
   std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst);
-  for (TransformStep& s : steps) s.logical_shape = {8};
+  for (TransformStep& s : steps) s.logical_shape = s.input_shape = {8};
   EXPECT_EQ(merge_flattened_runs(m, c.src.placements, c.dst.placements, steps).size(), 1u);
-  for (TransformStep& s : steps) s.logical_shape = {6};
+  for (TransformStep& s : steps) s.logical_shape = s.input_shape = {6};
   EXPECT_EQ(merge_flattened_runs(m, c.src.placements, c.dst.placements, steps).size(), 2u);
   // The spec's example: the planner gives all_reduce(C), reduce_scatter(B), chunk(C).
   const Plan p = plan(m, "S(0),P(sum),P(sum)", "S(0),S(0),S(0)", {8192});
@@ -345,6 +346,78 @@ TEST(Merge, AllGatherDescendingAndTheFixOf194457) {
   std::vector<RunDecision> runs;
   merge_flattened_runs(m, c.src.placements, c.dst.placements, steps, &runs);
   EXPECT_EQ(runs[0].reason, MergeReason::non_ascending_mesh_dims);
+}
+
+// The evenness guards compare the nested and flat torch.chunk splits exactly instead of testing
+// divisibility, so uneven splits that place every element alike still merge.
+TEST(Merge, UnevenSplitsThatCoincideStillMerge) {
+  const DeviceMesh m = mesh_of({2, 2}, {"A", "B"});
+  flatten(m, {"A", "B"});
+  // 3 rows: nested 2 -> 1,1 and 1 -> 1,0 is 1,1,1,0, as flat.
+  const Plan three = plan(m, "S(0),S(0)", "R,R", {3});
+  EXPECT_EQ(comm_strings(three.steps, m), (Strings{"all_gather(A+B, dim=0)"}));
+  EXPECT_TRUE(three.warnings.empty());
+  EXPECT_EQ(three.steps[0].output_shape, (Shape{3}));
+  // Size-1 dims split nothing: 3 rows on 2x1 are 2,1 both ways (PyTorch merges too).
+  const DeviceMesh m21 = mesh_of({2, 1}, {"A", "B"});
+  flatten(m21, {"A", "B"});
+  const Plan size_one = plan(m21, "S(0),S(0)", "R,R", {3});
+  EXPECT_EQ(comm_strings(size_one.steps, m21), (Strings{"all_gather(A+B, dim=0)"}));
+  EXPECT_TRUE(size_one.warnings.empty());
+  // reduce_scatter of 7 rows over 2x4: nested 4 -> 1,1,1,1 and 3 -> 1,1,1,0, as flat.
+  const DeviceMesh m24 = mesh_of({2, 4}, {"A", "B"});
+  flatten(m24, {"A", "B"});
+  EXPECT_EQ(comms(m24, "P(sum),P(sum)", "S(0),S(0)", {7, 2}),
+            (Strings{"reduce_scatter(A+B, sum, dim=0)"}));
+  // ... while 6 rows split 3,3 -> 1,1,1,0 twice, flat 1,1,1,1,1,1,0,0: refused.
+  EXPECT_EQ(plan(m24, "P(sum),P(sum)", "S(0),S(0)", {6, 2}).runs[0].reason,
+            MergeReason::uneven_tensor_shape);
+  // Empty shards: 2 rows over 2x2 are 1,0,1,0 nested, 1,1,0,0 flat.
+  EXPECT_EQ(plan(m, "S(0),S(0)", "R,R", {2}).runs[0].reason, MergeReason::uneven_tensor_shape);
+  EXPECT_EQ(comms(m, "S(0),S(0)", "R,R", {0}), (Strings{"all_gather(A+B, dim=0)"}));
+}
+
+// Another implementation's plan replayed as written: PyTorch's for (R,P,P) -> (S0,S0,S0) on
+// 2x2x2 with [B,C] flattened and 4 rows merges the reduce_scatters that meshgate refuses.
+TEST(StepsFromText, ReplaysAPlanAsWrittenWithThisRanksShapes) {
+  const DeviceMesh m = mesh_of({2, 2, 2}, {"A", "B", "C"});
+  flatten(m, {"B", "C"});
+  const Case c = spec(m, "R,P(sum),P(sum)", "S(0),S(0),S(0)", {4});
+  const std::vector<std::string> texts = {"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"};
+  const std::vector<TransformStep> steps = steps_from_text(c.src, texts, Dims{0, 1, 0});
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(all_steps(m, steps), (Strings{"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"}));
+  EXPECT_EQ(steps[1].mesh_dims, (Dims{1, 2}));
+  EXPECT_EQ(steps[1].group_size, 4);
+  EXPECT_EQ(steps[1].flattened_name, "B_C");
+  EXPECT_EQ(steps[1].input_shape, (Shape{2}));
+  // B=1, C=0 is member 2 of the flat group: 2 rows split 1,1,0,0 leave it none (nested: 1).
+  EXPECT_EQ(steps[1].output_shape, (Shape{0}));
+  EXPECT_EQ(steps[1].bytes, 4 * 4);
+  // all_gather trims to the logical shape at its outermost dim; all_to_all parses both dims.
+  const Case g = spec(m, "S(0),S(0),S(1)", "R,R,R", {5, 6});
+  const std::vector<TransformStep> ag =
+      steps_from_text(g.src, std::vector<std::string>{"all_gather(A+B, dim=0)",
+                                                      "all_to_all(C, dim=1->0)"});
+  EXPECT_EQ(ag[0].logical_shape, (Shape{5, 6}));
+  EXPECT_EQ(ag[0].output_shape, (Shape{5, 3}));
+  EXPECT_EQ(ag[1].src_tensor_dim, 1);
+  EXPECT_EQ(ag[1].dst_tensor_dim, 0);
+  // Bad text names the step and what is wrong.
+  for (const auto& [text, why] : {std::pair{"all_gather(D, dim=0)", "'D' is not a dim"},
+                                  std::pair{"all_reduce(A, mean)", "unknown reduce op"},
+                                  std::pair{"gather(A, dim=0)", "unknown kind 'gather'"},
+                                  std::pair{"all_gather(A, dim=2)", "the tensor has 1 dims"},
+                                  std::pair{"all_gather(A+A, dim=0)", "twice"},
+                                  std::pair{"all_gather A", "kind(dims, ...)"}}) {
+    try {
+      steps_from_text(c.src, std::vector<std::string>{text});
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Merge, SumAvgBecomesSumThenDivide) {

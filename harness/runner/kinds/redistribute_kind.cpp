@@ -15,6 +15,12 @@
 // plans of every coordinate use, in one order, before running anything, and every world-wide
 // call here (splits, count sums, timing barriers and max) is made the same number of times on
 // every rank whatever its plan.
+//
+// `steps:` replaces planning with a plan written out step by step (steps_from_text), such as
+// the plan PyTorch issues, so that a case can show what another implementation's plan does to
+// the data: `expect.wrong_shapes` and `expect.wrong_elements` then say how many ranks end with
+// the wrong shape and how many elements are wrong, and the case fails unless exactly that
+// happens. The plan meshgate would issue is reported beside it (`meshgate_plan`).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -95,6 +101,7 @@ enum Count : std::size_t {
 struct RankResult {
   std::vector<std::string> issued;
   std::vector<std::string> issued_unmerged;
+  std::vector<std::string> planned;  // what meshgate plans, when `steps` replaces it
   std::int64_t bytes = 0;
   std::int64_t bytes_unmerged = 0;
   std::size_t warnings = 0;
@@ -127,6 +134,9 @@ class RedistributeCase final : public PreparedCase {
   std::optional<std::vector<std::string>> expect_comms;
   std::optional<Shape> expect_local_shape;
   std::optional<std::int64_t> expect_warnings;
+  std::optional<std::vector<std::string>> steps;  // a plan written out, replacing planning
+  std::int64_t expect_wrong_shapes = 0;           // ranks
+  std::int64_t expect_wrong_elements = 0;
   nlohmann::json params_json;
 
   int ranks() const override { return static_cast<int>(mesh_spec.size()); }
@@ -176,6 +186,11 @@ class RedistributeCase final : public PreparedCase {
     o.metrics["warnings"] = r.warnings;
     o.metrics["distinct_plans"] = r.distinct_plans;
     o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
+    if (steps) {
+      o.metrics["meshgate_plan"] = r.planned;
+      o.metrics["wrong_shapes"] = r.counts[wrong_shape];
+      o.metrics["wrong_elements"] = r.counts[wrong_values];
+    }
     o.metrics["unmerged"] = {{"plan", r.issued_unmerged},
                              {"collectives", r.issued_unmerged.size()},
                              {"bytes_per_rank", r.bytes_unmerged},
@@ -192,13 +207,19 @@ class RedistributeCase final : public PreparedCase {
 
     std::vector<std::string> problems;
     const auto& c = r.counts;
-    if (c[wrong_shape]) {
+    if (c[wrong_shape] != expect_wrong_shapes) {
       problems.push_back(std::to_string(c[wrong_shape]) +
-                         " rank(s) ended with a local shape other than the target shard's");
+                         " rank(s) ended with a local shape other than the target shard's" +
+                         (expect_wrong_shapes ? " (expected " +
+                                                    std::to_string(expect_wrong_shapes) + ")"
+                                              : ""));
     }
-    if (c[wrong_values]) {
+    if (c[wrong_values] != expect_wrong_elements) {
       problems.push_back(std::to_string(c[wrong_values]) +
-                         " wrong element(s) against the global tensor's target shard");
+                         " wrong element(s) against the global tensor's target shard" +
+                         (expect_wrong_elements ? " (expected " +
+                                                      std::to_string(expect_wrong_elements) + ")"
+                                                : ""));
     }
     if (c[replica_mismatch]) {
       problems.push_back(std::to_string(c[replica_mismatch]) +
@@ -244,6 +265,7 @@ class RedistributeCase final : public PreparedCase {
   // How many different comm lists the (merged) plans of all the mesh's coordinates issue.
   std::size_t distinct_comm_lists(const DTensorSpec& src, const DTensorSpec& dst,
                                   const DeviceMesh& mesh) const {
+    if (steps) return 1;  // every rank replays the same text
     std::set<std::vector<std::string>> lists;
     for (int rank = 0; rank < ranks(); ++rank) {
       const auto coord = mesh.coordinate(rank);
@@ -275,15 +297,29 @@ class RedistributeCase final : public PreparedCase {
     const std::vector<std::int64_t> coord = ex.coordinate();
     const std::vector<std::int64_t> mesh_shape = mesh.shape();
 
-    state.plan = plan_redistribute(src, dst, coord, options);
+    const Plan planned = plan_redistribute(src, dst, coord, options);
+    if (steps) {
+      state.plan = Plan{};
+      state.plan.steps = steps_from_text(src, *steps, coord);
+      state.plan.unmerged = state.plan.steps;
+      for (const TransformStep& s : state.plan.steps) state.plan.cost += s.modeled_time;
+      state.plan.greedy_cost = state.plan.cost;
+    } else {
+      state.plan = planned;
+    }
     PlanOptions plain = options;
     plain.optimize = false;
     plain.planner = Planner::greedy;
     const Plan unmerged = plan_redistribute(src, dst, coord, plain);
     // Group splits are collective over the world and a rank's plans need only some groups:
-    // every rank splits the union over all coordinates and both plans, in one order.
+    // every rank splits the union over all coordinates and both plans (and the written-out
+    // steps, the same on every rank), in one order.
     const std::vector<PlanOptions> both = {options, plain};
-    ex.create_groups(groups_of_all_coordinates(src, dst, both));
+    std::vector<std::vector<std::int64_t>> groups = groups_of_all_coordinates(src, dst, both);
+    for (auto& g : collective_groups(state.plan.steps)) groups.push_back(std::move(g));
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    ex.create_groups(groups);
 
     const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
     state.source = source_local_tensor(global, mesh_shape, src.placements, coord, mesh.size());
@@ -294,6 +330,7 @@ class RedistributeCase final : public PreparedCase {
     RankResult r;
     r.issued = log.strings();
     r.issued_unmerged = log_unmerged.strings();
+    r.planned = comm_strings(planned.steps, mesh);
     r.bytes = log.bytes();
     r.bytes_unmerged = log_unmerged.bytes();
     r.warnings = state.plan.warnings.size();
@@ -481,6 +518,23 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     c->expect_comms = expect.optional<std::vector<std::string>>("comms");
     c->expect_local_shape = expect.optional<std::vector<std::int64_t>>("local_shape");
     c->expect_warnings = expect.optional<std::int64_t>("warnings");
+    c->expect_wrong_shapes = expect.optional<std::int64_t>("wrong_shapes").value_or(0);
+    c->expect_wrong_elements = expect.optional<std::int64_t>("wrong_elements").value_or(0);
+    for (const auto& [key, value] : {std::pair{"wrong_shapes", c->expect_wrong_shapes},
+                                     std::pair{"wrong_elements", c->expect_wrong_elements}}) {
+      if (value < 0) expect.fail(key, "must be a count >= 0, got " + std::to_string(value));
+    }
+  }
+  c->steps = node.optional<std::vector<std::string>>("steps");
+  if (c->steps) {
+    for (const char* key : {"optimize", "planner"}) {
+      if (node.has(key)) {
+        node.fail(key, "has no effect with `steps`, which replaces planning: remove one");
+      }
+    }
+  } else if (c->expect_wrong_shapes || c->expect_wrong_elements) {
+    node.fail("expect", "wrong_shapes / wrong_elements describe a plan written out in `steps`; "
+                        "a planned redistribution must be right");
   }
 
   // The mesh, flattens and placements must make sense before anything runs; a case that
@@ -505,6 +559,14 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
         node.fail(key, err.what());
       }
     }
+    if (c->steps) {
+      try {
+        steps_from_text(DTensorSpec::create(*mesh, parse_placements(c->from_text), c->shape, es),
+                        *c->steps);
+      } catch (const meshgate::Error& err) {
+        node.fail("steps", err.what());
+      }
+    }
     if (c->expect_local_shape && c->expect_local_shape->size() != c->shape.size()) {
       node.fail("expect", "local_shape " + shape_text(*c->expect_local_shape) +
                               " has another rank than the tensor " + shape_text(c->shape));
@@ -522,6 +584,7 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       {"optimize", c->options.optimize},
       {"api", std::string(to_string(c->options.api))},
       {"planner", std::string(to_string(c->options.planner))}};
+  if (c->steps) c->params_json["steps"] = *c->steps;
   return c;
 }
 

@@ -64,3 +64,9 @@ if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE AND NOT MESHGATE_SANITIZE MATCHES "threa
   set_tests_properties(runner_cli_mpi_collectives PROPERTIES
     ENVIRONMENT "${_mpi_env}" LABELS "cpp;mpi" TIMEOUT 300)
 endif()
+
+# PyTorch's plans of cases/redistribute/upstream-bugs.yaml, replayed with `steps`, do exactly
+# the damage their cases expect, and meshgate's plans of the same redistributions are right.
+meshgate_runner_cli_test(upstream_bug_plans_corrupt_as_expected 0
+  ARGS run ${PROJECT_SOURCE_DIR}/cases/redistribute/upstream-bugs.yaml --out ${_runner_out}/upstream
+  STDOUT "pass   redistribute-upstream-bugs/rs-after-chunk-pytorch.*6 cases: 6 pass, 0 fail")
