@@ -1,14 +1,20 @@
-"""The `meshgate` command line: one sub-command per module in COMMAND_MODULES. Each module
-exposes `register(subparsers)`, which adds its sub-parser and sets `func` (args -> exit code)."""
+"""The `meshgate` command line: one sub-command per module of COMMANDS. Each module exposes
+`register(subparsers)`, which adds its sub-parser and sets `func` (args -> exit code).
+
+Only the module of the command asked for is imported (all of them for --help), so a command
+such as `meshgate plan`, called in loops, does not pay for loading the statistics, history and
+report code."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from . import ab, baseline, bisect, calibrate, compare, history, listing, nightly, plan, report, run
-
-COMMAND_MODULES = [run, listing, compare, ab, baseline, calibrate, plan, nightly, bisect, history, report]
+# Command name -> the module (of this package) that registers it, in the order --help lists.
+COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
+            "baseline": "baseline", "calibrate": "calibrate", "plan": "plan", "nightly": "nightly",
+            "bisect": "bisect", "history": "history", "report": "report"}
 
 
 class _VersionAction(argparse.Action):
@@ -25,7 +31,8 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with `only`, of that one command."""
     parser = argparse.ArgumentParser(
         prog="meshgate",
         description="Test-and-regression harness for distributed kernels: runs the YAML cases "
@@ -34,13 +41,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the driver's version and commit, and the runner's version, "
                              "commit and compiled-in backends")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMAND_MODULES:
-        module.register(subparsers)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f".{module}", __package__).register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[0] if argv and argv[0] in COMMANDS else None
+    args = build_parser(only).parse_args(argv)
     return args.func(args)
 
 

@@ -342,7 +342,7 @@ class ListTest(CliTestCase):
 
 class ParserTest(unittest.TestCase):
     def test_every_command_module_registers_a_subcommand(self):
-        self.assertEqual(cli.COMMAND_MODULES[:2], [run, listing])
+        self.assertEqual(list(cli.COMMANDS)[:2], ["run", "list"])
         parser = cli.build_parser()
         args = parser.parse_args(["run", "--backend", "mpi", "--ranks", "8"])
         self.assertIs(args.func, run.run_command)
@@ -440,3 +440,18 @@ class HelpTextTest(unittest.TestCase):
             text = version.describe()
         self.assertRegex(text.splitlines()[0], r"^meshgate \d+\.\d+\.\d+ ")
         self.assertIn("runner: /nonexistent/meshgate-runner does not start", text)
+
+
+class CommandTableTest(unittest.TestCase):
+    def test_each_command_is_registered_by_the_module_the_table_names(self):
+        import argparse
+
+        from meshgate import cli
+
+        for name in cli.COMMANDS:
+            parser = cli.build_parser(only=name)
+            choices = next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            self.assertEqual(list(choices), [name])
+        full = cli.build_parser()
+        choices = next(a.choices for a in full._actions if isinstance(a, argparse._SubParsersAction))
+        self.assertEqual(list(choices), list(cli.COMMANDS))
