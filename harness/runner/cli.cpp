@@ -2,6 +2,7 @@
 
 #include <charconv>
 
+#include "byte_size.hpp"
 #include "diagnostics.hpp"
 
 namespace meshgate::runner {
@@ -11,9 +12,13 @@ std::string usage_text() {
          "  meshgate-runner run  PATH... [--suite S]... [--tag T]... [--case ID]...\n"
          "                       [--backend threads|mpi|nccl] [--ranks N] [--out DIR]\n"
          "                       [--run-id ID] [--resume] [--case-timeout SECONDS] [--progress]\n"
+         "                       [--memory-limit SIZE]\n"
          "  meshgate-runner list PATH... [--suite S]... [--tag T]... [--case ID]... [--json]\n"
+         "                       [--memory-limit SIZE]\n"
          "PATH: case files or directories (searched recursively for *.yaml, *.yml).\n"
          "--backend mpi|nccl: start under mpirun -np N or srun; one process per rank.\n"
+         "--memory-limit SIZE (e.g. 64GiB): reject cases whose estimated host memory is larger\n"
+         "  (default 16GiB); a case's memory_limit: key overrides it.\n"
          "Exit code: 0 all pass/skip, 1 any fail, 2 any error or unusable input.\n";
 }
 
@@ -42,6 +47,15 @@ double parse_seconds(const std::string& option, const std::string& text) {
   return value;
 }
 
+std::int64_t parse_memory_limit(const std::string& option, const std::string& text) {
+  const std::optional<std::int64_t> bytes = parse_byte_size(text);
+  if (!bytes || *bytes < 1) {
+    throw UsageError(option + " expects a size such as 64GiB or a number of bytes, got '" + text +
+                     "'");
+  }
+  return *bytes;
+}
+
 }  // namespace
 
 Command parse_command_line(const std::vector<std::string>& args) {
@@ -56,9 +70,10 @@ Command parse_command_line(const std::vector<std::string>& args) {
   RunOptions run;
   ListOptions list;
   const std::vector<std::string> run_options = {
-      "--suite", "--tag",    "--case",   "--backend",      "--ranks",
-      "--out",   "--run-id", "--resume", "--case-timeout", "--progress"};
-  const std::vector<std::string> list_options = {"--suite", "--tag", "--case", "--json"};
+      "--suite",  "--tag",    "--case",         "--backend",  "--ranks",       "--out",
+      "--run-id", "--resume", "--case-timeout", "--progress", "--memory-limit"};
+  const std::vector<std::string> list_options = {"--suite", "--tag", "--case", "--json",
+                                                 "--memory-limit"};
   const std::vector<std::string>& allowed = is_run ? run_options : list_options;
   CaseFilter filter;
   std::vector<std::string> paths;
@@ -111,6 +126,8 @@ Command parse_command_line(const std::vector<std::string>& args) {
       run.run_id = value;
     } else if (arg == "--case-timeout") {
       run.case_timeout_s = parse_seconds(arg, value);
+    } else if (arg == "--memory-limit") {
+      run.validation.memory_limit = list.validation.memory_limit = parse_memory_limit(arg, value);
     }
   }
   if (paths.empty()) throw UsageError(command + " needs at least one case file or directory");
