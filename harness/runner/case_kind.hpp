@@ -26,6 +26,17 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A value that the case file spells correctly but that cannot be run: a group naming a mesh dim
+// the mesh lacks, a size that does not divide the group, a layout the library will not parse, an
+// estimate above the memory limit. The case is rejected while it is validated: with expect_error
+// the runner judges the rejection as it judges one raised while the case runs; without it, it is
+// an input error like any other. Schema errors (unknown keys, wrong types, missing keys) stay
+// plain InputErrors whatever the case expects.
+class ValueRejection : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // One case's expanded YAML mapping (defaults merged, matrix values substituted) that validates
 // while it is read. Every getter records the key as known; finish() rejects the rest.
 class CaseNode {
@@ -75,6 +86,11 @@ class CaseNode {
   // Paths entered through child(): finish() checks their keys too.
   std::shared_ptr<std::vector<std::string>> child_paths_;
 };
+
+// ValueRejection for `key` of `at`, in the words and position of CaseNode::fail / fail_at.
+[[noreturn]] void reject_value(const CaseNode& at, std::string_view key, std::string_view message);
+[[noreturn]] void reject_value_at(const CaseNode& at, const YAML::Node& value, std::string_view key,
+                                  std::string_view message);
 
 namespace detail {
 // "an integer", "a list of strings", ...: what a getter expected, for error messages.
@@ -190,9 +206,20 @@ class RankFailure : public std::runtime_error {
   int rank_;
 };
 
+// The host memory a case allocates while it runs, estimated from its keys before anything runs:
+// the allocations that grow with the case's sizes (buffers, tensors, enumerations), with every
+// rank in this process as on the threads backend. The runner rejects a case whose estimate is
+// above its memory limit (validate.hpp), naming `key`.
+struct MemoryEstimate {
+  double bytes = 0;
+  std::string key;     // the key whose value the estimate grows with, e.g. "bytes", "tensor.shape"
+  std::string detail;  // how it adds up, e.g. "8 ranks x (send 1 GiB + receive 1 GiB)"
+};
+
 class PreparedCase {
  public:
   virtual ~PreparedCase() = default;
+  virtual MemoryEstimate memory_estimate() const = 0;
   // Ranks the case needs (its mesh size); 1 for host-only kinds.
   virtual int ranks() const { return 1; }
   // Resolved parameters for the result row (enough to reproduce the case).
@@ -208,9 +235,10 @@ class PreparedCase {
 struct KindEntry {
   std::string_view name;
   // Reads and validates the kind's own keys (the common keys name/kind/tags/matrix/expect_error/
-  // perf are consumed by the runner before). `expect_error` tells whether the case expects a
-  // rejection: then library-level parsing of arguments (e.g. malformed layout text) must be
-  // deferred to run() so that the rejection itself is what the case tests.
+  // perf/memory_limit are consumed by the runner before). A value the case cannot run with is a
+  // ValueRejection (reject_value): the runner judges it against expect_error, so kinds validate
+  // values here whether or not the case expects a rejection. `expect_error` tells the kind that
+  // the case has no `expect:` to read.
   std::unique_ptr<PreparedCase> (*parse)(CaseNode& node, bool expect_error);
 };
 

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "byte_size.hpp"
 #include "diagnostics.hpp"
 
 namespace meshgate::runner {
@@ -76,6 +77,7 @@ struct Parser {
             "SECONDS >= 0"))
         ->capture_default_str()
         ->type_name("SECONDS");
+    add_memory_limit(*run, run_options.validation);
     run->add_flag("--progress", run_options.progress,
                   "print one JSON event per line (plan, start, end, done) instead of text")
         ->disable_flag_override();
@@ -83,6 +85,7 @@ struct Parser {
     list = app.add_subcommand("list", "print the selected cases, validated, without running them");
     list->add_option("paths", list_options.paths, kPathsHelp)->required()->type_name("PATH");
     add_filters(*list, list_options.filter);
+    add_memory_limit(*list, list_options.validation);
     list->add_flag("--json", list_options.json, "print a JSON list of {id, kind, tags, ...}")
         ->disable_flag_override();
 
@@ -99,6 +102,24 @@ struct Parser {
     command.add_option("--case", filter.case_patterns,
                        "only case ids matching this glob, e.g. 'mesh/slice-*' (repeatable)")
         ->expected(1)->allow_extra_args(false)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->type_name("ID");
+  }
+
+  static void add_memory_limit(CLI::App& command, ValidationOptions& validation) {
+    command
+        .add_option_function<std::string>(
+            "--memory-limit",
+            [&validation](const std::string& text) { validation.memory_limit = parse_byte_size(text); },
+            "reject cases whose estimated host memory is larger than SIZE, e.g. 64GiB (default "
+            "16GiB); a case's memory_limit: key overrides it")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              const std::optional<std::int64_t> bytes = parse_byte_size(text);
+              return bytes && *bytes >= 1 ? std::string()
+                                          : "expects a size such as 64GiB or a number of bytes, "
+                                            "got '" + text + "'";
+            },
+            "SIZE"))
+        ->type_name("SIZE");
   }
 
   // The option names a command accepts, for "did you mean".
@@ -123,6 +144,15 @@ std::string unknown_option_message(const Parser& parser, const CLI::ExtrasError&
     return "unknown option '" + arg + "' for " + where + did_you_mean(arg, Parser::option_names(*command));
   }
   return "unexpected argument '" + arg + "' for " + where;
+}
+
+std::int64_t parse_memory_limit(const std::string& option, const std::string& text) {
+  const std::optional<std::int64_t> bytes = parse_byte_size(text);
+  if (!bytes || *bytes < 1) {
+    throw UsageError(option + " expects a size such as 64GiB or a number of bytes, got '" + text +
+                     "'");
+  }
+  return *bytes;
 }
 
 }  // namespace

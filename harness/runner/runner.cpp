@@ -7,7 +7,10 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 
+#include "byte_size.hpp"
 #include "console.hpp"
 #include "core/error.hpp"
 #include "provenance.hpp"
@@ -44,6 +47,14 @@ Outcome judge_rejection(const PlannedCase& planned, std::string_view message) {
   return outcome;
 }
 
+// The last resort when the memory estimate let a case through that this machine cannot hold.
+Outcome out_of_memory_outcome(const PlannedCase& planned, const std::exception& e) {
+  return error_outcome("case '" + planned.spec.id + "' ran out of host memory (" + e.what() +
+                       ") in the runner's thread; its estimate was " +
+                       format_byte_size(planned.prepared->memory_estimate().bytes) +
+                       ": lower memory_limit or --memory-limit below what this machine holds");
+}
+
 // Runs `body`, turning what escapes it into the outcome the results CONTRACT asks for.
 template <class Body>
 Outcome guarded(const PlannedCase& planned, Body&& body) {
@@ -55,6 +66,10 @@ Outcome guarded(const PlannedCase& planned, Body&& body) {
     return error_outcome(e.what());
   } catch (const InputError& e) {
     return error_outcome(std::string("bad input found while running: ") + e.what());
+  } catch (const std::bad_alloc& e) {
+    return out_of_memory_outcome(planned, e);
+  } catch (const std::length_error& e) {
+    return out_of_memory_outcome(planned, e);
   } catch (const std::exception& e) {
     return error_outcome(std::string("the runner's thread (no rank) threw: ") + e.what());
   } catch (...) {
@@ -88,6 +103,7 @@ void print_input_errors(const std::vector<std::string>& errors, std::ostream& er
 // Loading, filtering and validation shared by run and list; errors already printed when empty.
 std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string>& paths,
                                                    const CaseFilter& filter,
+                                                   const ValidationOptions& validation,
                                                    const std::vector<KindEntry>& kinds,
                                                    std::ostream& err) {
   if (paths.empty()) {
@@ -97,7 +113,8 @@ std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string
   LoadedCases loaded = load_cases(paths);
   const std::size_t loaded_count = loaded.cases.size();
   // The cases that did load are validated too, so one pass shows every mistake of every file.
-  PlannedCases planned = prepare_cases(select_cases(filter, std::move(loaded.cases)), kinds);
+  PlannedCases planned =
+      prepare_cases(select_cases(filter, std::move(loaded.cases)), kinds, validation);
   std::vector<std::string> errors = std::move(loaded.errors);
   errors.insert(errors.end(), planned.errors.begin(), planned.errors.end());
   if (!errors.empty()) {
@@ -305,7 +322,7 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
     return 2;
   };
   std::optional<std::vector<PlannedCase>> valid =
-      plan_cases(options.paths, options.filter, kinds, err);
+      plan_cases(options.paths, options.filter, options.validation, kinds, err);
   if (!valid) return unusable();
   std::vector<PlannedCase>& cases = *valid;
 
@@ -425,7 +442,7 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
 int list_command(const ListOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,
                  std::ostream& err) {
   std::optional<std::vector<PlannedCase>> valid =
-      plan_cases(options.paths, options.filter, kinds, err);
+      plan_cases(options.paths, options.filter, options.validation, kinds, err);
   if (!valid) return 2;
   if (options.json) {
     nlohmann::json list = nlohmann::json::array();

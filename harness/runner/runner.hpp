@@ -27,12 +27,14 @@ struct RunOptions {
   bool resume = false;
   double case_timeout_s = 300;  // 0 = no watchdog
   bool progress = false;
+  ValidationOptions validation;
 };
 
 struct ListOptions {
   std::vector<std::string> paths;
   CaseFilter filter;
   bool json = false;
+  ValidationOptions validation;
 };
 
 // What running one case produced, before it becomes a result row.

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli.hpp"
 #include "comm/threads_world.hpp"
 #include "provenance.hpp"
 #include "results_writer.hpp"
@@ -173,6 +174,140 @@ TEST(Validation, NestedUnknownKeysAndExpectErrorForms) {
   ASSERT_EQ(planned.cases.size(), 1u);
   EXPECT_TRUE(planned.cases[0].expect_error);
   EXPECT_EQ(planned.cases[0].expected_message, "true");
+}
+
+PlannedCases plan_with_limit(const std::string& text, std::int64_t limit) {
+  LoadedCases loaded;
+  load_case_text(text, "t.yaml", loaded);
+  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
+  ValidationOptions options;
+  options.memory_limit = limit;
+  return prepare_cases(std::move(loaded.cases), test_kinds(), options);
+}
+
+TEST(MemoryLimit, AnEstimateAboveTheLimitIsAnInputErrorNamingKeyEstimateAndLimit) {
+  const PlannedCases planned = plan_with_limit(
+      "cases:\n"
+      "  - {name: big, kind: probe, value: 1, memory: 3072}\n"
+      "  - {name: fits, kind: probe, value: 1, memory: 2048}\n",
+      2048);
+  ASSERT_EQ(planned.errors.size(), 1u);
+  EXPECT_EQ(planned.errors[0],
+            "t.yaml:2:48: case 't/big': key 'memory': needs an estimated 3 KiB of host memory (as "
+            "the probe says), above the memory limit of 2 KiB (set by --memory-limit): make the "
+            "case smaller, or raise the limit with memory_limit: in the case or --memory-limit on "
+            "the runner");
+  ASSERT_EQ(planned.cases.size(), 1u);
+  EXPECT_EQ(planned.cases[0].spec.id, "t/fits");
+}
+
+TEST(MemoryLimit, TheDefaultIsSixteenGiBAndTheCaseKeyOverridesEveryOtherLimit) {
+  const PlannedCases by_default = plan(
+      "cases:\n"
+      "  - {name: over, kind: probe, value: 1, memory: 17179869185}\n"
+      "  - {name: at, kind: probe, value: 1, memory: 17179869184}\n"
+      "  - {name: raised, kind: probe, value: 1, memory: 17179869185, memory_limit: 32GiB}\n");
+  ASSERT_EQ(by_default.errors.size(), 1u);
+  EXPECT_NE(by_default.errors[0].find("case 't/over': key 'memory': needs an estimated 16 GiB"),
+            std::string::npos)
+      << by_default.errors[0];
+  EXPECT_NE(by_default.errors[0].find("the memory limit of 16 GiB (the default)"),
+            std::string::npos);
+  EXPECT_EQ(by_default.cases.size(), 2u);
+
+  const PlannedCases lowered = plan_with_limit(
+      "cases:\n  - {name: a, kind: probe, value: 1, memory: 4096, memory_limit: \"1 KiB\"}\n",
+      1 << 20);
+  ASSERT_EQ(lowered.errors.size(), 1u);
+  EXPECT_NE(lowered.errors[0].find("limit of 1 KiB (set by the case's memory_limit)"),
+            std::string::npos)
+      << lowered.errors[0];
+}
+
+TEST(MemoryLimit, AMalformedMemoryLimitIsAnInputErrorEvenWithExpectError) {
+  const PlannedCases planned = plan(
+      "cases:\n  - {name: a, kind: probe, value: 1, memory_limit: 8 GB, expect_error: true}\n");
+  ASSERT_EQ(planned.errors.size(), 1u);
+  EXPECT_EQ(planned.errors[0],
+            "t.yaml:2:52: case 't/a': key 'memory_limit': expected a size such as 32GiB or a "
+            "number of bytes, got '8 GB'");
+  EXPECT_TRUE(planned.cases.empty());
+}
+
+TEST(MemoryLimit, AnExpectedRejectionByTheLimitPasses) {
+  PlannedCases planned = plan_with_limit(
+      "cases:\n  - {name: a, kind: probe, value: 1, memory: 4096, expect_error: memory limit}\n",
+      1024);
+  ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
+  ASSERT_EQ(planned.cases.size(), 1u);
+  const int runs_before = probe_counters().runs;
+  const CaseRun run = execute_case(planned.cases[0], std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  EXPECT_EQ(probe_counters().runs, runs_before);
+}
+
+TEST(ValidationRejection, WithExpectErrorTheCaseRunsAndPassesOnAMatchingMessage) {
+  PlannedCases planned = plan(
+      "cases:\n"
+      "  - {name: any, kind: probe, value: 1, invalid: 'no dim cp', expect_error: true}\n"
+      "  - {name: match, kind: probe, value: 1, invalid: 'no dim cp', expect_error: 'dim cp'}\n"
+      "  - {name: other, kind: probe, value: 1, invalid: 'no dim cp', expect_error: divide}\n");
+  ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
+  ASSERT_EQ(planned.cases.size(), 3u);
+  const int runs_before = probe_counters().runs;
+  const CaseRun any = execute_case(planned.cases[0], std::nullopt);
+  EXPECT_EQ(any.outcome.status, Status::pass) << any.outcome.message;
+  EXPECT_EQ(any.params, (nlohmann::json{{"rejected_at", "validation"}}));
+  EXPECT_EQ(execute_case(planned.cases[1], std::nullopt).outcome.status, Status::pass);
+  const CaseRun other = execute_case(planned.cases[2], std::nullopt);
+  EXPECT_EQ(other.outcome.status, Status::fail);
+  EXPECT_EQ(other.outcome.message,
+            "expected a rejection containing 'divide'\n  actual: t.yaml:4:51: case 't/other': key "
+            "'invalid': no dim cp");
+  // Nothing of the kind ran: validation had rejected the cases.
+  EXPECT_EQ(probe_counters().runs, runs_before);
+}
+
+TEST(ValidationRejection, WithoutExpectErrorItIsAnInputError) {
+  const PlannedCases planned =
+      plan("cases:\n  - {name: a, kind: probe, value: 1, invalid: 'no dim cp'}\n");
+  ASSERT_EQ(planned.errors.size(), 1u);
+  EXPECT_EQ(planned.errors[0], "t.yaml:2:47: case 't/a': key 'invalid': no dim cp");
+  EXPECT_TRUE(planned.cases.empty());
+}
+
+TEST(ValidationRejection, SchemaErrorsStayInputErrorsWithExpectError) {
+  const PlannedCases planned = plan(
+      "cases:\n"
+      "  - {name: type, kind: probe, value: [1], expect_error: true}\n"
+      "  - {name: missing, kind: probe, expect_error: true}\n"
+      "  - {name: unknown, kind: probe, value: 1, vaule: 2, expect_error: true}\n"
+      "  - {name: typo, kind: probe, value: 1, iter_z: 1, invalid: x, expect_error: true}\n");
+  ASSERT_EQ(planned.errors.size(), 4u) << ::testing::PrintToString(planned.errors);
+  EXPECT_NE(planned.errors[0].find("key 'value': expected an integer, got a list"),
+            std::string::npos);
+  EXPECT_NE(planned.errors[1].find("key 'value': is required (an integer)"), std::string::npos);
+  EXPECT_NE(planned.errors[2].find("key 'vaule': unknown key (did you mean 'value'?)"),
+            std::string::npos);
+  // The rejection stopped the kind early, yet a typo of a key it knows is still reported.
+  EXPECT_NE(planned.errors[3].find("key 'iter_z': unknown key (did you mean 'iter_s'?)"),
+            std::string::npos);
+  EXPECT_TRUE(planned.cases.empty());
+}
+
+TEST(ExecuteCase, BadAllocOnTheRunnersThreadIsAnErrorNamingTheCase) {
+  const CaseRun run = run_one("{name: a, kind: probe, value: 1, memory: 2048, bad_alloc: true}");
+  EXPECT_EQ(run.outcome.status, Status::error);
+  EXPECT_EQ(run.outcome.message,
+            "case 's/a' ran out of host memory (std::bad_alloc) in the runner's thread; its "
+            "estimate was 2 KiB: lower memory_limit or --memory-limit below what this machine "
+            "holds");
+}
+
+TEST(ExecuteCase, BadAllocOnARankIsAnErrorNamingTheRank) {
+  const CaseRun run = run_one("{name: a, kind: probe, value: 1, ranks: 3, bad_alloc_on_rank: 1}");
+  EXPECT_EQ(run.outcome.status, Status::error);
+  EXPECT_EQ(run.outcome.message, "rank 1: ran out of host memory (std::bad_alloc)");
 }
 
 class RunCommandTest : public ::testing::Test {
@@ -411,6 +546,39 @@ TEST_F(RunCommandTest, InputErrorsOfAllFilesStopTheRunWithExitTwo) {
       << text;
   EXPECT_NE(text.find("4 input errors; nothing was run"), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
+}
+
+TEST_F(RunCommandTest, ExpectedRejectionsOfValidationAreRowsOfTheRun) {
+  const std::string file =
+      write("r.yaml",
+            "suite: r\n"
+            "cases:\n"
+            "  - {name: rejected, kind: probe, value: 1, invalid: 'no dim cp', expect_error: cp}\n"
+            "  - {name: too-big, kind: probe, value: 1, memory: 4096, expect_error: memory}\n"
+            "  - {name: ok, kind: probe, value: 1, memory: 512}\n");
+  std::ostringstream out, err;
+  RunOptions o = options({file});
+  o.validation.memory_limit = 1024;
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 0) << err.str();
+  const nlohmann::json r = results();
+  ASSERT_EQ(r["cases"].size(), 3u);
+  for (const auto& row : r["cases"]) EXPECT_EQ(row["status"], "pass") << row.dump();
+  EXPECT_EQ(r["cases"][0]["params"], (nlohmann::json{{"rejected_at", "validation"}}));
+
+  // Without the option the second case fits, so its expected rejection never comes.
+  std::ostringstream out2, err2;
+  o.validation.memory_limit.reset();
+  EXPECT_EQ(run_command(o, test_kinds(), out2, err2), 1);
+  EXPECT_EQ(results()["cases"][1]["status"], "fail");
+}
+
+TEST(CommandLine, MemoryLimitTakesASizeForRunAndList) {
+  const Command run = parse_command_line({"run", "c.yaml", "--memory-limit", "64GiB"});
+  EXPECT_EQ(std::get<RunOptions>(run).validation.memory_limit, std::int64_t{64} << 30);
+  const Command list = parse_command_line({"list", "c.yaml", "--memory-limit=1 MiB"});
+  EXPECT_EQ(std::get<ListOptions>(list).validation.memory_limit, std::int64_t{1} << 20);
+  EXPECT_THROW(parse_command_line({"run", "c.yaml", "--memory-limit", "8 GB"}), UsageError);
+  EXPECT_THROW(parse_command_line({"run", "c.yaml", "--memory-limit", "0"}), UsageError);
 }
 
 TEST_F(RunCommandTest, ListPrintsIdsKindsAndTags) {

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -22,6 +23,10 @@ namespace meshgate::runner::testing {
 //   sleep_ms: int                  run() sleeps that long
 //   iter_s: number                 what each timed iteration reports
 //   options: {verbose: bool}       a nested mapping, to test child() validation
+//   memory: int                    the memory estimate in bytes (key 'memory'; default 0)
+//   invalid: string                parse() rejects the value (ValueRejection on key 'invalid')
+//   bad_alloc: bool                run() throws std::bad_alloc on the runner's thread
+//   bad_alloc_on_rank: int         that rank throws std::bad_alloc
 struct ProbeCounters {
   std::atomic<int> runs{0};
   std::atomic<int> iterations{0};
@@ -42,13 +47,20 @@ class ProbeCase final : public PreparedCase {
   std::optional<std::string> report_reject;
   int sleep_ms = 0;
   double iter_s = 1e-3;
+  std::int64_t memory = 0;
+  bool bad_alloc = false;
+  std::optional<int> bad_alloc_on_rank;
 
+  MemoryEstimate memory_estimate() const override {
+    return {static_cast<double>(memory), "memory", "as the probe says"};
+  }
   int ranks() const override { return rank_count; }
   nlohmann::json params() const override { return {{"value", value}, {"ranks", rank_count}}; }
   Outcome run(RunContext& ctx) override {
     ++probe_counters().runs;
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     if (reject) throw meshgate::Error(meshgate::ErrorKind::key, *reject);
+    if (bad_alloc) throw std::bad_alloc();
     if (report_reject) {
       Outcome rejected;
       rejected.rejection = *report_reject;
@@ -61,6 +73,7 @@ class ProbeCase final : public PreparedCase {
       if (throw_on_rank && rank == *throw_on_rank) {
         throw std::runtime_error("boom on rank " + std::to_string(rank));
       }
+      if (bad_alloc_on_rank && rank == *bad_alloc_on_rank) throw std::bad_alloc();
       if (comm.rank() == rank && comm.size() == rank_count) ++sizes_seen;
       ++ran;
     });
@@ -92,6 +105,11 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
   probe->report_reject = node.optional<std::string>("report_reject");
   probe->sleep_ms = node.optional<int>("sleep_ms").value_or(0);
   probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
+  probe->memory = node.optional<std::int64_t>("memory").value_or(0);
+  if (const auto invalid = node.optional<std::string>("invalid"))
+    reject_value(node, "invalid", *invalid);
+  probe->bad_alloc = node.optional<bool>("bad_alloc").value_or(false);
+  probe->bad_alloc_on_rank = node.optional<int>("bad_alloc_on_rank");
   if (node.has("options")) {
     CaseNode options = node.child("options");
     options.optional<bool>("verbose");
@@ -102,6 +120,7 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
 // kind: echo — no keys of its own; passes.
 class EchoCase final : public PreparedCase {
  public:
+  MemoryEstimate memory_estimate() const override { return {}; }
   nlohmann::json params() const override { return nlohmann::json::object(); }
   Outcome run(RunContext&) override { return {}; }
   double time_iteration(RunContext&) override { return 0; }

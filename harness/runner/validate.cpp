@@ -1,18 +1,97 @@
 #include "validate.hpp"
 
 #include <exception>
+#include <new>
+#include <stdexcept>
 
+#include "byte_size.hpp"
 #include "diagnostics.hpp"
 
 namespace meshgate::runner {
 
 const std::vector<std::string>& common_case_keys() {
-  static const std::vector<std::string> keys = {"name",   "kind",         "tags",
-                                                "matrix", "expect_error", "perf"};
+  static const std::vector<std::string> keys = {"name",         "kind", "tags",        "matrix",
+                                                "expect_error", "perf", "memory_limit"};
   return keys;
 }
 
+void reject_value(const CaseNode& at, std::string_view key, std::string_view message) {
+  try {
+    at.fail(key, message);
+  } catch (const InputError& e) {
+    throw ValueRejection(e.what());
+  }
+}
+
+void reject_value_at(const CaseNode& at, const YAML::Node& value, std::string_view key,
+                     std::string_view message) {
+  try {
+    at.fail_at(value, key, message);
+  } catch (const InputError& e) {
+    throw ValueRejection(e.what());
+  }
+}
+
 namespace {
+
+// A case with expect_error whose values validation rejected: it runs nothing and reports the
+// rejection, which the runner judges against expect_error like one raised by the library.
+class RejectedCase final : public PreparedCase {
+ public:
+  explicit RejectedCase(std::string message) : message_(std::move(message)) {}
+  MemoryEstimate memory_estimate() const override { return {}; }
+  nlohmann::json params() const override { return {{"rejected_at", "validation"}}; }
+  Outcome run(RunContext&) override {
+    Outcome outcome;
+    outcome.rejection = message_;
+    return outcome;
+  }
+  double time_iteration(RunContext&) override { return 0; }
+
+ private:
+  std::string message_;
+};
+
+// The limit that applies to this case and where it comes from, for the rejection message.
+struct MemoryLimit {
+  std::int64_t bytes;
+  std::string source;
+};
+
+MemoryLimit read_memory_limit(CaseNode& node, const ValidationOptions& options) {
+  MemoryLimit limit{options.memory_limit.value_or(kDefaultMemoryLimit),
+                    options.memory_limit ? "set by --memory-limit" : "the default"};
+  const YAML::Node value = node.raw("memory_limit");
+  if (!value.IsDefined() || value.IsNull()) return limit;
+  const std::optional<std::int64_t> bytes =
+      value.IsScalar() ? parse_byte_size(value.Scalar()) : std::nullopt;
+  if (!bytes || *bytes < 1) {
+    node.fail("memory_limit",
+              "expected a size such as 32GiB or a number of bytes, got " + describe_node(value));
+  }
+  return {*bytes, "set by the case's memory_limit"};
+}
+
+// Rejects the case when its estimate is above its limit, at the key the estimate grows with
+// ("tensor.shape" is the key shape of the mapping tensor).
+void check_memory(CaseNode& node, const PreparedCase& prepared, const MemoryLimit& limit) {
+  const MemoryEstimate estimate = prepared.memory_estimate();
+  if (estimate.bytes <= static_cast<double>(limit.bytes)) return;
+  std::string message =
+      "needs an estimated " + format_byte_size(estimate.bytes) + " of host memory";
+  if (!estimate.detail.empty()) message += " (" + estimate.detail + ")";
+  message += ", above the memory limit of " + format_byte_size(static_cast<double>(limit.bytes)) +
+             " (" + limit.source +
+             "): make the case smaller, or raise the limit with memory_limit: in the case or "
+             "--memory-limit on the runner";
+  std::string_view path = estimate.key.empty() ? "kind" : std::string_view(estimate.key);
+  CaseNode at = node;
+  for (std::size_t dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.')) {
+    at = at.child(path.substr(0, dot));
+    path.remove_prefix(dot + 1);
+  }
+  reject_value(at, path, message);
+}
 
 std::optional<PerfSpec> read_perf(CaseNode& node) {
   if (!node.has("perf")) return std::nullopt;
@@ -58,13 +137,15 @@ void read_expect_error(CaseNode& node, PlannedCase& planned) {
 
 }  // namespace
 
-PlannedCases prepare_cases(std::vector<CaseSpec> specs, const std::vector<KindEntry>& kinds) {
+PlannedCases prepare_cases(std::vector<CaseSpec> specs, const std::vector<KindEntry>& kinds,
+                           const ValidationOptions& options) {
   PlannedCases out;
   for (const CaseSpec& spec : specs) {
     CaseNode node(spec.node, spec.file, spec.id);
     // Constructed, not assigned: assigning a YAML::Node rewrites the node it refers to.
     PlannedCase planned{spec, false, {}, std::nullopt, nullptr};
-    bool parsed = false;
+    // Whether the kind read every key it knows, i.e. did not stop early at a bad one.
+    bool read_every_key = false;
     try {
       // Already checked while loading; reading them marks them known.
       node.raw("name");
@@ -87,24 +168,38 @@ PlannedCases prepare_cases(std::vector<CaseSpec> specs, const std::vector<KindEn
       }
       read_expect_error(node, planned);
       planned.perf = read_perf(node);
+      const MemoryLimit limit = read_memory_limit(node, options);
+      std::unique_ptr<PreparedCase> prepared;
       try {
-        planned.prepared = entry->parse(node, planned.expect_error);
+        prepared = entry->parse(node, planned.expect_error);
       } catch (const InputError&) {
         throw;
+      } catch (const std::bad_alloc&) {
+        node.fail("kind", "the " + spec.kind +
+                              " kind ran out of host memory while reading the case "
+                              "(std::bad_alloc): its sizes are too large for this machine");
       } catch (const std::exception& e) {
         // The kind let a library error escape while reading its keys.
         node.fail("kind", std::string("the ") + spec.kind + " kind rejected the case: " + e.what());
       }
-      if (!planned.prepared) node.fail("kind", "the " + spec.kind + " kind prepared no case");
-      parsed = true;
+      if (!prepared) node.fail("kind", "the " + spec.kind + " kind prepared no case");
+      read_every_key = true;
+      check_memory(node, *prepared, limit);
+      planned.prepared = std::move(prepared);
+    } catch (const ValueRejection& e) {
+      if (planned.expect_error) {
+        planned.prepared = std::make_unique<RejectedCase>(e.what());
+      } else {
+        out.errors.emplace_back(e.what());
+      }
     } catch (const InputError& e) {
       out.errors.emplace_back(e.what());
     }
     // After an early stop the kind never asked for its later keys: only likely typos are
     // reported then, not every key it did not reach.
-    const std::vector<std::string> unknown = node.unknown_key_errors(!parsed);
+    const std::vector<std::string> unknown = node.unknown_key_errors(!read_every_key);
     out.errors.insert(out.errors.end(), unknown.begin(), unknown.end());
-    if (parsed && unknown.empty()) out.cases.push_back(std::move(planned));
+    if (planned.prepared && unknown.empty()) out.cases.push_back(std::move(planned));
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -30,6 +31,10 @@ Failure describe(const std::exception_ptr& failure) {
     std::string message = e.what();
     if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
     return {static_cast<std::int64_t>(e.kind()), std::move(message)};
+  } catch (const std::bad_alloc& e) {
+    return {-1, std::string("ran out of host memory (") + e.what() + ")"};
+  } catch (const std::length_error& e) {
+    return {-1, std::string("ran out of host memory (") + e.what() + ")"};
   } catch (const std::exception& e) {
     return {-1, e.what()};
   } catch (...) {

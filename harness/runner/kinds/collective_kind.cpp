@@ -16,11 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/half_float.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 #include "plan/cost_model.hpp"
@@ -331,6 +333,25 @@ class CollectiveCase final : public PreparedCase {
 
   int ranks() const override { return case_ranks; }
   nlohmann::json params() const override { return params_json; }
+
+  // Every rank of a group holds the send and receive buffers of the largest size and a host
+  // staging buffer as large as either (plus the threads backend's scratch copy for an in-place
+  // all_to_all); the threads backend holds every rank in this process.
+  MemoryEstimate memory_estimate() const override {
+    const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
+    const double send = static_cast<double>(send_bytes(largest));
+    const double recv = op == Op::broadcast ? 0.0 : static_cast<double>(recv_bytes(largest));
+    const double staging = std::max(send, static_cast<double>(recv_bytes(largest)));
+    const bool scratch =
+        op == Op::all_to_all && std::find(inplace.begin(), inplace.end(), true) != inplace.end();
+    const double per_rank = send + recv + staging + (scratch ? recv : 0.0);
+    std::string detail = std::to_string(group_size * static_cast<int>(groups.size())) +
+                         " ranks x (send " + format_byte_size(send);
+    if (recv > 0) detail += " + receive " + format_byte_size(recv);
+    detail += " + host staging " + format_byte_size(staging);
+    if (scratch) detail += " + in-place all_to_all scratch " + format_byte_size(recv);
+    return {per_rank * group_size * static_cast<double>(groups.size()), "bytes", detail + ")"};
+  }
 
   Outcome run(RunContext& ctx) override {
     const std::optional<PerfSpec> perf = ctx.perf();
@@ -677,56 +698,32 @@ class CollectiveCase final : public PreparedCase {
 
 // ---- reading the case ---------------------------------------------------------------------
 
-// "8MiB", "1KiB", "4B", "1000", 64: bytes as an integer.
-std::optional<std::int64_t> parse_bytes(const YAML::Node& value) {
-  if (!value.IsScalar()) return std::nullopt;
-  const std::string text = value.Scalar();
-  std::size_t used = 0;
-  long long number = 0;
-  try {
-    number = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  std::string unit = text.substr(used);
-  unit.erase(0, unit.find_first_not_of(' '));
-  std::int64_t scale = 1;
-  if (unit.empty() || unit == "B") {
-    scale = 1;
-  } else if (unit == "KiB" || unit == "K") {
-    scale = std::int64_t{1} << 10;
-  } else if (unit == "MiB" || unit == "M") {
-    scale = std::int64_t{1} << 20;
-  } else if (unit == "GiB" || unit == "G") {
-    scale = std::int64_t{1} << 30;
-  } else {
-    return std::nullopt;
-  }
-  if (number < 0 || number > (std::int64_t{1} << 40) / scale) return std::nullopt;
-  return static_cast<std::int64_t>(number) * scale;
-}
-
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 30;
 
+// "8MiB", "1KiB", "4B", "1000", 64: bytes as an integer.
 std::int64_t read_bytes(const YAML::Node& value, const CaseNode& at, std::string_view key) {
-  const std::optional<std::int64_t> bytes = parse_bytes(value);
+  const std::optional<std::int64_t> bytes =
+      value.IsScalar() ? parse_byte_size(value.Scalar()) : std::nullopt;
   if (!bytes) {
     at.fail_at(value, key,
                "expected a size in bytes: an integer or e.g. \"8MiB\", \"4KiB\", \"16B\"");
   }
   if (*bytes < 1 || *bytes > kMaxBytes) {
-    at.fail_at(value, key, "sizes must be between 1 B and 1 GiB, got " + std::to_string(*bytes));
+    reject_value_at(at, value, key,
+                    "sizes must be between 1 B and 1 GiB, got " + std::to_string(*bytes));
   }
   return *bytes;
 }
 
-// The mesh must build here: a mesh the library rejects is an input error of the case file.
+// The mesh must build here (groups and sizes depend on it): a mesh the library rejects is a
+// rejection of the case.
 DeviceMesh read_mesh(CaseNode& node) {
   const MeshSpec spec = read_mesh_spec(node);
+  check_runnable_mesh(node, spec);
   try {
     return spec.build();
   } catch (const meshgate::Error& err) {
-    node.fail("mesh", err.what());
+    reject_value(node, "mesh", err.what());
   }
 }
 
@@ -772,7 +769,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
       groups = mesh.slice(group_dims).flatten().groups(std::int64_t{0});
     }
   } catch (const meshgate::Error& err) {
-    node.fail("group", err.what());
+    reject_value(node, "group", err.what());
   }
   c->mesh = mesh;
   if (group_dims.empty()) c->dims = {0};
@@ -796,14 +793,14 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   try {
     c->dtype = comm::parse_dtype(dtype);
   } catch (const meshgate::Error& err) {
-    node.fail("dtype", err.what());
+    reject_value(node, "dtype", err.what());
   }
   if (is_reduction(c->op)) {
     const std::string reduce = node.required<std::string>("reduce");
     try {
       c->reduce = parse_reduce_op(reduce);
     } catch (const meshgate::Error& err) {
-      node.fail("reduce", err.what());
+      reject_value(node, "reduce", err.what());
     }
   } else if (node.has("reduce")) {
     node.fail("reduce", "only all_reduce and reduce_scatter reduce; remove it for " + op);
@@ -811,8 +808,9 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   if (auto root = node.optional<int>("root")) {
     if (c->op != Op::broadcast) node.fail("root", "only broadcast has a root");
     if (*root < 0 || *root >= c->group_size) {
-      node.fail("root", "must be a rank of the group, 0 to " + std::to_string(c->group_size - 1) +
-                            ", got " + std::to_string(*root));
+      reject_value(node, "root",
+                   "must be a rank of the group, 0 to " + std::to_string(c->group_size - 1) +
+                       ", got " + std::to_string(*root));
     }
     c->root = *root;
   }
@@ -835,8 +833,9 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     const std::int64_t from = read_bytes(sweep.raw("from"), sweep, "from");
     const std::int64_t to = read_bytes(sweep.raw("to"), sweep, "to");
     const int factor = sweep.optional<int>("factor").value_or(2);
-    if (factor < 2) sweep.fail("factor", "must be at least 2, got " + std::to_string(factor));
-    if (to < from) sweep.fail("to", "must be at least from");
+    if (factor < 2)
+      reject_value(sweep, "factor", "must be at least 2, got " + std::to_string(factor));
+    if (to < from) reject_value(sweep, "to", "must be at least from");
     // As nccl-tests, a swept size is rounded down to what divides; those that round to 0 go.
     for (std::int64_t s = from; s <= to; s *= factor) {
       const std::int64_t aligned = s - s % unit;
@@ -844,7 +843,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
         c->sizes.push_back(aligned);
     }
     if (c->sizes.empty()) {
-      node.fail("bytes", "no size of the sweep holds " + unit_text);
+      reject_value(node, "bytes", "no size of the sweep holds " + unit_text);
     }
   } else {
     std::vector<YAML::Node> items;
@@ -857,9 +856,9 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     for (const YAML::Node& item : items) {
       const std::int64_t b = read_bytes(item, node, "bytes");
       if (b % unit != 0) {
-        node.fail_at(item, "bytes",
-                     std::to_string(b) + " B does not divide into " + unit_text + " for " + op +
-                         " on groups of " + std::to_string(c->group_size));
+        reject_value_at(node, item, "bytes",
+                        std::to_string(b) + " B does not divide into " + unit_text + " for " + op +
+                            " on groups of " + std::to_string(c->group_size));
       }
       c->sizes.push_back(b);
     }

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "core/error.hpp"
 #include "gemm/cpu_gemm.hpp"
@@ -27,8 +28,8 @@ namespace {
 
 namespace g = meshgate::gemm;
 
-// The case's values as written; resolved into a problem when the case runs (expect_error cases)
-// or while parsing (every other case, so bad values stop the run before anything executes).
+// The case's values as written; resolved into a problem while parsing, so that bad values are
+// rejected before anything executes.
 struct GemmSpec {
   std::int64_t m = 0, n = 0, k = 0;
   std::string dtype, epilogue, layout = "nt", device = "cpu";
@@ -130,7 +131,7 @@ nlohmann::json comparison_json(const g::Comparison& c) {
 
 class GemmCase final : public PreparedCase {
  public:
-  GemmCase(GemmSpec spec, std::optional<Resolved> resolved, int warmup, int iters, bool perf)
+  GemmCase(GemmSpec spec, Resolved resolved, int warmup, int iters, bool perf)
       : spec_(std::move(spec)),
         resolved_(std::move(resolved)),
         warmup_(warmup),
@@ -148,21 +149,36 @@ class GemmCase final : public PreparedCase {
                         {"alpha", spec_.alpha},
                         {"bias_offset", spec_.bias_offset},
                         {"workspace", spec_.workspace}};
-    if (resolved_) {
-      p["dtype"] = g::to_string(resolved_->problem.dtype);
-      nlohmann::json impls = nlohmann::json::array();
-      for (g::Impl i : resolved_->impls) impls.push_back(g::to_string(i));
-      p["impls"] = impls;
-    } else if (spec_.impls) {
-      p["impls"] = *spec_.impls;
-    }
+    p["dtype"] = g::to_string(resolved_.problem.dtype);
+    nlohmann::json impls = nlohmann::json::array();
+    for (g::Impl i : resolved_.impls) impls.push_back(g::to_string(i));
+    p["impls"] = impls;
     return p;
   }
 
+  // Host memory of a run: X, W and the bias; one output per implementation (all kept for the
+  // pairwise comparison) and one for timing; the fp64 reference rows that are checked.
+  MemoryEstimate memory_estimate() const override {
+    const g::GemmProblem& p = resolved_.problem;
+    const double es = p.dtype == g::DType::f32 ? 4 : 2;
+    const double m = static_cast<double>(p.m), n = static_cast<double>(p.n),
+                 k = static_cast<double>(p.k);
+    const double inputs = es * (m * k + k * n + n + static_cast<double>(p.bias_offset));
+    const double outputs = es * m * n * static_cast<double>(resolved_.impls.size() + 1);
+    // As many rows as rows_to_check(p, 2^30) picks, without listing them.
+    const double checked_rows =
+        std::min(m, std::max(2.0, std::ldexp(1.0, 30) / std::max(1.0, n * k)));
+    const double reference = 8.0 * n * checked_rows;
+    const std::string key = m >= n && m >= k ? "m" : (n >= k ? "n" : "k");
+    return {inputs + outputs + reference, key,
+            "inputs " + format_byte_size(inputs) + " + " +
+                std::to_string(resolved_.impls.size() + 1) + " outputs " +
+                format_byte_size(outputs) + " + fp64 reference rows " +
+                format_byte_size(reference)};
+  }
+
   Outcome run(RunContext&) override {
-    // expect_error cases resolve here, so that the library's rejection is what they test.
-    if (!resolved_) resolved_ = resolve(spec_, [](std::string_view, const Error& e) { throw e; });
-    const Resolved& r = *resolved_;
+    const Resolved& r = resolved_;
     const g::GemmProblem& p = r.problem;
 
     const bool needs_cuda = std::any_of(r.impls.begin(), r.impls.end(), [](g::Impl i) {
@@ -239,7 +255,7 @@ class GemmCase final : public PreparedCase {
 #ifdef MESHGATE_GEMM_CUDA
     if (g::device_of(impl) == g::Device::cuda) return cuda().time(impl, 1);
 #endif
-    const g::GemmProblem& p = resolved_->problem;
+    const g::GemmProblem& p = resolved_.problem;
     if (timing_output_.size() != p.m * p.n) timing_output_ = g::HostTensor(p.dtype, p.m * p.n);
     const auto start = std::chrono::steady_clock::now();
     g::run_cpu(impl, p, inputs_, timing_output_);
@@ -255,14 +271,14 @@ class GemmCase final : public PreparedCase {
   }
 
   g::Impl timed_impl() const {
-    const std::vector<g::Impl>& impls = resolved_->impls;
+    const std::vector<g::Impl>& impls = resolved_.impls;
     for (g::Impl fused : {g::Impl::lt_epilogue, g::Impl::cpu_epilogue})
       if (std::find(impls.begin(), impls.end(), fused) != impls.end()) return fused;
     return impls.front();
   }
 
   g::HostTensor run_impl(g::Impl impl, nlohmann::json& entry, std::vector<std::string>& plan) {
-    const g::GemmProblem& p = resolved_->problem;
+    const g::GemmProblem& p = resolved_.problem;
     entry["device"] = g::to_string(g::device_of(impl));
 #ifdef MESHGATE_GEMM_CUDA
     if (g::device_of(impl) == g::Device::cuda) {
@@ -300,7 +316,7 @@ class GemmCase final : public PreparedCase {
       return cuda().time(impl, iters_);
     }
 #endif
-    const g::GemmProblem& p = resolved_->problem;
+    const g::GemmProblem& p = resolved_.problem;
     g::HostTensor y(p.dtype, p.m * p.n);
     for (int i = 0; i < warmup_; ++i) g::run_cpu(impl, p, inputs_, y);
     std::vector<double> samples;
@@ -314,7 +330,7 @@ class GemmCase final : public PreparedCase {
   }
 
   void measure_all(Outcome& outcome, std::vector<std::string>& flags) {
-    const Resolved& r = *resolved_;
+    const Resolved& r = resolved_;
     const double f = g::flops(r.problem);
     nlohmann::json& impls = outcome.metrics["impls"];
     std::optional<double> fused_time, best_alternative;
@@ -350,14 +366,14 @@ class GemmCase final : public PreparedCase {
 
 #ifdef MESHGATE_GEMM_CUDA
   g::CudaGemm& cuda() {
-    if (!cuda_) cuda_ = std::make_unique<g::CudaGemm>(resolved_->problem, inputs_);
+    if (!cuda_) cuda_ = std::make_unique<g::CudaGemm>(resolved_.problem, inputs_);
     return *cuda_;
   }
   std::unique_ptr<g::CudaGemm> cuda_;
 #endif
 
   GemmSpec spec_;
-  std::optional<Resolved> resolved_;
+  Resolved resolved_;
   int warmup_;
   int iters_;
   bool perf_;
@@ -367,7 +383,7 @@ class GemmCase final : public PreparedCase {
 
 }  // namespace
 
-std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error) {
+std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool /*expect_error*/) {
   GemmSpec s;
   s.m = node.required<std::int64_t>("m");
   s.n = node.required<std::int64_t>("n");
@@ -394,9 +410,8 @@ std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error)
     if (perf["iters"]) iters = std::max(perf["iters"].as<int>(20), 1);
   }
 
-  std::optional<Resolved> resolved;
-  if (!expect_error)
-    resolved = resolve(s, [&](std::string_view key, const Error& e) { node.fail(key, e.what()); });
+  Resolved resolved =
+      resolve(s, [&](std::string_view key, const Error& e) { reject_value(node, key, e.what()); });
   return std::make_unique<GemmCase>(std::move(s), std::move(resolved), warmup, iters, has_perf);
 }
 

@@ -1,15 +1,19 @@
 // kind: layout — one operation of the layout algebra (spec/layout.md 1-4) on literal arguments,
 // compared structurally with `expect`. The op table below is the whole kind: name, argument
 // types, result type, and the library call.
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "core/error.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/memory_estimates.hpp"
 #include "layout/layout.hpp"
 #include "layout/mesh_layout.hpp"
 
@@ -235,15 +239,53 @@ std::string signature(const OpInfo& op) {
   return out + "]";
 }
 
+// Bytes per enumerated rank of an op that lists ranks: the int64, its JSON value, and its text
+// in the result row.
+constexpr double kBytesPerListedRank = 8 + sizeof(nlohmann::json) + 16;
+
+// size(L) x size(complement(L, world)): the ranks global_ranks and remap list. The complement
+// is algebra on the layout's modes, cheap whatever the sizes; where the library rejects it the
+// op will too, and only L's own ranks count.
+double ranks_with_complement(const Layout& l, std::int64_t world) {
+  try {
+    return size_estimate(l.shape()) * size_estimate(complement(l, world).shape());
+  } catch (const meshgate::Error&) {
+    return size_estimate(l.shape());
+  }
+}
+
 class LayoutCase final : public PreparedCase {
  public:
-  LayoutCase(const OpInfo& op, YAML::Node args_node, std::optional<std::vector<Arg>> args,
-             std::optional<Value> expected, const CaseNode& node)
+  LayoutCase(const OpInfo& op, YAML::Node args_node, std::vector<Arg> args,
+             std::optional<Value> expected)
       : op_(op),
         args_node_(std::move(args_node)),
         args_(std::move(args)),
-        expected_(std::move(expected)),
-        node_(node) {}
+        expected_(std::move(expected)) {}
+
+  // The ops that enumerate the ranks of a layout; the algebra works on modes, never on ranks.
+  MemoryEstimate memory_estimate() const override {
+    double ranks = 0;
+    double bytes_per_rank = kBytesPerListedRank;
+    if (op_.name == "all_ranks") {
+      ranks = size_estimate(layout_arg(args_, 0).shape());
+    } else if (op_.name == "non_overlapping") {
+      ranks = size_estimate(layout_arg(args_, 0).shape());
+      bytes_per_rank = 8;  // sorted in place, never listed
+    } else if (op_.name == "global_ranks") {
+      ranks = ranks_with_complement(layout_arg(args_, 0), int_arg(args_, 1));
+    } else if (op_.name == "remap") {
+      const auto map_size = static_cast<std::int64_t>(list_arg(args_, 1).size());
+      ranks = ranks_with_complement(layout_arg(args_, 0), std::max<std::int64_t>(map_size, 1));
+    } else {
+      return {};
+    }
+    char count[32];
+    std::snprintf(count, sizeof count, "%.4g", ranks);
+    return {
+        ranks * bytes_per_rank, "args",
+        std::string(op_.name) + " lists " + count + " ranks x " + format_byte_size(bytes_per_rank)};
+  }
 
   nlohmann::json params() const override {
     nlohmann::json p = {{"op", op_.name}, {"args", yaml_to_json(args_node_)}};
@@ -282,21 +324,12 @@ class LayoutCase final : public PreparedCase {
   }
 
  private:
-  // Arguments whose text the library rejected at load time are read again here, so that the
-  // rejection is what an expect_error case observes.
-  Value apply() const {
-    if (args_) return op_.apply(*args_);
-    std::vector<Arg> args;
-    for (std::size_t i = 0; i < args_node_.size(); ++i)
-      args.push_back(read_arg(op_.args[i], args_node_[i], node_));
-    return op_.apply(args);
-  }
+  Value apply() const { return op_.apply(args_); }
 
   const OpInfo& op_;
   YAML::Node args_node_;
-  std::optional<std::vector<Arg>> args_;
+  std::vector<Arg> args_;
   std::optional<Value> expected_;
-  CaseNode node_;
   int batch_ = 0;
 };
 
@@ -322,14 +355,13 @@ std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_erro
                      " argument(s)");
   }
 
-  std::optional<std::vector<Arg>> args;
-  try {
-    std::vector<Arg> parsed;
-    for (std::size_t i = 0; i < args_node.size(); ++i)
-      parsed.push_back(read_arg(op->args[i], args_node[i], node));
-    args = std::move(parsed);
-  } catch (const meshgate::Error& e) {
-    if (!expect_error) node.fail_at(args_node, "args", e.what());
+  std::vector<Arg> args;
+  for (std::size_t i = 0; i < args_node.size(); ++i) {
+    try {
+      args.push_back(read_arg(op->args[i], args_node[i], node));
+    } catch (const meshgate::Error& e) {
+      reject_value_at(node, args_node[i], "args", e.what());
+    }
   }
 
   std::optional<Value> expected;
@@ -344,7 +376,7 @@ std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_erro
   } else if (!expect_error) {
     node.fail("expect", "is required (or expect_error) for a layout case");
   }
-  return std::make_unique<LayoutCase>(*op, args_node, std::move(args), std::move(expected), node);
+  return std::make_unique<LayoutCase>(*op, args_node, std::move(args), std::move(expected));
 }
 
 }  // namespace meshgate::runner

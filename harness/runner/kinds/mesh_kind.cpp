@@ -6,15 +6,18 @@
 // that catches a model change such as PR #172089 before it lands.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "core/error.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 
@@ -184,6 +187,30 @@ class MeshCase final : public PreparedCase {
 
   int ranks() const override { return 1; }
   nlohmann::json params() const override { return params_json; }
+
+  // Every mesh the ops build holds its rank map and layout enumerations (about 32 B per rank);
+  // comparing the models observes every rank's view of the whole mesh (n x n ranks as JSON).
+  MemoryEstimate memory_estimate() const override {
+    constexpr double kMeshBytesPerRank = 32;
+    constexpr double kJsonBytesPerRank = sizeof(nlohmann::json) + 8;
+    const double n = rank_map_estimate(mesh);
+    const double models = compare_models ? 2 : 1;
+    const double meshes = models * static_cast<double>(1 + root_flattens.size() + ops.size());
+    char ranks_text[32];
+    std::snprintf(ranks_text, sizeof ranks_text, "%.4g", n);
+    double bytes = meshes * n * kMeshBytesPerRank;
+    std::string detail = std::string("a mesh of ") + ranks_text + " ranks, built " +
+                         std::to_string(static_cast<int>(meshes)) + " time(s) at " +
+                         format_byte_size(kMeshBytesPerRank) + " per rank";
+    if (compare_models) {
+      bytes += models * n * n * kJsonBytesPerRank;
+      detail += ", and every rank's mesh_for_rank under both models (2 x " +
+                std::string(ranks_text) + "^2 ranks x " + format_byte_size(kJsonBytesPerRank) + ")";
+    }
+    bytes += static_cast<double>(expect.mesh_for_rank.size()) * n * kJsonBytesPerRank;
+    if (expect.groups) bytes += n * static_cast<double>(expect.groups->size()) * kJsonBytesPerRank;
+    return {bytes, "mesh", detail};
+  }
 
   Outcome run(RunContext&) override {
     std::optional<Executed> primary;
@@ -594,7 +621,7 @@ std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error)
     try {
       c->model = parse_layout_model(*model);
     } catch (const meshgate::Error&) {
-      node.fail("model", "expected one_level or two_level, got '" + *model + "'");
+      reject_value(node, "model", "expected one_level or two_level, got '" + *model + "'");
     }
   }
   if (YAML::Node v = node.raw("flatten"); v && !v.IsNull()) {

@@ -55,16 +55,16 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
     node.fail(k, "give exactly one of " + k + ".shape or " + k + ".layout");
   if (has_shape) {
     spec.shape = m.required<std::vector<std::int64_t>>("shape");
-    if (spec.shape->empty()) m.fail("shape", "a mesh has at least one dim");
+    if (spec.shape->empty()) reject_value(m, "shape", "a mesh has at least one dim");
     for (std::int64_t s : *spec.shape) {
-      if (s <= 0) m.fail("shape", "mesh sizes must be positive");
+      if (s <= 0) reject_value(m, "shape", "mesh sizes must be positive");
     }
   } else {
     YAML::Node v = m.raw("layout");
     try {
       spec.layout = read_layout(v, m, "layout");
     } catch (const meshgate::Error& err) {
-      m.fail_at(v, "layout", err.what());
+      reject_value_at(m, v, "layout", err.what());
     }
   }
   if (YAML::Node v = m.raw("names"); v && !v.IsNull()) {

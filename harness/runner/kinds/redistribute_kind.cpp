@@ -24,16 +24,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 #include "placement/placement.hpp"
@@ -141,6 +144,33 @@ class RedistributeCase final : public PreparedCase {
 
   int ranks() const override { return static_cast<int>(mesh_spec.size()); }
   nlohmann::json params() const override { return params_json; }
+
+  // Every rank builds the whole global tensor and holds up to its size in each of: its source
+  // shard, the merged and the unmerged results, the target shard to compare with, the
+  // executor's gathered intermediate, and the float64 copy the check reduces; the replica check
+  // gathers the result from every rank of the Replicate target dims. Shards count as the whole
+  // tensor: an upper bound, exact for replicated placements.
+  MemoryEstimate memory_estimate() const override {
+    constexpr double kCopies = 6;  // global, source, merged, unmerged, target, intermediate
+    double elements = 1;
+    for (std::int64_t s : shape) elements *= static_cast<double>(s);
+    const double tensor = elements * static_cast<double>(comm::element_size(dtype));
+    double replicas = 1;
+    const std::vector<double> dims = mesh_dim_sizes(mesh_spec);
+    const std::vector<Placement> to = parse_placements(to_text);
+    for (std::size_t m = 0; m < to.size() && m < dims.size(); ++m) {
+      if (to[m].is_replicate()) replicas *= dims[m];
+    }
+    const double per_rank = tensor * (kCopies + replicas) + elements * 8;
+    const double n = mesh_ranks_estimate(mesh_spec);
+    char ranks_text[32];
+    std::snprintf(ranks_text, sizeof ranks_text, "%.4g", n);
+    return {per_rank * n, "tensor.shape",
+            std::string(ranks_text) + " ranks x " + format_byte_size(per_rank) + ": a " +
+                format_byte_size(tensor) + " tensor held " +
+                std::to_string(static_cast<int>(kCopies + replicas)) +
+                " times (global, shards, results, replicas) and once as float64"};
+  }
 
   // The mesh with its flattened dims registered (a fresh family, so registries do not leak
   // between cases), and the two specs. Errors are the library's: rejections.
@@ -451,7 +481,7 @@ std::string placements_text(const std::vector<std::string>& items) {
 
 }  // namespace
 
-std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error) {
+std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*expect_error*/) {
   auto c = std::make_unique<RedistributeCase>();
   c->mesh_spec = read_mesh_spec(node);
 
@@ -481,13 +511,15 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
   CaseNode tensor = node.child("tensor");
   c->shape = tensor.required<std::vector<std::int64_t>>("shape");
   for (std::int64_t s : c->shape) {
-    if (s < 0) tensor.fail("shape", "tensor sizes must be non-negative, got " + std::to_string(s));
+    if (s < 0) {
+      reject_value(tensor, "shape", "tensor sizes must be non-negative, got " + std::to_string(s));
+    }
   }
   const std::string dtype = tensor.optional<std::string>("dtype").value_or("float32");
   try {
     c->dtype = parse_tensor_dtype(dtype);
   } catch (const meshgate::Error& err) {
-    tensor.fail("dtype", err.what());
+    reject_value(tensor, "dtype", err.what());
   }
 
   YAML::Node from = node.raw("from");
@@ -502,14 +534,14 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     try {
       c->options.api = parse_api(*api);
     } catch (const meshgate::Error& err) {
-      node.fail("api", err.what());
+      reject_value(node, "api", err.what());
     }
   }
   if (auto planner = node.optional<std::string>("planner")) {
     try {
       c->options.planner = parse_planner(*planner);
     } catch (const meshgate::Error& err) {
-      node.fail("planner", err.what());
+      reject_value(node, "planner", err.what());
     }
   }
 
@@ -537,40 +569,39 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
                         "a planned redistribution must be right");
   }
 
-  // The mesh, flattens and placements must make sense before anything runs; a case that
-  // expects a rejection gets it from run() instead, where the library raises it.
-  if (!expect_error) {
-    std::optional<DeviceMesh> mesh;
+  // The mesh, flattens and placements must make sense before anything runs; what only the
+  // planner or the executor can reject (e.g. S(0) -> P(sum)) is rejected when the case runs.
+  check_runnable_mesh(node, c->mesh_spec);
+  std::optional<DeviceMesh> mesh;
+  try {
+    mesh = c->mesh_spec.build();
+  } catch (const meshgate::Error& err) {
+    reject_value(node, "mesh", err.what());
+  }
+  try {
+    for (const FlattenDims& f : c->flatten) mesh->slice(f.dims).flatten(f.name);
+  } catch (const meshgate::Error& err) {
+    reject_value(node, "flatten", err.what());
+  }
+  const auto es = static_cast<std::int64_t>(comm::element_size(c->dtype));
+  for (const auto& [key, text] : {std::pair{"from", c->from_text}, std::pair{"to", c->to_text}}) {
     try {
-      mesh = c->mesh_spec.build();
+      DTensorSpec::create(*mesh, parse_placements(text), c->shape, es);
     } catch (const meshgate::Error& err) {
-      node.fail("mesh", err.what());
+      reject_value(node, key, err.what());
     }
+  }
+  if (c->steps) {
     try {
-      for (const FlattenDims& f : c->flatten) mesh->slice(f.dims).flatten(f.name);
+      steps_from_text(DTensorSpec::create(*mesh, parse_placements(c->from_text), c->shape, es),
+                      *c->steps);
     } catch (const meshgate::Error& err) {
-      node.fail("flatten", err.what());
+      node.fail("steps", err.what());
     }
-    const auto es = static_cast<std::int64_t>(comm::element_size(c->dtype));
-    for (const auto& [key, text] : {std::pair{"from", c->from_text}, std::pair{"to", c->to_text}}) {
-      try {
-        DTensorSpec::create(*mesh, parse_placements(text), c->shape, es);
-      } catch (const meshgate::Error& err) {
-        node.fail(key, err.what());
-      }
-    }
-    if (c->steps) {
-      try {
-        steps_from_text(DTensorSpec::create(*mesh, parse_placements(c->from_text), c->shape, es),
-                        *c->steps);
-      } catch (const meshgate::Error& err) {
-        node.fail("steps", err.what());
-      }
-    }
-    if (c->expect_local_shape && c->expect_local_shape->size() != c->shape.size()) {
-      node.fail("expect", "local_shape " + shape_text(*c->expect_local_shape) +
-                              " has another rank than the tensor " + shape_text(c->shape));
-    }
+  }
+  if (c->expect_local_shape && c->expect_local_shape->size() != c->shape.size()) {
+    node.fail("expect", "local_shape " + shape_text(*c->expect_local_shape) +
+                            " has another rank than the tensor " + shape_text(c->shape));
   }
 
   nlohmann::json flat = nlohmann::json::array();
