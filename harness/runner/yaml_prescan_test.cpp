@@ -1,0 +1,3 @@
+#include "yaml_prescan.hpp"
+
+#include <gtest/gtest.h>
