@@ -164,8 +164,14 @@ class TupleParser {
   }
 
   [[noreturn]] void fail(std::string_view expected) const {
+    // The whole character (a UTF-8 sequence of up to 4 bytes), not its first byte alone.
+    std::size_t length = 1;
+    while (pos_ + length < text_.size() && length < 4 &&
+           (static_cast<unsigned char>(text_[pos_ + length]) & 0xC0u) == 0x80u) {
+      ++length;
+    }
     std::string found =
-        pos_ < text_.size() ? "'" + std::string(1, text_[pos_]) + "'" : "end of text";
+        pos_ < text_.size() ? "'" + std::string(text_.substr(pos_, length)) + "'" : "end of text";
     throw Error(ErrorKind::value, "expected " + std::string(expected) + " at column " +
                                       std::to_string(pos_) + " in '" + std::string(text_) +
                                       "' (found " + found + ")");
