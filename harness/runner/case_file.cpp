@@ -85,10 +85,10 @@ std::string flow_text(const YAML::Node& value) {
   return emitter.c_str();
 }
 
-// Builds one expanded case as a tree of its own: the case's mapping with the defaults it lacks
-// and "${x}" substituted, every node a fresh copy that keeps the position of what it copies.
-// Nothing is shared with the file's parse: yaml-cpp pools the nodes of a tree, and a shared node
-// would make every case's pool hold the whole file.
+// Builds one expanded case as a tree of its own: the case's mapping with the defaults it lacks,
+// "${x}" substituted and the matrix left out, every node a fresh copy that keeps the position of
+// what it copies. Nothing is shared with the file's parse: yaml-cpp pools the nodes of a tree, and
+// a shared node would make every case's pool hold the whole file.
 class CaseBuilder {
  public:
   CaseBuilder(const Bindings& bindings, const CaseErrors& errs, std::size_t& nodes_left)
@@ -101,8 +101,10 @@ class CaseBuilder {
     YAML::Node out = fresh(YAML::NodeType::Map, case_node);
     for (auto it = case_node.begin(); it != case_node.end(); ++it) {
       const std::string key = it->first.Scalar();
-      YAML::Node value =
-          key == "matrix" ? copy(it->second, key, false) : copy(it->second, key, true);
+      // The matrix is spent once its values are substituted; a copy in every combination
+      // would make each case as large as the whole matrix.
+      if (key == "matrix") continue;
+      YAML::Node value = copy(it->second, key, true);
       if (key == "tags") add_default_tags(value, lookup(defaults, "tags"));
       out.force_insert(copy(it->first, key, false), value);
     }

@@ -20,8 +20,8 @@ struct CaseSpec {
   std::string id;    // "<suite>/<name>"
   std::string kind;  // as written; checked against the registry when the case is prepared
   std::vector<std::string> tags;
-  // The case's own tree (defaults merged, matrix values substituted), positions of the
-  // original text kept; it shares no node with the file's other cases.
+  // The case's own tree (defaults merged, matrix values substituted, the matrix itself left
+  // out), positions of the original text kept; it shares no node with the file or other cases.
   YAML::Node node;
 
   // Assignment rebinds `node` (yaml-cpp's operator= would overwrite the node it refers to),
