@@ -9,6 +9,24 @@
 #include <utility>
 
 #include "diagnostics.hpp"
+#include "yaml_prescan.hpp"
+
+namespace meshgate::runner {
+struct KeepPosition;
+}
+
+namespace YAML {
+// yaml-cpp lets only its parser set a node's position, and YAML::Clone drops positions. This
+// specialization of as_if, a template that YAML::Node befriends, lets an expanded case's copy
+// keep the position of the node it copies, so its errors point into the file.
+template <>
+struct as_if<meshgate::runner::KeepPosition, void> {
+  static void copy_position(Node& node, const Node& source) {
+    node.EnsureNodeExists();
+    node.m_pNode->set_mark(source.Mark());
+  }
+};
+}  // namespace YAML
 
 namespace meshgate::runner {
 namespace fs = std::filesystem;
@@ -67,92 +85,137 @@ std::string flow_text(const YAML::Node& value) {
   return emitter.c_str();
 }
 
-// Substitutes "${x}" in one scalar. Returns the node that replaces the whole scalar when it is
-// exactly "${x}" (so the matrix value keeps its YAML type), otherwise edits the text in place.
-std::optional<YAML::Node> substitute_scalar(YAML::Node scalar, const Bindings& bindings,
-                                            std::string_view top_key, const CaseErrors& errs) {
-  const std::string text = scalar.Scalar();
-  if (text.find("${") == std::string::npos) return std::nullopt;
-  std::string out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t open = text.find("${", pos);
-    if (open == std::string::npos) {
-      out += text.substr(pos);
-      break;
-    }
-    const std::size_t close = text.find('}', open);
-    if (close == std::string::npos) {
-      errs.add(scalar.Mark(), top_key, "unterminated '${' in '" + text + "'");
-      return std::nullopt;
-    }
-    const std::string var = text.substr(open + 2, close - open - 2);
-    const auto binding = std::find_if(bindings.begin(), bindings.end(),
-                                      [&](const auto& b) { return b.first == var; });
-    if (binding == bindings.end()) {
-      std::vector<std::string> names;
-      for (const auto& b : bindings) names.push_back(b.first);
-      std::string message = "'${" + var + "}' is not a matrix key";
-      if (names.empty()) {
-        message += ": the case has no matrix";
-      } else {
-        message += did_you_mean(var, names);
-      }
-      errs.add(scalar.Mark(), top_key, message);
-      return std::nullopt;
-    }
-    if (open == 0 && close == text.size() - 1) return binding->second;
-    out += text.substr(pos, open - pos);
-    out += flow_text(binding->second);
-    pos = close + 1;
-  }
-  scalar = out;  // set_scalar keeps the node's position
-  return std::nullopt;
-}
+// Builds one expanded case as a tree of its own: the case's mapping with the defaults it lacks,
+// "${x}" substituted and the matrix left out, every node a fresh copy that keeps the position of
+// what it copies. Nothing is shared with the file's parse: yaml-cpp pools the nodes of a tree, and
+// a shared node would make every case's pool hold the whole file.
+class CaseBuilder {
+ public:
+  CaseBuilder(const Bindings& bindings, const CaseErrors& errs, std::size_t& nodes_left)
+      : bindings_(bindings), errs_(errs), nodes_left_(nodes_left) {}
 
-void substitute(YAML::Node value, const Bindings& bindings, std::string_view top_key,
-                const CaseErrors& errs) {
-  if (value.IsScalar()) {
-    // Assigning through this handle re-points the node inside the tree: the value takes
-    // the matrix entry's type (and its position in the file).
-    if (auto replacement = substitute_scalar(value, bindings, top_key, errs)) value = *replacement;
-  } else if (value.IsMap()) {
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      substitute(it->second, bindings, top_key, errs);
+  // False when the file's budget of case nodes ran out (nothing more should be built).
+  bool within_budget() const { return within_budget_; }
+
+  YAML::Node build(const YAML::Node& case_node, const YAML::Node& defaults) {
+    YAML::Node out = fresh(YAML::NodeType::Map, case_node);
+    for (auto it = case_node.begin(); it != case_node.end(); ++it) {
+      const std::string key = it->first.Scalar();
+      // The matrix is spent once its values are substituted; a copy in every combination
+      // would make each case as large as the whole matrix.
+      if (key == "matrix") continue;
+      YAML::Node value = copy(it->second, key, true);
+      if (key == "tags") add_default_tags(value, lookup(defaults, "tags"));
+      out.force_insert(copy(it->first, key, false), value);
     }
-  } else if (value.IsSequence()) {
-    for (std::size_t i = 0; i < value.size(); ++i) substitute(value[i], bindings, top_key, errs);
-  }
-}
-
-// Substitutes in every key of a case except the matrix itself.
-void substitute_case(YAML::Node case_node, const Bindings& bindings, const CaseErrors& errs) {
-  for (auto it = case_node.begin(); it != case_node.end(); ++it) {
-    const std::string key = it->first.as<std::string>("");
-    if (key != "matrix") substitute(it->second, bindings, key, errs);
-  }
-}
-
-// Puts `defaults` under the case: the case's own keys win, tags are united.
-void merge_defaults(YAML::Node case_node, const YAML::Node& defaults) {
-  if (!defaults.IsMap()) return;
-  for (auto it = defaults.begin(); it != defaults.end(); ++it) {
-    const std::string key = it->first.as<std::string>("");
-    const YAML::Node own = lookup(case_node, key);
-    if (!own.IsDefined()) {
-      // Inserting the defaults' own key and value nodes keeps their positions for errors.
-      case_node.force_insert(it->first, it->second);
-    } else if (key == "tags" && own.IsSequence() && it->second.IsSequence()) {
-      YAML::Node tags = own;
-      const YAML::Node default_tags = it->second;
-      for (const YAML::Node& tag : default_tags) {
-        bool present = false;
-        for (const YAML::Node& have : own) present = present || have.Scalar() == tag.Scalar();
-        if (!present) tags.push_back(tag);
+    // Defaults go under the case: the case's own keys win, tags are united (above).
+    if (defaults.IsMap()) {
+      for (auto it = defaults.begin(); it != defaults.end(); ++it) {
+        const std::string key = it->first.Scalar();
+        if (lookup(case_node, key).IsDefined()) continue;
+        out.force_insert(copy(it->first, key, false), copy(it->second, key, true));
       }
     }
+    return out;
   }
-}
+
+ private:
+  void add_default_tags(YAML::Node& tags, const YAML::Node& default_tags) {
+    if (!tags.IsSequence() || !default_tags.IsSequence()) return;
+    for (const YAML::Node& tag : default_tags) {
+      bool present = false;
+      for (const YAML::Node& have : tags) present = present || have.Scalar() == tag.Scalar();
+      if (!present) tags.push_back(copy(tag, "tags", true));
+    }
+  }
+
+  // A node of `type` with the position, tag and style of `source`, counted against the budget.
+  YAML::Node fresh(YAML::NodeType::value type, const YAML::Node& source) {
+    if (nodes_left_ == 0) {
+      within_budget_ = false;
+    } else {
+      --nodes_left_;
+    }
+    YAML::Node node(type);
+    keep_position(node, source);
+    return node;
+  }
+
+  static void keep_position(YAML::Node& node, const YAML::Node& source) {
+    YAML::as_if<KeepPosition, void>::copy_position(node, source);
+    node.SetTag(source.Tag());
+    node.SetStyle(source.Style());
+  }
+
+  // Children first: a finished child joins its parent's pool in one step, whereas a child
+  // inserted empty and filled later would keep its later nodes in a pool of its own.
+  YAML::Node copy(const YAML::Node& source, std::string_view top_key, bool substitute) {
+    if (!within_budget_) return YAML::Node(YAML::NodeType::Null);
+    switch (source.Type()) {
+      case YAML::NodeType::Scalar:
+        return copy_scalar(source, top_key, substitute);
+      case YAML::NodeType::Sequence: {
+        YAML::Node out = fresh(YAML::NodeType::Sequence, source);
+        for (const YAML::Node& item : source) out.push_back(copy(item, top_key, substitute));
+        return out;
+      }
+      case YAML::NodeType::Map: {
+        YAML::Node out = fresh(YAML::NodeType::Map, source);
+        for (auto it = source.begin(); it != source.end(); ++it) {
+          out.force_insert(copy(it->first, top_key, false), copy(it->second, top_key, substitute));
+        }
+        return out;
+      }
+      default:
+        return fresh(YAML::NodeType::Null, source);
+    }
+  }
+
+  // Substitutes "${x}" in one scalar. A scalar that is exactly "${x}" becomes a copy of the
+  // matrix value (which keeps its YAML type and its own position); otherwise the text changes.
+  YAML::Node copy_scalar(const YAML::Node& scalar, std::string_view top_key, bool substitute) {
+    const std::string& text = scalar.Scalar();
+    YAML::Node out = fresh(YAML::NodeType::Scalar, scalar);
+    out = text;  // set_scalar keeps the node's position
+    if (!substitute || text.find("${") == std::string::npos) return out;
+    std::string replaced;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      const std::size_t open = text.find("${", pos);
+      if (open == std::string::npos) {
+        replaced += text.substr(pos);
+        break;
+      }
+      const std::size_t close = text.find('}', open);
+      if (close == std::string::npos) {
+        errs_.add(scalar.Mark(), top_key, "unterminated '${' in " + quote_value(text));
+        return out;
+      }
+      const std::string var = text.substr(open + 2, close - open - 2);
+      const auto binding = std::find_if(bindings_.begin(), bindings_.end(),
+                                        [&](const auto& b) { return b.first == var; });
+      if (binding == bindings_.end()) {
+        std::vector<std::string> names;
+        for (const auto& b : bindings_) names.push_back(b.first);
+        std::string message = quote_value("${" + var + "}") + " is not a matrix key";
+        message += names.empty() ? ": the case has no matrix" : did_you_mean(var, names);
+        errs_.add(scalar.Mark(), top_key, message);
+        return out;
+      }
+      if (open == 0 && close == text.size() - 1) return copy(binding->second, top_key, false);
+      replaced += text.substr(pos, open - pos);
+      replaced += flow_text(binding->second);
+      pos = close + 1;
+    }
+    out = replaced;
+    return out;
+  }
+
+  const Bindings& bindings_;
+  const CaseErrors& errs_;
+  std::size_t& nodes_left_;
+  bool within_budget_ = true;
+};
 
 // The matrix as (key, values) in key order; empty when the case has none.
 std::optional<std::vector<std::pair<std::string, std::vector<YAML::Node>>>> read_matrix(
@@ -202,9 +265,13 @@ void add_case(const YAML::Node& node, const std::string& file, const std::string
     errs.add(node.Mark(), "name", "is required (a string unique in the suite)");
   } else if (!name.IsScalar() || name.Scalar().empty()) {
     errs.add(name.Mark(), "name", "expected a non-empty string, got " + describe_node(name));
-  } else if (name.Scalar().find_first_of("/ \t") != std::string::npos) {
+  } else if (const auto control = first_control_character(name.Scalar())) {
     errs.add(name.Mark(), "name",
-             "'" + name.Scalar() + "' contains '/' or whitespace; use '-' to separate words");
+             quote_value(name.Scalar()) + " contains the control character " + *control +
+                 "; names are printed and typed on the command line");
+  } else if (name.Scalar().find_first_of("/ ") != std::string::npos) {
+    errs.add(name.Mark(), "name",
+             quote_value(name.Scalar()) + " contains '/' or whitespace; use '-' to separate words");
   } else {
     spec.name = name.Scalar();
     spec.id = suite + "/" + spec.name;
@@ -228,6 +295,10 @@ void add_case(const YAML::Node& node, const std::string& file, const std::string
       for (const YAML::Node& tag : tags) {
         if (!tag.IsScalar() || tag.Scalar().empty()) {
           errs.add(tag.Mark(), "tags", "expected a non-empty string, got " + describe_node(tag));
+        } else if (const auto control = first_control_character(tag.Scalar())) {
+          errs.add(tag.Mark(), "tags",
+                   quote_value(tag.Scalar()) + " contains the control character " + *control +
+                       "; tags are printed and typed on the command line");
         } else {
           spec.tags.push_back(tag.Scalar());
         }
@@ -262,26 +333,92 @@ std::vector<std::string> find_case_files(const std::vector<std::string>& paths,
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         if (it->is_regular_file() && is_case_file(it->path())) found.push_back(it->path().string());
       }
-      if (ec) errors.push_back(path + ": cannot read the directory: " + ec.message());
+      if (ec) errors.push_back(printable(path) + ": cannot read the directory: " + ec.message());
       std::sort(found.begin(), found.end());
       if (found.empty() && !ec) {
-        errors.push_back(path + ": no *.yaml or *.yml case files in this directory");
+        errors.push_back(printable(path) + ": no *.yaml or *.yml case files in this directory");
       }
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::is_regular_file(path, ec)) {
       files.push_back(path);
     } else {
-      errors.push_back(path + ": no such case file or directory");
+      errors.push_back(printable(path) + ": no such case file or directory");
     }
   }
   return files;
 }
 
-void load_case_text(const std::string& text, const std::string& file, LoadedCases& out) {
+namespace {
+
+// The suite's name, or an error: from `suite:` or else the file's stem.
+std::optional<std::string> read_suite(const YAML::Node& root, const std::string& file,
+                                      std::vector<std::string>& errors) {
+  const YAML::Node suite_node = lookup(root, "suite");
+  if (!suite_node.IsDefined() || suite_node.IsNull()) {
+    std::string stem = fs::path(file).stem().string();
+    if (const auto control = first_control_character(stem)) {
+      errors.push_back(location(file, root.Mark()) +
+                       ": the file's name, the default suite name, contains the control "
+                       "character " +
+                       *control + "; rename the file or set 'suite:'");
+      return std::nullopt;
+    }
+    return stem;
+  }
+  if (!suite_node.IsScalar() || suite_node.Scalar().empty() ||
+      suite_node.Scalar().find('/') != std::string::npos) {
+    errors.push_back(location(file, suite_node.Mark()) +
+                     ": key 'suite': expected a non-empty string without '/', got " +
+                     describe_node(suite_node));
+    return std::nullopt;
+  }
+  if (const auto control = first_control_character(suite_node.Scalar())) {
+    errors.push_back(location(file, suite_node.Mark()) + ": key 'suite': " +
+                     quote_value(suite_node.Scalar()) + " contains the control character " +
+                     *control + "; suite names are printed and typed on the command line");
+    return std::nullopt;
+  }
+  return suite_node.Scalar();
+}
+
+// The number of combinations of `axes`, or nullopt past `cap` (computed without overflow).
+std::optional<std::size_t> count_combinations(
+    const std::vector<std::pair<std::string, std::vector<YAML::Node>>>& axes, std::size_t cap) {
+  std::size_t combinations = 1;
+  for (const auto& axis : axes) {
+    if (combinations > cap / axis.second.size()) return std::nullopt;
+    combinations *= axis.second.size();
+  }
+  return combinations <= cap ? std::optional(combinations) : std::nullopt;
+}
+
+// "k0: 10 x k1: 10 = 100", or with the product past what a size_t holds, "... = more than N".
+std::string describe_combinations(
+    const std::vector<std::pair<std::string, std::vector<YAML::Node>>>& axes) {
+  std::string text;
+  double product = 1;
+  for (const auto& axis : axes) {
+    text += (text.empty() ? "" : " x ") + printable(axis.first) + ": " +
+            std::to_string(axis.second.size());
+    product *= static_cast<double>(axis.second.size());
+  }
+  char count[64];
+  std::snprintf(count, sizeof count, product < 1e15 ? "%.0f" : "%.3g", product);
+  return text + " = " + count;
+}
+
+// load_case_text without the final pass over its messages.
+void load_checked_text(const std::string& text, const std::string& file, LoadedCases& out,
+                       const CaseFileLimits& limits) {
+  std::vector<std::string> problems = prescan_case_text(text, file, limits);
+  if (!problems.empty()) {
+    out.errors.insert(out.errors.end(), problems.begin(), problems.end());
+    return;
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) {
     out.errors.push_back(location(file, e.mark) + ": invalid YAML: " + e.msg);
     return;
   }
@@ -293,28 +430,17 @@ void load_case_text(const std::string& text, const std::string& file, LoadedCase
   const std::vector<std::string> file_keys = {"suite", "defaults", "cases"};
   bool usable = true;
   for (auto it = root.begin(); it != root.end(); ++it) {
-    const std::string key = it->first.as<std::string>("");
+    const std::string key = it->first.Scalar();
     if (std::find(file_keys.begin(), file_keys.end(), key) == file_keys.end()) {
-      out.errors.push_back(location(file, it->first.Mark()) + ": key '" + key +
-                           "': unknown top-level key" + did_you_mean(key, file_keys) +
+      out.errors.push_back(location(file, it->first.Mark()) + ": key " + quote_value(key) +
+                           ": unknown top-level key" + did_you_mean(key, file_keys) +
                            "; a case file has suite, defaults and cases");
       usable = false;
     }
   }
 
-  std::string suite = fs::path(file).stem().string();
-  const YAML::Node suite_node = lookup(root, "suite");
-  if (suite_node.IsDefined() && !suite_node.IsNull()) {
-    if (!suite_node.IsScalar() || suite_node.Scalar().empty() ||
-        suite_node.Scalar().find('/') != std::string::npos) {
-      out.errors.push_back(location(file, suite_node.Mark()) +
-                           ": key 'suite': expected a non-empty string without '/', got " +
-                           describe_node(suite_node));
-      usable = false;
-    } else {
-      suite = suite_node.Scalar();
-    }
-  }
+  const std::optional<std::string> suite = read_suite(root, file, out.errors);
+  usable = usable && suite.has_value();
 
   const YAML::Node defaults = lookup(root, "defaults");
   if (defaults.IsDefined() && !defaults.IsNull()) {
@@ -340,8 +466,14 @@ void load_case_text(const std::string& text, const std::string& file, LoadedCase
                          ": key 'cases': expected a list of cases, got " + describe_node(cases));
     return;
   }
+  if (cases.size() == 0) {
+    out.errors.push_back(location(file, cases.Mark()) +
+                         ": key 'cases': the list is empty; a case file holds at least one case");
+    return;
+  }
   if (!usable) return;
 
+  std::size_t nodes_left = limits.max_case_nodes;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const YAML::Node case_node = cases[i];
     CaseErrors errs{file, "case #" + std::to_string(i + 1), out.errors};
@@ -353,23 +485,17 @@ void load_case_text(const std::string& text, const std::string& file, LoadedCase
     }
     const auto axes = read_matrix(case_node, errs);
     if (!axes) continue;
-    if (axes->empty()) {
-      merge_defaults(case_node, defaults);
-      const std::size_t before = out.errors.size();
-      substitute_case(case_node, {}, errs);
-      if (out.errors.size() == before) add_case(case_node, file, suite, i, out);
+    const std::optional<std::size_t> combinations =
+        count_combinations(*axes, limits.max_matrix_combinations);
+    if (!combinations) {
+      errs.add(lookup(case_node, "matrix").Mark(), "matrix",
+               "expands to " + describe_combinations(*axes) + " combinations, above the limit of " +
+                   std::to_string(limits.max_matrix_combinations) +
+                   " per case; split the case or shorten its lists");
       continue;
     }
-    // Each combination edits its own tree: parsing the text again gives fresh nodes that keep
-    // their line and column, which a copy made in memory would lose.
-    std::size_t combinations = 1;
-    for (const auto& axis : *axes) combinations *= axis.second.size();
-    for (std::size_t c = 0; c < combinations; ++c) {
-      const YAML::Node fresh_root = YAML::Load(text);
-      YAML::Node node = fresh_root["cases"][i];
-      const YAML::Node fresh_matrix = lookup(node, "matrix");
-      // The first matrix key varies slowest. Indexes first: a YAML::Node must never be
-      // assigned or swapped inside a container, as that rewrites the node it refers to.
+    for (std::size_t c = 0; c < *combinations; ++c) {
+      // The first matrix key varies slowest.
       std::vector<std::size_t> picks(axes->size());
       std::size_t rest = c;
       for (std::size_t a = axes->size(); a-- > 0;) {
@@ -378,16 +504,34 @@ void load_case_text(const std::string& text, const std::string& file, LoadedCase
       }
       Bindings bindings;
       for (std::size_t a = 0; a < axes->size(); ++a) {
-        const std::string& key = (*axes)[a].first;
-        const YAML::Node values = lookup(fresh_matrix, key);
-        bindings.emplace_back(key, values.IsSequence() ? values[picks[a]] : values);
+        bindings.emplace_back((*axes)[a].first, (*axes)[a].second[picks[a]]);
       }
-      merge_defaults(node, lookup(fresh_root, "defaults"));
       const std::size_t before = out.errors.size();
-      substitute_case(node, bindings, errs);
+      CaseBuilder builder(bindings, errs, nodes_left);
+      const YAML::Node expanded = builder.build(case_node, defaults);
+      if (!builder.within_budget()) {
+        errs.add(case_node.Mark(), axes->empty() ? "cases" : "matrix",
+                 "the file's cases, defaults merged and matrices expanded, pass " +
+                     std::to_string(limits.max_case_nodes) +
+                     " YAML nodes, the limit for a case file; split the file or shorten its "
+                     "matrices");
+        return;
+      }
       if (out.errors.size() != before) break;  // the same mistake in every combination
-      add_case(node, file, suite, i, out);
+      add_case(expanded, file, *suite, i, out);
     }
+  }
+}
+
+}  // namespace
+
+void load_case_text(const std::string& text, const std::string& file, LoadedCases& out,
+                    const CaseFileLimits& limits) {
+  const std::size_t errors_before = out.errors.size();
+  load_checked_text(text, file, out, limits);
+  // Every message about this file is printable and of bounded line length, whatever it quotes.
+  for (std::size_t i = errors_before; i < out.errors.size(); ++i) {
+    out.errors[i] = message_text(out.errors[i]);
   }
 }
 
@@ -408,17 +552,27 @@ void check_unique_ids(LoadedCases& loaded) {
   loaded.errors.insert(loaded.errors.end(), duplicates.begin(), duplicates.end());
 }
 
-LoadedCases load_cases(const std::vector<std::string>& paths) {
+LoadedCases load_cases(const std::vector<std::string>& paths, const CaseFileLimits& limits) {
   LoadedCases loaded;
   for (const std::string& file : find_case_files(paths, loaded.errors)) {
+    std::error_code ec;
+    const std::uintmax_t bytes = fs::file_size(file, ec);
+    if (!ec && bytes > limits.max_file_bytes) {
+      // Refused before reading: the text check would say the same after reading it all.
+      loaded.errors.push_back(printable(file) + ": the file has " + std::to_string(bytes) +
+                              " bytes, above the limit of " +
+                              std::to_string(limits.max_file_bytes) +
+                              " bytes for a case file; split it");
+      continue;
+    }
     std::ifstream in(file, std::ios::binary);
     if (!in) {
-      loaded.errors.push_back(file + ": cannot open the file for reading");
+      loaded.errors.push_back(printable(file) + ": cannot open the file for reading");
       continue;
     }
     std::ostringstream text;
     text << in.rdbuf();
-    load_case_text(text.str(), file, loaded);
+    load_case_text(text.str(), file, loaded, limits);
   }
   check_unique_ids(loaded);
   return loaded;

@@ -7,6 +7,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "yaml_prescan.hpp"
+
 namespace meshgate::runner {
 
 // One case after defaults merging and matrix expansion.
@@ -18,7 +20,9 @@ struct CaseSpec {
   std::string id;    // "<suite>/<name>"
   std::string kind;  // as written; checked against the registry when the case is prepared
   std::vector<std::string> tags;
-  YAML::Node node;  // the whole mapping, positions of the original text kept
+  // The case's own tree (defaults merged, matrix values substituted, the matrix itself left
+  // out), positions of the original text kept; it shares no node with the file or other cases.
+  YAML::Node node;
 
   // Assignment rebinds `node` (yaml-cpp's operator= would overwrite the node it refers to),
   // so CaseSpecs can be sorted and stored like any value.
@@ -38,11 +42,13 @@ std::vector<std::string> find_case_files(const std::vector<std::string>& paths,
                                          std::vector<std::string>& errors);
 
 // Parses one file's text (`file` names it in messages; its stem is the default suite) and
-// appends its expanded cases or its errors.
-void load_case_text(const std::string& text, const std::string& file, LoadedCases& out);
+// appends its expanded cases or its errors. The entry point for untrusted text: any bytes give
+// cases or printable "file:line:column: ..." errors within `limits`, never a crash or a hang.
+void load_case_text(const std::string& text, const std::string& file, LoadedCases& out,
+                    const CaseFileLimits& limits = {});
 
 // Finds, reads and loads every case file, then rejects case ids defined twice.
-LoadedCases load_cases(const std::vector<std::string>& paths);
+LoadedCases load_cases(const std::vector<std::string>& paths, const CaseFileLimits& limits = {});
 
 // Rejects ids defined more than once, naming both places.
 void check_unique_ids(LoadedCases& loaded);

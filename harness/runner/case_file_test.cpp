@@ -9,9 +9,10 @@
 namespace meshgate::runner {
 namespace {
 
-LoadedCases load(const std::string& text, const std::string& file = "suite.yaml") {
+LoadedCases load(const std::string& text, const std::string& file = "suite.yaml",
+                 const CaseFileLimits& limits = {}) {
   LoadedCases out;
-  load_case_text(text, file, out);
+  load_case_text(text, file, out, limits);
   check_unique_ids(out);
   return out;
 }
@@ -158,6 +159,143 @@ TEST(CaseFile, InvalidYamlNamesThePosition) {
   ASSERT_EQ(loaded.errors.size(), 1u);
   EXPECT_EQ(loaded.errors[0].rfind("suite.yaml:", 0), 0u) << loaded.errors[0];
   EXPECT_NE(loaded.errors[0].find("invalid YAML"), std::string::npos);
+}
+
+TEST(CaseFile, SelfReferencesAreRefusedBeforeAnyTreeIsBuilt) {
+  // In a case's value, in defaults, and a whole case: each used to overflow the stack.
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"cases:\n  - name: a\n    kind: echo\n    args: &x [\"4:1\", *x]\n", "suite.yaml:4:22: "},
+      {"defaults: &d {tags: [smoke], more: *d}\ncases:\n  - {name: a, kind: echo}\n",
+       "suite.yaml:1:36: "},
+      {"cases:\n  - &c {name: a, kind: echo, again: *c}\n", "suite.yaml:2:37: "}};
+  for (const auto& [text, place] : files) {
+    const LoadedCases loaded = load(text);
+    ASSERT_EQ(loaded.errors.size(), 1u) << text;
+    EXPECT_EQ(loaded.errors[0].rfind(place, 0), 0u) << loaded.errors[0];
+    EXPECT_NE(loaded.errors[0].find("that contains it"), std::string::npos) << loaded.errors[0];
+    EXPECT_TRUE(loaded.cases.empty());
+  }
+}
+
+TEST(CaseFile, MatrixCombinationsAreCountedBeforeExpanding) {
+  std::string matrix;
+  for (int key = 0; key < 8; ++key) {
+    matrix += (key ? ", k" : "k") + std::to_string(key) + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+  }
+  const LoadedCases loaded =
+      load("cases:\n  - name: m-${k0}\n    kind: echo\n    matrix: {" + matrix + "}\n");
+  ASSERT_EQ(loaded.errors.size(), 1u);
+  EXPECT_EQ(
+      loaded.errors[0],
+      "suite.yaml:4:13: case #1: key 'matrix': expands to k0: 10 x k1: 10 x k2: 10 x k3: 10 x "
+      "k4: 10 x k5: 10 x k6: 10 x k7: 10 = 100000000 combinations, above the limit of 10000 "
+      "per case; split the case or shorten its lists");
+  // So many keys that the product overflows 64 bits: still counted, still refused.
+  std::string huge;
+  for (int key = 0; key < 30; ++key) {
+    huge += (key ? ", k" : "k") + std::to_string(key) + ": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]";
+  }
+  const LoadedCases overflow =
+      load("cases:\n  - name: m-${k0}\n    kind: echo\n    matrix: {" + huge + "}\n");
+  ASSERT_EQ(overflow.errors.size(), 1u);
+  EXPECT_NE(overflow.errors[0].find("= 1e+30 combinations, above the limit"), std::string::npos)
+      << overflow.errors[0];
+}
+
+TEST(CaseFile, ExpandedCasesStayWithinTheFilesNodeBudget) {
+  const std::string text =
+      "defaults: {tags: [smoke]}\n"
+      "cases:\n"
+      "  - name: a-${x}\n"
+      "    kind: echo\n"
+      "    matrix: {x: [1, 2, 3]}\n";
+  CaseFileLimits limits;
+  // Each expanded case: its mapping (1), name and kind (2 + 2) and the tags from the defaults
+  // (key, list, tag: 3): 8 nodes. The matrix is spent and left out.
+  limits.max_case_nodes = 24;
+  EXPECT_EQ(load(text, "suite.yaml", limits).cases.size(), 3u);
+  EXPECT_FALSE(load(text, "suite.yaml", limits).cases[0].node["matrix"].IsDefined());
+  limits.max_case_nodes = 23;
+  const LoadedCases over = load(text, "suite.yaml", limits);
+  ASSERT_EQ(over.errors.size(), 1u);
+  EXPECT_EQ(over.errors[0],
+            "suite.yaml:3:5: case #1: key 'matrix': the file's cases, defaults merged and matrices "
+            "expanded, pass 23 YAML nodes, the limit for a case file; split the file or shorten "
+            "its matrices");
+}
+
+TEST(CaseFile, ExpandedCasesAreIndependentCopiesThatKeepTypesAndTags) {
+  const LoadedCases loaded = load(
+      "defaults: {tags: [smoke], label: \"in ${x}\", expect_error: \"true\"}\n"
+      "cases:\n"
+      "  - name: a-${x}\n"
+      "    kind: echo\n"
+      "    matrix: {x: [1, [2, 3]]}\n"
+      "    value: ${x}\n"
+      "    tags: [t]\n");
+  ASSERT_TRUE(loaded.errors.empty()) << loaded.errors[0];
+  ASSERT_EQ(loaded.cases.size(), 2u);
+  // Defaults are substituted per combination, and tags are united in each case's own list.
+  EXPECT_EQ(loaded.cases[0].node["label"].as<std::string>(), "in 1");
+  EXPECT_EQ(loaded.cases[1].node["label"].as<std::string>(), "in 2x3");
+  EXPECT_EQ(loaded.cases[0].tags, (std::vector<std::string>{"t", "smoke"}));
+  EXPECT_EQ(loaded.cases[1].tags, (std::vector<std::string>{"t", "smoke"}));
+  EXPECT_TRUE(loaded.cases[1].node["value"].IsSequence());
+  // A quoted "true" stays a string: its tag travels with the copy.
+  EXPECT_EQ(loaded.cases[0].node["expect_error"].Tag(), "!");
+  EXPECT_EQ(loaded.cases[0].node["expect_error"].Mark().line, 0);
+  // Editing one expanded case leaves the other alone.
+  YAML::Node first = loaded.cases[0].node;
+  first["tags"].push_back("extra");
+  EXPECT_EQ(loaded.cases[1].node["tags"].size(), 2u);
+}
+
+TEST(CaseFile, EmptyCaseListsNameTheFile) {
+  const LoadedCases loaded = load("suite: s\ncases: []\n", "dir/empty.yaml");
+  ASSERT_EQ(loaded.errors.size(), 1u);
+  EXPECT_EQ(loaded.errors[0],
+            "dir/empty.yaml:2:8: key 'cases': the list is empty; a case file holds at least one "
+            "case");
+}
+
+TEST(CaseFile, IdentifiersRefuseControlCharacters) {
+  const LoadedCases names = load(
+      "suite: s\n"
+      "cases:\n"
+      "  - {name: \"a\\tb\", kind: echo}\n"
+      "  - {name: c, kind: echo, tags: [\"x\\ny\"]}\n");
+  ASSERT_EQ(names.errors.size(), 2u);
+  EXPECT_EQ(names.errors[0],
+            "suite.yaml:3:12: case #1: key 'name': 'a\\tb' contains the control character U+0009; "
+            "names are printed and typed on the command line");
+  EXPECT_EQ(names.errors[1],
+            "suite.yaml:4:34: case 's/c': key 'tags': 'x\\ny' contains the control character "
+            "U+000A; tags are printed and typed on the command line");
+  const LoadedCases suite = load("suite: \"s\\t1\"\ncases:\n  - {name: a, kind: echo}\n");
+  ASSERT_EQ(suite.errors.size(), 1u);
+  EXPECT_EQ(suite.errors[0],
+            "suite.yaml:1:8: key 'suite': 's\\t1' contains the control character U+0009; suite "
+            "names are printed and typed on the command line");
+  const LoadedCases stem = load("cases:\n  - {name: a, kind: echo}\n", "dir/bad\x1B.yaml");
+  ASSERT_EQ(stem.errors.size(), 1u);
+  EXPECT_EQ(stem.errors[0],
+            "dir/bad\\x1B.yaml:1:1: the file's name, the default suite name, contains the "
+            "control character U+001B; rename the file or set 'suite:'");
+}
+
+TEST(CaseFile, MessagesShortenLongValues) {
+  const LoadedCases loaded =
+      load("cases:\n  - {name: a, kind: echo, tags: [" + std::string(2000, 'x') + ", \"\"]}\n");
+  ASSERT_EQ(loaded.errors.size(), 1u);
+  EXPECT_EQ(loaded.errors[0],
+            "suite.yaml:2:2036: case 'suite/a': key 'tags': expected a non-empty string, got ''");
+  const LoadedCases kind = load("cases:\n  - {name: a, kind: [" + std::string(2000, 'k') + "]}\n");
+  ASSERT_EQ(kind.errors.size(), 1u);
+  const LoadedCases name =
+      load("cases:\n  - {name: \"a " + std::string(2000, 'n') + "\", kind: x}\n");
+  ASSERT_EQ(name.errors.size(), 1u);
+  EXPECT_EQ(name.errors[0], "suite.yaml:2:12: case #1: key 'name': 'a " + std::string(55, 'n') +
+                                "...' contains '/' or whitespace; use '-' to separate words");
 }
 
 TEST(CaseFile, DirectoriesAreSearchedRecursivelyInSortedOrder) {

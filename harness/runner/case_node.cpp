@@ -91,8 +91,10 @@ void CaseNode::fail_at(const YAML::Node& node, std::string_view key,
                        std::string_view message) const {
   YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
   if (mark.is_null()) mark = node_.Mark();
-  throw InputError(location(file_, mark) + ": case '" + case_id_ + "': key '" + key_path_ +
-                   std::string(key) + "': " + std::string(message));
+  // Kinds pass on library messages that quote the case's text: printed as they come, a cut
+  // character or an escape sequence would reach the terminal.
+  throw InputError(message_text(location(file_, mark) + ": case '" + case_id_ + "': key '" +
+                                key_path_ + std::string(key) + "': " + std::string(message)));
 }
 
 void CaseNode::fail_wrong_type(const YAML::Node& value, std::string_view key,
@@ -134,7 +136,7 @@ void CaseNode::collect_unknown(bool close_only, std::vector<std::string>& out) c
       message += "; known keys here: ";
       for (std::size_t i = 0; i < sorted.size(); ++i) message += (i ? ", " : "") + sorted[i];
     }
-    out.push_back(std::move(message));
+    out.push_back(message_text(message));
   }
 }
 

@@ -94,5 +94,66 @@ TEST(Diagnostics, ClosestMatchNeedsToBeClose) {
   EXPECT_EQ(location("f.yaml", YAML::Mark::null_mark()), "f.yaml");
 }
 
+TEST(CaseNode, LibraryMessagesArePrintedSafely) {
+  CaseNode node(YAML::Load("args: [x]\n"), "f.yaml", "s/x");
+  // A library that quoted only the first byte of a full-width digit, and an escape sequence.
+  EXPECT_EQ(error_of([&] { node.fail("args", "found '\xEF' in \x1B[31m"); }),
+            "f.yaml:1:7: case 's/x': key 'args': found '\\xEF' in \\x1B[31m");
+}
+
+TEST(Diagnostics, Utf8SequencesAreCheckedStrictly) {
+  EXPECT_EQ(utf8_sequence_length("a"), 1u);
+  EXPECT_EQ(utf8_sequence_length("\xC3\xA9"), 2u);          // é
+  EXPECT_EQ(utf8_sequence_length("\xEF\xBC\x94"), 3u);      // full-width 4
+  EXPECT_EQ(utf8_sequence_length("\xF0\x9F\x98\x80"), 4u);  // emoji
+  EXPECT_EQ(utf8_sequence_length("\xEF\xBC"), 0u);          // cut short
+  EXPECT_EQ(utf8_sequence_length("\xC0\xAF"), 0u);          // overlong
+  EXPECT_EQ(utf8_sequence_length("\xED\xA0\x80"), 0u);      // surrogate
+  EXPECT_EQ(utf8_sequence_length("\xF4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(utf8_sequence_length("\x80"), 0u);
+  EXPECT_EQ(first_control_character("tab\there"), "U+0009");
+  EXPECT_EQ(first_control_character("\xC2\x9B"), "U+009B");
+  EXPECT_EQ(first_control_character("dp_tp"), std::nullopt);
+}
+
+TEST(Diagnostics, PrintableEscapesWhatATerminalWouldObey) {
+  EXPECT_EQ(printable("a\x1B[31mb\tc\rd\x7F"), "a\\x1B[31mb\\tc\\rd\\x7F");
+  EXPECT_EQ(printable("one\ntwo"), "one\\ntwo");
+  EXPECT_EQ(printable("one\ntwo", /*keep_newlines=*/true), "one\ntwo");
+  EXPECT_EQ(printable("\xC2\x9B"
+                      "2J"),
+            "\\u009B2J");  // C1 CSI
+  EXPECT_EQ(printable("abc\xE2\x80\xAE"
+                      "def"),
+            "abc\\u202Edef");  // right-to-left override
+  EXPECT_EQ(printable("x\xFF\xEF\xBC"), "x\\xFF\\xEF\\xBC");
+  EXPECT_EQ(printable("\xEF\xBC\x94:1 \xC3\xA9"), "\xEF\xBC\x94:1 \xC3\xA9");
+  const std::string once = printable(
+      "a\x1B\xFF"
+      "b");
+  EXPECT_EQ(printable(once), once);
+}
+
+TEST(Diagnostics, LongLinesAreCutOnCharacterBoundaries) {
+  std::string digits;
+  for (int i = 0; i < 600; ++i) digits += "\xEF\xBC\x94";  // 600 three-byte characters
+  const std::string message = message_text("first line\n" + digits + "\nlast");
+  const std::size_t first = message.find('\n');
+  const std::size_t second = message.find('\n', first + 1);
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_EQ(message.substr(0, first), "first line");
+  EXPECT_EQ(message.substr(second + 1), "last");
+  const std::string cut = message.substr(first + 1, second - first - 1);
+  const std::string marker = " ... (126 more characters)";
+  ASSERT_GT(cut.size(), marker.size());
+  EXPECT_EQ(cut.substr(cut.size() - marker.size()), marker);
+  // 474 whole characters and the marker: 500 characters, no byte of a character left over.
+  EXPECT_EQ(cut.size() - marker.size(), 474u * 3);
+  EXPECT_EQ(printable(cut), cut);
+  EXPECT_EQ(message_text(message), message);
+  EXPECT_EQ(message_text(std::string(500, 'x')), std::string(500, 'x'));
+  EXPECT_EQ(quote_value(std::string(100, 'y')), "'" + std::string(57, 'y') + "...'");
+}
+
 }  // namespace
 }  // namespace meshgate::runner

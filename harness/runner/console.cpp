@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "diagnostics.hpp"
+
 namespace meshgate::runner {
 
 std::string human_duration(double seconds) {
@@ -54,13 +56,15 @@ void Console::end(const nlohmann::ordered_json& row, std::size_t index, std::siz
   const int width = static_cast<int>(std::to_string(total).size());
   char prefix[64];
   std::snprintf(prefix, sizeof prefix, "[%*zu/%zu] %-6s ", width, index, total, status.c_str());
-  out_ << prefix << row.value("id", "") << "  (" << human_duration(seconds) << ")\n";
+  // Ids and messages carry text from case files and libraries: escaped, never raw, on a terminal.
+  out_ << prefix << printable(row.value("id", "")) << "  (" << human_duration(seconds) << ")\n";
   if (status != "pass" && !message.empty()) {
+    const std::string safe_message = message_text(message);
     // Multi-line messages (expected vs actual) stay readable under their case.
     std::size_t start = 0;
-    while (start <= message.size()) {
-      const std::size_t newline = message.find('\n', start);
-      out_ << "      " << message.substr(start, newline - start) << '\n';
+    while (start <= safe_message.size()) {
+      const std::size_t newline = safe_message.find('\n', start);
+      out_ << "      " << safe_message.substr(start, newline - start) << '\n';
       if (newline == std::string::npos) break;
       start = newline + 1;
     }

@@ -13,6 +13,7 @@
 #include "byte_size.hpp"
 #include "console.hpp"
 #include "core/error.hpp"
+#include "diagnostics.hpp"
 #include "provenance.hpp"
 #include "results_writer.hpp"
 #include "timing.hpp"
@@ -94,7 +95,7 @@ std::string format_seconds(double seconds) {
 }
 
 void print_input_errors(const std::vector<std::string>& errors, std::ostream& err) {
-  for (const std::string& line : errors) err << line << '\n';
+  for (const std::string& line : errors) err << message_text(line) << '\n';
   err << errors.size() << (errors.size() == 1 ? " input error" : " input errors")
       << "; nothing was run\n";
   err.flush();

@@ -113,6 +113,9 @@ TEST(Layout, ParseErrorsQuoteTextAndPosition) {
   EXPECT_TRUE(contains(stride, "at column 9 in '(2,3):(1,'")) << stride.what();
   const Error trailing = error_of([] { (void)L("8:1:2"); });
   EXPECT_TRUE(contains(trailing, "expected end of text at column 3")) << trailing.what();
+  // A full-width digit is quoted whole, not cut after its first byte.
+  const Error wide = error_of([] { (void)L("\xEF\xBC\x94:1"); });
+  EXPECT_TRUE(contains(wide, "(found '\xEF\xBC\x94')")) << wide.what();
 }
 
 // The reference has unbounded ints; results that leave int64 are errors, never wrapped values.

@@ -1,6 +1,7 @@
 #include "kinds/mesh_spec.hpp"
 
 #include "core/error.hpp"
+#include "diagnostics.hpp"
 #include "kinds/case_values.hpp"
 
 namespace meshgate::runner {
@@ -82,13 +83,18 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
 
 std::vector<std::string> read_dim_names(const YAML::Node& value, const CaseNode& at,
                                         std::string_view key) {
-  if (value.IsScalar()) return {value.Scalar()};
+  const auto read_name = [&](const YAML::Node& item) {
+    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
+    // Dim names are printed in plans and messages: no control characters.
+    if (const auto control = first_control_character(item.Scalar())) {
+      at.fail_at(item, key, "a dim name contains the control character " + *control);
+    }
+    return item.Scalar();
+  };
+  if (value.IsScalar()) return {read_name(value)};
   if (!value.IsSequence()) at.fail_at(value, key, "expected a dim name or a list of dim names");
   std::vector<std::string> names;
-  for (const auto& item : value) {
-    if (!item.IsScalar()) at.fail_at(item, key, "expected a dim name");
-    names.push_back(item.Scalar());
-  }
+  for (const auto& item : value) names.push_back(read_name(item));
   return names;
 }
 

@@ -37,6 +37,26 @@ meshgate_runner_cli_test(progress_events 0
 meshgate_runner_cli_test(list_json 0
   ARGS list ${_runner_testdata}/smoke.yaml --case "runner-smoke/size-*" --json
   STDOUT "\"id\": \"runner-smoke/size-4\".*\"id\": \"runner-smoke/size-8\"")
+# Hostile case files: each one stops the runner with exit code 2 and a message naming the file
+# and line, within seconds (the self-alias crashed the runner, the others ran for minutes or
+# exhausted memory).
+set(_hostile ${_runner_testdata}/hostile)
+foreach(_case
+    "self-alias|self-alias\\.yaml:8:22: alias '\\*x' refers to the anchor '&x' at line 8 that contains it"
+    "alias-bomb|alias-bomb\\.yaml:9:12: alias '\\*a4' brings the file past 100000 YAML nodes"
+    "matrix-8x10|matrix-8x10\\.yaml:10:7: case #1: key 'matrix': expands to .* = 100000000 combinations, above the limit of 10000 per case"
+    "duplicate-key|duplicate-key\\.yaml:7:5: key 'op': defined twice in this mapping, first at line 6"
+    "two-documents|two-documents\\.yaml:7:1: a second YAML document starts here"
+    "control-name|control-name\\.yaml:4:11: a string holds the control character U\\+001B"
+    "utf16|utf16\\.yaml: the file is encoded as UTF-16 \\(little-endian, with a byte-order mark\\)")
+  string(REPLACE "|" ";" _case "${_case}")
+  list(GET _case 0 _name)
+  list(GET _case 1 _expected)
+  meshgate_runner_cli_test(hostile_${_name} 2
+    ARGS run ${_hostile}/${_name}.yaml --out ${_runner_out}/hostile
+    STDERR "^[^\n]*/hostile/${_expected}[^\n]*\n1 input error")
+  set_tests_properties(runner_cli_hostile_${_name} PROPERTIES TIMEOUT 10)
+endforeach()
 meshgate_runner_cli_test(unknown_option 2
   ARGS run ${_runner_testdata}/smoke.yaml --rank 4
   STDERR "unknown option '--rank' for run \\(did you mean '--ranks'\\?\\)")
