@@ -7,8 +7,11 @@
 
 namespace meshgate::gemm {
 
-// Runs `impl` (a CPU impl, cpu_reference included) into y, which must hold M*N elements of the
-// dtype. Every element of y is written. Error(value) for a CUDA impl or mismatched tensors.
+// Runs `impl` (a CPU impl, cpu_reference included) into y, which must hold y_elements(p)
+// elements of the dtype. Every logical element of y is written; ldy padding is left alone.
+// TF32 rounds the inputs to TF32 first; split_k > 1 reduces K slices whose partial sums were
+// stored in split_k_partials (the emulation of a split-K kernel's numerics). Error(value) for a
+// CUDA impl or mismatched tensors.
 void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& y);
 
 }  // namespace meshgate::gemm
