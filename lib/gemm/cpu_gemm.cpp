@@ -186,6 +186,10 @@ void run_beta_bias(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
 
 }  // namespace
 
+std::string cpu_numerics_environment() {
+  return std::string("cpu: ") + openblas_get_config() + ", core " + openblas_get_corename();
+}
+
 void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   validate(p, in);
   validate_output(p, y);

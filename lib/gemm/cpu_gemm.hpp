@@ -3,6 +3,8 @@
 // the fp32 GEMM core is OpenBLAS's sgemm; fp16/bf16 inputs are upcast exactly to fp32 first, so
 // every dtype accumulates in fp32 like the GPU paths, and the output is rounded where each
 // implementation's GPU counterpart rounds.
+#include <string>
+
 #include "gemm/gemm.hpp"
 
 namespace meshgate::gemm {
@@ -13,5 +15,9 @@ namespace meshgate::gemm {
 // stored in split_k_partials (the emulation of a split-K kernel's numerics). Error(value) for a
 // CUDA impl or mismatched tensors.
 void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& y);
+
+// "cpu: OpenBLAS 0.3.21 ... core Haswell": what a bitwise output of the CPU implementations
+// depends on besides the code (sgemm's kernels differ per version and per CPU core type).
+std::string cpu_numerics_environment();
 
 }  // namespace meshgate::gemm
