@@ -408,20 +408,23 @@ class GemmCase final : public PreparedCase {
     // expect_error cases resolve here, so that the library's rejection is what they test; they
     // never run isolated (the child would judge the expectation, and the parent again).
     if (!resolved_) resolved_ = resolve(spec_, [](std::string_view, const Error& e) { throw e; });
-    if (isolated() && !in_isolated_child()) return run_in_child();
     const Resolved& r = *resolved_;
     const g::GemmProblem& p = r.problem;
 
     bool needs_cuda = r.device == g::Device::cuda;
     bool needs_cpu = false;
     for (g::Impl i : r.impls) (g::device_of(i) == g::Device::cuda ? needs_cuda : needs_cpu) = true;
-    std::vector<std::string> environments;
-    if (needs_cuda) {
 #ifndef MESHGATE_GEMM_CUDA
+    if (needs_cuda)
       return skipped(
           "meshgate was built without CUDA: configure with -DMESHGATE_CUDA=ON on a machine with "
           "nvcc");
-#else
+#endif
+    // The parent of an isolated case touches no device: the child does all of it.
+    if (isolated() && !in_isolated_child()) return run_in_child();
+    std::vector<std::string> environments;
+    if (needs_cuda) {
+#ifdef MESHGATE_GEMM_CUDA
       if (g::cuda_device_count() == 0) return skipped("no CUDA device present");
       environments.push_back(g::cuda_numerics_environment());
 #endif

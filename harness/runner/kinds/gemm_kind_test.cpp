@@ -12,6 +12,7 @@
 
 #include "case_file.hpp"
 #include "gemm/cpu_gemm.hpp"
+#include "isolation.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
 
@@ -177,6 +178,23 @@ TEST_F(GemmKind, BadSchemaValuesNameTheirKey) {
                                "epilogue: bias, tf32: true}")
                                .errors.front();
   EXPECT_NE(tf32.find("key 'tf32'"), std::string::npos) << tf32;
+}
+
+// The isolation mechanism: a child that dies from a signal is reported with the signal and
+// what it wrote to stderr; the parent carries on.
+TEST(Isolation, AChildKilledBySignalIsDescribed) {
+  const std::string err = ::testing::TempDir() + "isolation-stderr.txt";
+  const ChildExit crashed =
+      run_child({"/bin/sh", "-c", "echo device fault >&2; kill -SEGV $$"}, {}, err);
+  EXPECT_FALSE(crashed.exited());
+  EXPECT_EQ(crashed.signal, 11);
+  EXPECT_NE(crashed.describe().find("killed by signal 11"), std::string::npos)
+      << crashed.describe();
+  EXPECT_EQ(crashed.stderr_tail, "device fault");
+  const ChildExit ok = run_child({"/bin/sh", "-c", "test \"$MESHGATE_ISOLATED_CHILD\" = 1"},
+                                 {"MESHGATE_ISOLATED_CHILD=1"}, err);
+  EXPECT_TRUE(ok.exited());
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
 }
 
 }  // namespace
