@@ -7,6 +7,12 @@ gives the same signals on any machine of the same kind, so they can be compared 
 baseline recorded elsewhere, on another day, with zero noise (spec/gating.md, "Deterministic
 signals beside time"). Timings, rates, host names and dates never enter.
 
+GEMM outputs add their bitwise fingerprints (a hash of the output's bits, per implementation and
+per workspace/split-K configuration): a kernel whose numerics drift within the tolerance still
+changes its fingerprint. A fingerprint depends on the BLAS library and the device, so it is
+compared only when both sides record the same `numerics_env` (e.g. the same GPU and cuBLASLt
+version, or the same OpenBLAS build and CPU core type).
+
 `extract(row)` is the one definition of a row's signals; the baseline check, the nightly job
 and the history store all use it. `diff(old, new)` compares two signal sets: strings, ints and
 booleans exactly, floats (the outputs of deterministic models) with a relative tolerance of
@@ -55,8 +61,10 @@ COLLECTIVE_SIZE_KEYS = ("bytes", "count", "inplace", "modeled_time_s")
 UNMERGED_KEYS = ("plan", "collectives", "bytes_per_rank", "modeled_cost_s")
 GEMM_IMPL_KEYS = ("executed", "device", "lt_epilogue", "fallback_reason", "simple_kernel")
 GEMM_ALGO_KEYS = ("id", "tile", "splitk_num", "reduction_scheme", "stages", "workspace_bytes")
-# Signals that belong to the device they were recorded on: compared only when `device` agrees.
-DEVICE_BOUND = ("algorithm",)
+# Signals that belong to where they were recorded: each is compared only when both sides agree
+# on the signal that names its environment (the GPU for algorithms, the GPU or CPU core and the
+# BLAS library version for output fingerprints).
+BOUND_TO = {"algorithm": "device", "fingerprints": "numerics_env"}
 # The algorithm part of a cuBLASLt plan line ("lt_epilogue: epilogue BIAS, algo 21 tile 18
 # splitk 1 ... (cached)"): it moves to the device-bound `algorithm` signal.
 _ALGO_TAIL = re.compile(r", algo -?\d+\b.*$")
@@ -107,6 +115,18 @@ def _gemm_signals(metrics: dict, run: Optional[dict], out: dict) -> None:
         out["impls"] = chosen
     if algorithms:
         out["algorithm"] = algorithms
+    fingerprints = {name: impls[name]["fingerprint"] for name in sorted(impls)
+                    if isinstance(impls[name], dict) and "fingerprint" in impls[name]}
+    for config in metrics.get("configs") or []:
+        if not isinstance(config, dict) or not isinstance(config.get("impls"), dict):
+            continue
+        for name in sorted(config["impls"]):
+            entry = config["impls"][name]
+            if isinstance(entry, dict) and "fingerprint" in entry:
+                fingerprints[f"{name} [{config.get('label', '?')}]"] = entry["fingerprint"]
+    if fingerprints:
+        out["fingerprints"] = fingerprints
+        out["numerics_env"] = metrics.get("numerics_env") or "unknown"
     if on_gpu or algorithms:
         device = _gpu_name(run)
         out["device"] = device if device else "cuda"
@@ -216,14 +236,15 @@ def diff(old: dict, new: dict) -> tuple[list[Change], list[Change], list[str]]:
     signals that differ or vanished (they gate), `added` are signals only the new side records
     (reported, not gating: new instrumentation), `notes` say what was not compared and why."""
     notes: list[str] = []
-    skip: set[str] = {"status", "device"}
-    if any(k in old or k in new for k in DEVICE_BOUND):
-        dev_old, dev_new = old.get("device"), new.get("device")
-        if dev_old != dev_new:
-            skip.update(DEVICE_BOUND)
-            present = [k for k in DEVICE_BOUND if k in old or k in new]
-            notes.append(f"{', '.join(present)} not compared: recorded on {dev_old or 'no GPU'}, "
-                         f"this run on {dev_new or 'no GPU'}")
+    skip: set[str] = {"status"} | set(BOUND_TO.values())
+    for signal, env in BOUND_TO.items():
+        if signal not in old and signal not in new:
+            continue
+        env_old, env_new = old.get(env), new.get(env)
+        if env_old != env_new:
+            skip.add(signal)
+            notes.append(f"{signal} not compared: recorded on {env_old or 'no GPU'}, "
+                         f"this run on {env_new or 'no GPU'}")
     a: dict[str, Any] = {}
     b: dict[str, Any] = {}
     for key in sorted(set(old) | set(new)):

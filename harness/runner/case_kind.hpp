@@ -230,6 +230,9 @@ class PreparedCase {
   // One timed iteration of the measured work, for perf cases (warm-up and timing are the
   // runner's). Returns the iteration's seconds: for multi-rank work, the max over ranks.
   virtual double time_iteration(RunContext& ctx) = 0;
+  // Frees what the case holds (device buffers, library handles) once the runner is done with
+  // it, so that one case's memory is not held while the next ones run.
+  virtual void release() {}
 };
 
 struct KindEntry {

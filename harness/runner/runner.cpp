@@ -215,6 +215,11 @@ CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
       result.outcome.metrics["time_s"] = summarize(samples);
     }
   }
+  try {
+    prepared.release();
+  } catch (const std::exception&) {
+    // Freeing cannot change the outcome; a device that fails here fails the next case loudly.
+  }
   result.seconds = monotonic_seconds() - start;
   return result;
 }

@@ -3,6 +3,7 @@
 // communicator. Defined when meshgate is built with CUDA and NCCL is found (MESHGATE_HAVE_NCCL
 // is defined then); this header includes neither CUDA nor NCCL.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,18 @@ std::vector<std::string> cuda_device_names();
 // NCCL's version as "major.minor.patch" (ncclGetVersion), e.g. "2.28.9".
 std::string nccl_library_version();
 
+// The launcher's node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
+// LOCAL_RANK), if any.
+std::optional<int> local_rank_from_environment();
+// The GPU of a rank: its local rank on its node (the only device when one is visible, the
+// global rank modulo the devices without a launcher). Error when the node has more local ranks
+// than GPUs.
+int device_for_rank(std::optional<int> local_rank, int rank, int devices);
+
 // Collective over `bootstrap`, a host-memory communicator (mpi_world() in a job, or a threads
 // world of one rank in a single process): rank 0 creates the NCCL unique id, the bootstrap
 // broadcasts it, and every rank joins an NCCL communicator of the same size and rank order on
-// CUDA device `device` (by default its bootstrap rank modulo the visible devices).
+// CUDA device `device` (by default device_for_rank of its local rank).
 // Error(runtime) without a CUDA device or when NCCL fails, naming the call and NCCL's reason.
 std::unique_ptr<Communicator> nccl_world(Communicator& bootstrap, int device = -1);
 

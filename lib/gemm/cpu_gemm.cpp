@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/error.hpp"
@@ -41,8 +42,25 @@ void store(HostTensor& y, std::int64_t offset, std::int64_t count, Fn&& fn) {
     for (std::int64_t i = 0; i < count; ++i) out[i] = float_to_bf16(fn(i));
 }
 
-// op(X) and op(W) as fp32 pointers with their stored leading dimensions. For fp32 the caller's
-// storage is used directly; fp16/bf16 are upcast exactly into `owned`.
+// Y row r of GEMM `batch`: element y_index of its first column.
+std::int64_t y_row(const GemmProblem& p, std::int64_t batch, std::int64_t i) {
+  return y_index(p, batch * p.m + i, 0);
+}
+
+// TF32 keeps 10 of fp32's 23 mantissa bits; the tensor cores round to nearest even.
+float round_to_tf32(float v) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if ((bits & 0x7f800000u) == 0x7f800000u) return v;  // inf and NaN stay
+  bits += 0xfffu + ((bits >> 13) & 1u);
+  bits &= ~0x1fffu;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// The stored X and W as fp32 (offsets, padding and batches kept, so the problem's indices
+// apply). fp32 without TF32 uses the caller's storage; fp16/bf16 are upcast exactly, TF32
+// inputs are rounded as the tensor cores would.
 struct Operands {
   std::vector<float> x_owned, w_owned;
   const float* x = nullptr;
@@ -52,7 +70,7 @@ struct Operands {
 
 Operands upcast(const GemmProblem& p, const GemmInputs& in) {
   Operands o;
-  if (p.dtype == DType::f32) {
+  if (p.dtype == DType::f32 && !p.tf32) {
     o.x = static_cast<const float*>(in.x.data());
     o.w = static_cast<const float*>(in.w.data());
   } else {
@@ -60,6 +78,10 @@ Operands upcast(const GemmProblem& p, const GemmInputs& in) {
     o.w_owned.resize(static_cast<std::size_t>(in.w.size()));
     upcast(in.x, o.x_owned.data());
     upcast(in.w, o.w_owned.data());
+    if (p.tf32) {
+      for (float& v : o.x_owned) v = round_to_tf32(v);
+      for (float& v : o.w_owned) v = round_to_tf32(v);
+    }
     o.x = o.x_owned.data();
     o.w = o.w_owned.data();
   }
@@ -69,28 +91,42 @@ Operands upcast(const GemmProblem& p, const GemmInputs& in) {
   return o;
 }
 
-bool x_transposed(const GemmProblem& p) {
-  return p.layout == GemmLayout::tn || p.layout == GemmLayout::tt;
-}
-bool w_transposed(const GemmProblem& p) {
-  return p.layout == GemmLayout::nt || p.layout == GemmLayout::tt;
-}
-
-// C[rows, N] (ld N) = alpha * op(X)[row0:row0+rows, :] * op(W) + beta * C, through sgemm.
-void sgemm_rows(const GemmProblem& p, const Operands& o, std::int64_t row0, std::int64_t rows,
-                float beta, float* c) {
+// C[rows, N] (ld N) = alpha * op(X)[row0:row0+rows, k0:k1] * op(W)[k0:k1, :] + beta * C of
+// GEMM `batch`, through sgemm.
+void sgemm_slice(const GemmProblem& p, const Operands& o, std::int64_t batch, std::int64_t row0,
+                 std::int64_t rows, std::int64_t k0, std::int64_t k1, float beta, float* c) {
+  const std::int64_t depth = k1 - k0;
   if (rows == 0 || p.n == 0) return;
-  if (p.k == 0) {  // BLAS requires ld >= 1 and treats k = 0 inconsistently: do it here
+  if (depth == 0) {  // BLAS requires ld >= 1 and treats k = 0 inconsistently: do it here
     for (std::int64_t i = 0; i < rows * p.n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
     return;
   }
   const bool xt = x_transposed(p), wt = w_transposed(p);
-  const float* x = xt ? o.x + row0 : o.x + row0 * p.k;
-  const auto ldx = static_cast<blasint>(xt ? p.m : p.k);
-  const auto ldw = static_cast<blasint>(wt ? p.k : p.n);
+  const float* x = o.x + x_index(p, row0, k0, batch);
+  const float* w = o.w + w_index(p, k0, 0, batch);
   cblas_sgemm(CblasRowMajor, xt ? CblasTrans : CblasNoTrans, wt ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(rows), static_cast<blasint>(p.n), static_cast<blasint>(p.k),
-              p.alpha, x, ldx, o.w, ldw, beta, c, static_cast<blasint>(p.n));
+              static_cast<blasint>(rows), static_cast<blasint>(p.n), static_cast<blasint>(depth),
+              p.alpha, x, static_cast<blasint>(x_ld(p)), w, static_cast<blasint>(w_ld(p)), beta, c,
+              static_cast<blasint>(p.n));
+}
+
+// The GEMM of rows [row0, row0 + rows) of GEMM `batch` into C (ld N), split over K as the
+// problem asks: with split_k > 1 each slice's partial sum is stored in split_k_partials (as a
+// split-K kernel's workspace would hold it), then the partials are reduced in fp32 in slice
+// order and beta * C is added.
+void gemm_rows(const GemmProblem& p, const Operands& o, std::int64_t batch, std::int64_t row0,
+               std::int64_t rows, float beta, float* c) {
+  const std::int64_t slices =
+      std::clamp<std::int64_t>(p.split_k, 1, std::max<std::int64_t>(p.k, 1));
+  if (slices == 1) return sgemm_slice(p, o, batch, row0, rows, 0, p.k, beta, c);
+  const std::size_t count = static_cast<std::size_t>(rows * p.n);
+  std::vector<float> sum(count, 0.0f), partial(count);
+  for (std::int64_t s = 0; s < slices; ++s) {
+    sgemm_slice(p, o, batch, row0, rows, s * p.k / slices, (s + 1) * p.k / slices, 0.0f,
+                partial.data());
+    for (std::size_t i = 0; i < count; ++i) sum[i] += round_to(p.split_k_partials, partial[i]);
+  }
+  for (std::size_t i = 0; i < count; ++i) c[i] = sum[i] + (beta == 0.0f ? 0.0f : beta * c[i]);
 }
 
 // Y rows in blocks small enough that a block's fp32 accumulators stay in cache while the bias and
@@ -101,69 +137,58 @@ void run_epilogue(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
       std::max<std::int64_t>(p.m, 1),
       std::max<std::int64_t>(32, (1 << 18) / std::max<std::int64_t>(p.n, 1)));
   std::vector<float> tile;
-  for (std::int64_t row0 = 0; row0 < p.m; row0 += block) {
-    const std::int64_t rows = std::min(block, p.m - row0);
-    float* c = nullptr;
-    if (p.dtype == DType::f32) {
-      c = static_cast<float*>(y.data()) + row0 * p.n;  // accumulate in place, then finish the block
-    } else {
+  for (std::int64_t batch = 0; batch < p.batch; ++batch)
+    for (std::int64_t row0 = 0; row0 < p.m; row0 += block) {
+      const std::int64_t rows = std::min(block, p.m - row0);
       tile.resize(static_cast<std::size_t>(rows * p.n));
-      c = tile.data();
+      gemm_rows(p, o, batch, row0, rows, 0.0f, tile.data());
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const float* c = tile.data() + i * p.n;
+        store(y, y_row(p, batch, row0 + i), p.n,
+              [&](std::int64_t j) { return activate(p.epilogue, c[j] + o.bias[j]); });
+      }
     }
-    sgemm_rows(p, o, row0, rows, 0.0f, c);
-    if (p.dtype == DType::f32) {
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < p.n; ++j)
-          c[i * p.n + j] = activate(p.epilogue, c[i * p.n + j] + o.bias[j]);
-    } else {
-      for (std::int64_t i = 0; i < rows; ++i)
-        store(y, (row0 + i) * p.n, p.n,
-              [&](std::int64_t j) { return activate(p.epilogue, c[i * p.n + j] + o.bias[j]); });
-    }
-  }
 }
 
 // Three passes over Y as separate kernels would do it: the product rounded to the dtype, then
 // the bias added and rounded, then the activation applied and rounded.
 void run_unfused(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   const Operands o = upcast(p, in);
-  const std::int64_t count = p.m * p.n;
-  if (p.dtype == DType::f32) {
-    sgemm_rows(p, o, 0, p.m, 0.0f, static_cast<float*>(y.data()));
-  } else {
-    std::vector<float> product(static_cast<std::size_t>(count));
-    sgemm_rows(p, o, 0, p.m, 0.0f, product.data());
-    store(y, 0, count, [&](std::int64_t i) { return product[i]; });
-  }
-  if (has_bias(p.epilogue))
+  std::vector<float> product(static_cast<std::size_t>(p.m * p.n));
+  for (std::int64_t batch = 0; batch < p.batch; ++batch) {
+    gemm_rows(p, o, batch, 0, p.m, 0.0f, product.data());
     for (std::int64_t i = 0; i < p.m; ++i)
-      store(y, i * p.n, p.n, [&](std::int64_t j) { return y.get(i * p.n + j) + o.bias[j]; });
-  if (p.epilogue == Epilogue::relu_bias || p.epilogue == Epilogue::gelu_bias)
-    store(y, 0, count, [&](std::int64_t i) { return activate(p.epilogue, y.get(i)); });
+      store(y, y_row(p, batch, i), p.n, [&](std::int64_t j) { return product[i * p.n + j]; });
+    for (std::int64_t i = 0; i < p.m; ++i) {
+      const std::int64_t row = y_row(p, batch, i);
+      if (has_bias(p.epilogue))
+        store(y, row, p.n, [&](std::int64_t j) { return y.get(row + j) + o.bias[j]; });
+      if (p.epilogue == Epilogue::relu_bias || p.epilogue == Epilogue::gelu_bias)
+        store(y, row, p.n, [&](std::int64_t j) { return activate(p.epilogue, y.get(row + j)); });
+    }
+  }
 }
 
 // The bias enters through C at fp32 compute precision (beta = 1), as PyTorch's non-Lt addmm
 // does; the activation is a separate pass, fused into the final rounding for fp16/bf16.
 void run_beta_bias(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   const Operands o = upcast(p, in);
-  const std::int64_t count = p.m * p.n;
-  std::vector<float> owned;
-  float* c = static_cast<float*>(y.data());
-  if (p.dtype != DType::f32) {
-    owned.resize(static_cast<std::size_t>(count));
-    c = owned.data();
-  }
-  for (std::int64_t i = 0; i < p.m; ++i) std::copy(o.bias.begin(), o.bias.end(), c + i * p.n);
-  sgemm_rows(p, o, 0, p.m, 1.0f, c);
-  if (p.dtype == DType::f32) {
-    if (p.epilogue == Epilogue::relu_bias || p.epilogue == Epilogue::gelu_bias)
-      for (std::int64_t i = 0; i < count; ++i) c[i] = activate(p.epilogue, c[i]);
-  } else {
-    store(y, 0, count, [&](std::int64_t i) { return activate(p.epilogue, c[i]); });
+  std::vector<float> c(static_cast<std::size_t>(p.m * p.n));
+  for (std::int64_t batch = 0; batch < p.batch; ++batch) {
+    for (std::int64_t i = 0; i < p.m; ++i)
+      std::copy(o.bias.begin(), o.bias.end(), c.begin() + i * p.n);
+    gemm_rows(p, o, batch, 0, p.m, 1.0f, c.data());
+    for (std::int64_t i = 0; i < p.m; ++i)
+      store(y, y_row(p, batch, i), p.n,
+            [&](std::int64_t j) { return activate(p.epilogue, c[i * p.n + j]); });
   }
 }
 
 }  // namespace
+
+std::string cpu_numerics_environment() {
+  return std::string("cpu: ") + openblas_get_config() + ", core " + openblas_get_corename();
+}
 
 void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
   validate(p, in);

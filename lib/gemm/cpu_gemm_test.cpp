@@ -16,12 +16,12 @@ namespace {
 // Runs `impl` into a NaN-filled Y and checks it against the reference and the tolerance.
 Comparison check_impl(Impl impl, const GemmProblem& p, HostTensor* out = nullptr) {
   const GemmInputs in = make_inputs(p, 42);
-  HostTensor y(p.dtype, p.m * p.n);
+  HostTensor y(p.dtype, y_elements(p));
   y.fill_nan();
   run_cpu(impl, p, in, y);
   const std::vector<std::int64_t> rows = rows_to_check(p);
   const Comparison c =
-      compare_to_reference(p, rows, reference_rows(p, in, rows), y, tolerance_for(p.dtype, p.k));
+      compare_to_reference(p, rows, reference_rows(p, in, rows), y, tolerance_for(p));
   if (out != nullptr) *out = std::move(y);
   return c;
 }
@@ -143,6 +143,105 @@ TEST(CpuGemmEdges, RejectsCudaImplsAndWrongOutputs) {
   EXPECT_THROW(run_cpu(Impl::cpu_epilogue, p, in, small), Error);
   HostTensor half(DType::f16, 4);
   EXPECT_THROW(run_cpu(Impl::cpu_unfused, p, in, half), Error);
+}
+
+TEST(CpuGemmSchema, PaddedLeadingDimensionsOffsetsAndBatchesEveryLayout) {
+  for (GemmLayout layout : {GemmLayout::nt, GemmLayout::nn, GemmLayout::tn, GemmLayout::tt})
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      const bool xt = layout == GemmLayout::tn || layout == GemmLayout::tt;
+      const bool wt = layout == GemmLayout::nt || layout == GemmLayout::tt;
+      const GemmProblem p{.m = 13,
+                          .n = 11,
+                          .k = 9,
+                          .dtype = dtype,
+                          .epilogue = Epilogue::gelu_bias,
+                          .layout = layout,
+                          .ldx = (xt ? 13 : 9) + 5,
+                          .ldw = (wt ? 9 : 11) + 3,
+                          .ldy = 16,
+                          .x_offset = 1,
+                          .w_offset = 3,
+                          .batch = 3};
+      for (Impl impl : impls_for(Device::cpu)) {
+        HostTensor y;
+        const Comparison c = check_impl(impl, p, &y);
+        EXPECT_TRUE(c.ok) << label(impl, p) << ": " << c.describe();
+        EXPECT_EQ(c.rows_checked, 39) << label(impl, p);
+        // The padding of Y is not part of the output: it keeps the NaN it was filled with.
+        for (std::int64_t r = 0; r < total_rows(p); ++r)
+          for (std::int64_t j = p.n; j < y_ld(p); ++j)
+            ASSERT_TRUE(std::isnan(y.get(r * y_ld(p) + j))) << label(impl, p) << " row " << r;
+      }
+    }
+}
+
+TEST(CpuGemmSchema, BatchesAreIndependentProblems) {
+  // GEMM b of a batch equals the single GEMM on batch b's slices of X and W.
+  const GemmProblem p{.m = 5, .n = 7, .k = 6, .dtype = DType::f32, .batch = 4};
+  const GemmInputs in = make_inputs(p, 9);
+  HostTensor y(p.dtype, y_elements(p));
+  run_cpu(Impl::cpu_epilogue, p, in, y);
+  GemmProblem single = p;
+  single.batch = 1;
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    GemmInputs one = make_inputs(single, 9);
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t kk = 0; kk < p.k; ++kk)
+        one.x.set(x_index(single, i, kk), in.x.get(x_index(p, i, kk, b)));
+    for (std::int64_t kk = 0; kk < p.k; ++kk)
+      for (std::int64_t j = 0; j < p.n; ++j)
+        one.w.set(w_index(single, kk, j), in.w.get(w_index(p, kk, j, b)));
+    HostTensor expected(p.dtype, p.m * p.n);
+    run_cpu(Impl::cpu_epilogue, single, one, expected);
+    for (std::int64_t i = 0; i < p.m; ++i)
+      for (std::int64_t j = 0; j < p.n; ++j)
+        ASSERT_EQ(y.get(y_index(p, b * p.m + i, j)), expected.get(i * p.n + j)) << "batch " << b;
+  }
+}
+
+TEST(CpuGemmSchema, Tf32RoundsTheInputsWithinItsOwnTolerance) {
+  GemmProblem p{.m = 32, .n = 32, .k = 512, .dtype = DType::f32, .epilogue = Epilogue::bias};
+  HostTensor exact, tf32;
+  EXPECT_TRUE(check_impl(Impl::cpu_epilogue, p, &exact).ok);
+  p.tf32 = true;
+  const Comparison c = check_impl(Impl::cpu_epilogue, p, &tf32);
+  EXPECT_TRUE(c.ok) << c.describe();
+  // TF32 is visibly coarser than fp32: outside fp32's bound, and every output changed.
+  EXPECT_GT(c.max_abs_err, tolerance_for(DType::f32, p.k).atol) << c.describe();
+  EXPECT_NE(fingerprint(p, exact), fingerprint(p, tf32));
+  EXPECT_THROW(validate(GemmProblem{.m = 1, .n = 1, .k = 1, .dtype = DType::bf16, .tf32 = true}),
+               Error);
+}
+
+// PyTorch #180875 on the CPU: split-K whose partial sums are stored in bf16. Every implementation
+// stays within the bf16 tolerance, so correctness alone cannot see it; the fingerprint and the ulp
+// distance to the unsplit output do.
+TEST(CpuGemmSplitK, Bf16PartialSumsPassTheToleranceButChangeTheFingerprint) {
+  GemmProblem p{.m = 64, .n = 96, .k = 2048, .dtype = DType::bf16, .epilogue = Epilogue::bias};
+  for (Impl impl : {Impl::cpu_epilogue, Impl::cpu_unfused, Impl::cpu_beta_bias}) {
+    p.split_k = 0;
+    p.split_k_partials = DType::f32;
+    HostTensor pinned, again, drifted;
+    ASSERT_TRUE(check_impl(impl, p, &pinned).ok) << label(impl, p);
+    check_impl(impl, p, &again);
+    EXPECT_EQ(fingerprint(p, pinned), fingerprint(p, again)) << "the CPU GEMM is deterministic";
+    p.split_k = 8;
+    p.split_k_partials = DType::bf16;
+    const Comparison c = check_impl(impl, p, &drifted);
+    EXPECT_TRUE(c.ok) << label(impl, p) << ": " << c.describe();
+    EXPECT_NE(fingerprint(p, pinned), fingerprint(p, drifted)) << label(impl, p);
+    const UlpSummary ulp = ulp_summary(p, pinned, drifted);
+    EXPECT_GT(ulp.differing, ulp.compared / 10) << label(impl, p);
+    EXPECT_GE(ulp.max, 1u);
+  }
+}
+
+TEST(CpuGemmSplitK, Fp32PartialSumsStayWithinTheFp32Bound) {
+  const GemmProblem p{.m = 16, .n = 16, .k = 1000, .dtype = DType::f32, .split_k = 7};
+  for (Impl impl : {Impl::cpu_epilogue, Impl::cpu_unfused, Impl::cpu_beta_bias})
+    EXPECT_TRUE(check_impl(impl, p).ok) << label(impl, p);
+  // More slices than K: every slice still has at least one column or is empty, never negative.
+  EXPECT_TRUE(check_impl(Impl::cpu_epilogue, GemmProblem{.m = 3, .n = 3, .k = 2, .split_k = 5}).ok);
 }
 
 }  // namespace

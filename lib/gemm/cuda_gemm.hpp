@@ -1,7 +1,8 @@
 #pragma once
-// cuBLASLt implementations (spec/gemm.md section 2): lt_epilogue, lt_beta_bias and unfused, on
-// device-resident copies of one problem's inputs. Only declared when meshgate was built with
-// CUDA (MESHGATE_GEMM_CUDA); gemm::cuda_device_count() tells whether a GPU is present.
+// CUDA implementations (spec/gemm.md sections 2-3): lt_epilogue, lt_beta_bias and unfused on
+// cuBLASLt, cublas on cublasGemmEx, on device-resident copies of one problem's inputs. Only
+// declared when meshgate was built with CUDA (MESHGATE_GEMM_CUDA); gemm::cuda_device_count() tells
+// whether a GPU is present.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -27,6 +28,7 @@ struct LtAlgoInfo {
 
 struct CudaRunInfo {
   Impl requested = Impl::lt_epilogue;
+  bool split_k_forced = false;    // the problem's split_k was applied to the chosen algorithm
   LtPlan plan;                    // plan.executed != requested after a fallback, with the reason
   bool ran_gemm = false;          // false for K = 0 or empty outputs (no cuBLASLt call needed)
   bool simple_kernel = false;     // cuBLASLt had no algorithm at all: a plain CUDA kernel ran
@@ -35,8 +37,17 @@ struct CudaRunInfo {
 };
 std::string describe(const CudaRunInfo& info);  // "lt_epilogue: BIAS algo 21 tile 18 splitk 1 ..."
 
-// One problem on one device: inputs uploaded once, Y prefilled with NaN, descriptors and chosen
-// algorithms kept per implementation so repeated calls cost one cublasLtMatmul.
+// Host time of what a cuBLASLt call costs before the kernel when nothing is cached: creating
+// the handle-independent descriptors and layouts, and one heuristic query.
+struct LtSetupOverhead {
+  double descriptors_s = 0;
+  double heuristic_s = 0;
+};
+
+// One problem on one device: inputs uploaded once on the case's own stream, Y prefilled with
+// NaN, descriptors and chosen algorithms kept per implementation so repeated calls cost one
+// cublasLtMatmul. Everything it holds on the device (buffers, workspace, L2 flush buffer,
+// cuBLAS handles, stream) is freed by its destructor.
 class CudaGemm {
  public:
   CudaGemm(const GemmProblem& p, const GemmInputs& in, int device = 0);
@@ -44,11 +55,17 @@ class CudaGemm {
   CudaGemm(CudaGemm&&) noexcept;
   CudaGemm& operator=(CudaGemm&&) noexcept;
 
-  // Runs `impl` once and waits for it; cuBLASLt refusals (no heuristic result, NOT_SUPPORTED,
-  // EXECUTION_FAILED) fall back to unfused and say so. Other CUDA errors throw Error(runtime).
+  // Runs `impl` once and waits for it. Any failure of cublasLtMatmul (a refusal or a launch
+  // error), and a heuristic without an answer, falls back to unfused and says so in
+  // plan.fallback_reason, as PyTorch's addmm retries without Lt; CUDA runtime errors throw
+  // Error(runtime).
   CudaRunInfo run(Impl impl);
-  // Mean seconds per call of `impl` over `iters` back-to-back calls, timed with CUDA events.
-  double time(Impl impl, int iters);
+  // One timed call of `impl` (prepared by run() first if needed): CUDA events recorded on the
+  // stream right around it. With `cold_l2`, a buffer twice the L2 size is written first
+  // (outside the events), so the call starts with none of its operands in L2.
+  double sample(Impl impl, bool cold_l2);
+  // The descriptor and heuristic cost of `impl` measured once, bypassing every cache.
+  LtSetupOverhead measure_setup_overhead(Impl impl);
   void fill_output_nan();
   HostTensor output() const;
 
@@ -56,6 +73,10 @@ class CudaGemm {
   struct State;
   std::unique_ptr<State> s_;
 };
+
+// "cuda: NVIDIA H100 80GB HBM3 (sm_90), cuBLASLt 130100, cuBLAS 130100": what a bitwise
+// output of the CUDA implementations depends on besides the code.
+std::string cuda_numerics_environment(int device = 0);
 
 // Convenience: upload, fill Y with NaN, run once, download.
 HostTensor run_cuda(Impl impl, const GemmProblem& p, const GemmInputs& in,

@@ -1,5 +1,6 @@
 #include "gemm/gemm.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -50,7 +51,7 @@ constexpr std::array<std::pair<std::string_view, Device>, 2> kDeviceNames{{
     {"cpu", Device::cpu},
     {"cuda", Device::cuda},
 }};
-constexpr std::array<std::pair<std::string_view, Impl>, 7> kImplNames{{
+constexpr std::array<std::pair<std::string_view, Impl>, 8> kImplNames{{
     {"cpu_reference", Impl::cpu_reference},
     {"cpu_epilogue", Impl::cpu_epilogue},
     {"cpu_unfused", Impl::cpu_unfused},
@@ -58,6 +59,7 @@ constexpr std::array<std::pair<std::string_view, Impl>, 7> kImplNames{{
     {"lt_epilogue", Impl::lt_epilogue},
     {"lt_beta_bias", Impl::lt_beta_bias},
     {"unfused", Impl::unfused},
+    {"cublas", Impl::cublas},
 }};
 
 template <class E, std::size_t N>
@@ -147,6 +149,7 @@ Device device_of(Impl i) {
     case Impl::lt_epilogue:
     case Impl::lt_beta_bias:
     case Impl::unfused:
+    case Impl::cublas:
       return Device::cuda;
     default:
       return Device::cpu;
@@ -166,7 +169,7 @@ Impl fused_impl(Device d) {
 
 std::vector<Impl> alternative_impls(Device d) {
   if (d == Device::cpu) return {Impl::cpu_unfused, Impl::cpu_beta_bias};
-  return {Impl::lt_beta_bias, Impl::unfused};
+  return {Impl::lt_beta_bias, Impl::unfused, Impl::cublas};
 }
 
 void validate(const GemmProblem& p) {
@@ -180,11 +183,77 @@ void validate(const GemmProblem& p) {
   non_negative(p.k, "k");
   non_negative(p.bias_offset, "bias_offset");
   non_negative(p.workspace, "workspace");
+  non_negative(p.x_offset, "x_offset");
+  non_negative(p.w_offset, "w_offset");
+  non_negative(p.split_k, "split_k");
+  if (p.batch < 1)
+    throw Error(ErrorKind::value, "gemm batch = " + std::to_string(p.batch) +
+                                      " must be at least 1 (1 is a single GEMM)");
   if (!std::isfinite(p.alpha))
     throw Error(ErrorKind::value, "gemm alpha = " + std::to_string(p.alpha) + " is not finite");
-  checked_product(p.m, p.k, "X (m x k)");
-  checked_product(p.k, p.n, "W (k x n)");
-  checked_product(p.m, p.n, "Y (m x n)");
+  if (p.tf32 && p.dtype != DType::f32)
+    throw Error(ErrorKind::value, "gemm tf32 applies to float32 only, the dtype is " +
+                                      std::string(to_string(p.dtype)) + ": drop tf32");
+  const auto leading = [](std::int64_t ld, std::int64_t row_length, std::string_view name,
+                          std::string_view stored) {
+    if (ld != 0 && ld < std::max<std::int64_t>(row_length, 1))
+      throw Error(ErrorKind::value, "gemm " + std::string(name) + " = " + std::to_string(ld) +
+                                        " is below the stored row length " +
+                                        std::to_string(row_length) + " of " + std::string(stored) +
+                                        ": use 0 (packed) or at least " +
+                                        std::to_string(std::max<std::int64_t>(row_length, 1)));
+  };
+  leading(p.ldx, x_transposed(p) ? p.m : p.k, "ldx", x_transposed(p) ? "X [K,M]" : "X [M,K]");
+  leading(p.ldw, w_transposed(p) ? p.k : p.n, "ldw", w_transposed(p) ? "W [N,K]" : "W [K,N]");
+  leading(p.ldy, p.n, "ldy", "Y [M,N]");
+  non_negative(p.ldx, "ldx");
+  non_negative(p.ldw, "ldw");
+  non_negative(p.ldy, "ldy");
+  const std::int64_t x_rows = x_transposed(p) ? p.k : p.m;
+  const std::int64_t w_rows = w_transposed(p) ? p.n : p.k;
+  checked_product(checked_product(p.batch, x_rows, "batch x X rows"), x_ld(p),
+                  "X (batch x rows x ldx)");
+  checked_product(checked_product(p.batch, w_rows, "batch x W rows"), w_ld(p),
+                  "W (batch x rows x ldw)");
+  checked_product(checked_product(p.batch, p.m, "batch x m"), y_ld(p), "Y (batch x m x ldy)");
+}
+
+bool x_transposed(const GemmProblem& p) {
+  return p.layout == GemmLayout::tn || p.layout == GemmLayout::tt;
+}
+bool w_transposed(const GemmProblem& p) {
+  return p.layout == GemmLayout::nt || p.layout == GemmLayout::tt;
+}
+
+std::int64_t x_ld(const GemmProblem& p) {
+  return p.ldx != 0 ? p.ldx : (x_transposed(p) ? p.m : p.k);
+}
+std::int64_t w_ld(const GemmProblem& p) {
+  return p.ldw != 0 ? p.ldw : (w_transposed(p) ? p.k : p.n);
+}
+std::int64_t y_ld(const GemmProblem& p) {
+  return p.ldy != 0 ? p.ldy : p.n;
+}
+std::int64_t x_batch_stride(const GemmProblem& p) {
+  return (x_transposed(p) ? p.k : p.m) * x_ld(p);
+}
+std::int64_t w_batch_stride(const GemmProblem& p) {
+  return (w_transposed(p) ? p.n : p.k) * w_ld(p);
+}
+std::int64_t y_batch_stride(const GemmProblem& p) {
+  return p.m * y_ld(p);
+}
+std::int64_t x_elements(const GemmProblem& p) {
+  return p.x_offset + p.batch * x_batch_stride(p);
+}
+std::int64_t w_elements(const GemmProblem& p) {
+  return p.w_offset + p.batch * w_batch_stride(p);
+}
+std::int64_t y_elements(const GemmProblem& p) {
+  return p.batch * y_batch_stride(p);
+}
+std::int64_t total_rows(const GemmProblem& p) {
+  return p.batch * p.m;
 }
 
 double flops(const GemmProblem& p) {
@@ -227,7 +296,7 @@ void HostTensor::fill_nan() {
 
 GemmInputs make_inputs(const GemmProblem& p, std::uint64_t seed) {
   validate(p);
-  GemmInputs in{HostTensor(p.dtype, p.m * p.k), HostTensor(p.dtype, p.k * p.n),
+  GemmInputs in{HostTensor(p.dtype, x_elements(p)), HostTensor(p.dtype, w_elements(p)),
                 HostTensor(p.dtype, p.bias_offset + p.n)};
   const double w_scale = p.k > 0 ? std::sqrt(3.0 / static_cast<double>(p.k)) : 1.0;
   for (std::int64_t i = 0; i < in.x.size(); ++i)
@@ -241,23 +310,84 @@ GemmInputs make_inputs(const GemmProblem& p, std::uint64_t seed) {
 
 void validate(const GemmProblem& p, const GemmInputs& in) {
   validate(p);
-  expect_tensor(in.x, p.dtype, p.m * p.k, "X");
-  expect_tensor(in.w, p.dtype, p.k * p.n, "W");
+  expect_tensor(in.x, p.dtype, x_elements(p), "X");
+  expect_tensor(in.w, p.dtype, w_elements(p), "W");
   expect_tensor(in.bias, p.dtype, p.bias_offset + p.n, "bias (with its offset)");
 }
 
 void validate_output(const GemmProblem& p, const HostTensor& y) {
-  expect_tensor(y, p.dtype, p.m * p.n, "Y");
+  expect_tensor(y, p.dtype, y_elements(p), "Y");
 }
 
-std::int64_t x_index(const GemmProblem& p, std::int64_t i, std::int64_t kk) {
-  const bool x_transposed = p.layout == GemmLayout::tn || p.layout == GemmLayout::tt;
-  return x_transposed ? kk * p.m + i : i * p.k + kk;
+std::int64_t x_index(const GemmProblem& p, std::int64_t i, std::int64_t kk, std::int64_t batch) {
+  const std::int64_t base = p.x_offset + batch * x_batch_stride(p);
+  return base + (x_transposed(p) ? kk * x_ld(p) + i : i * x_ld(p) + kk);
 }
 
-std::int64_t w_index(const GemmProblem& p, std::int64_t kk, std::int64_t j) {
-  const bool w_transposed = p.layout == GemmLayout::nt || p.layout == GemmLayout::tt;
-  return w_transposed ? j * p.k + kk : kk * p.n + j;
+std::int64_t w_index(const GemmProblem& p, std::int64_t kk, std::int64_t j, std::int64_t batch) {
+  const std::int64_t base = p.w_offset + batch * w_batch_stride(p);
+  return base + (w_transposed(p) ? j * w_ld(p) + kk : kk * w_ld(p) + j);
+}
+
+std::int64_t y_index(const GemmProblem& p, std::int64_t row, std::int64_t j) {
+  return row * y_ld(p) + j;  // rows of consecutive batches follow each other: stride M * ldy
+}
+
+std::string fingerprint(const GemmProblem& p, const HostTensor& y) {
+  validate_output(p, y);
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* bytes = static_cast<const unsigned char*>(y.data());
+  const std::size_t size = element_size(p.dtype);
+  const std::size_t row_bytes = static_cast<std::size_t>(p.n) * size;
+  for (std::int64_t r = 0; r < total_rows(p); ++r) {
+    const unsigned char* row = bytes + static_cast<std::size_t>(y_index(p, r, 0)) * size;
+    for (std::size_t b = 0; b < row_bytes; ++b) h = (h ^ row[b]) * 0x100000001b3ull;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<std::size_t>(i)] = kHex[h & 15];
+  return out;
+}
+
+namespace {
+// The value's position on the number line of its dtype's bit patterns: adjacent representable
+// values differ by one, +0 and -0 coincide.
+std::int64_t ordinal(DType d, float v) {
+  if (d == DType::f32) {
+    std::int32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    return bits < 0 ? -static_cast<std::int64_t>(bits & 0x7fffffff) : bits;
+  }
+  const std::uint16_t bits = d == DType::f16 ? float_to_half(v) : float_to_bf16(v);
+  return (bits & 0x8000) ? -static_cast<std::int64_t>(bits & 0x7fff) : bits;
+}
+}  // namespace
+
+std::uint64_t ulp_distance(DType d, float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) {
+    if (std::isnan(a) && std::isnan(b)) return 0;
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  const std::int64_t x = ordinal(d, a), y = ordinal(d, b);
+  return static_cast<std::uint64_t>(x > y ? x - y : y - x);
+}
+
+UlpSummary ulp_summary(const GemmProblem& p, const HostTensor& expected, const HostTensor& y) {
+  validate_output(p, expected);
+  validate_output(p, y);
+  UlpSummary s;
+  long double sum = 0;
+  for (std::int64_t r = 0; r < total_rows(p); ++r)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const std::int64_t i = y_index(p, r, j);
+      const std::uint64_t d = ulp_distance(p.dtype, expected.get(i), y.get(i));
+      s.max = std::max(s.max, d);
+      sum += static_cast<long double>(d);
+      s.differing += d != 0 ? 1 : 0;
+      ++s.compared;
+    }
+  s.mean = s.compared > 0 ? static_cast<double>(sum / s.compared) : 0.0;
+  return s;
 }
 
 #ifndef MESHGATE_GEMM_CUDA

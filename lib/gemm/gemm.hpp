@@ -1,6 +1,7 @@
 #pragma once
 // Bias-fused GEMM as PyTorch sees it (spec/gemm.md): Y[M,N] = act(alpha * op(X) * op(W) + bias[N]),
-// every matrix row-major and packed, fp32 accumulation for every dtype. This header holds the
+// every matrix row-major (packed or with a padded leading dimension), optionally a strided batch
+// of such GEMMs sharing one bias, fp32 accumulation for every dtype. This header holds the
 // problem description, its validation, host tensors and deterministic inputs; the fp64
 // reference and the comparison live in gemm/reference.hpp, the CPU implementations in
 // gemm/cpu_gemm.hpp and the cuBLASLt ones in gemm/cuda_gemm.hpp.
@@ -27,6 +28,7 @@ enum class Impl {
   lt_epilogue,    // cuBLASLt BIAS / RELU_BIAS / GELU_BIAS epilogue
   lt_beta_bias,   // cuBLASLt with the broadcast bias as C and beta = 1
   unfused,        // cuBLASLt GEMM, then one bias + activation kernel
+  cublas,         // plain cuBLAS (cublasGemmEx), then one bias + activation kernel
 };
 
 std::string_view to_string(DType d);
@@ -62,11 +64,40 @@ struct GemmProblem {
   float alpha = 1.0f;                   // scales the product only, never the bias
   std::int64_t bias_offset = 0;         // elements between the bias buffer start and bias[0]
   std::int64_t workspace = 32LL << 20;  // cuBLASLt workspace bytes (32 MiB, Hopper default)
+  // Leading dimensions of the stored matrices in elements; 0 = packed (the stored row length).
+  // X is stored [M,K] ('n') or [K,M] ('t'), W [K,N] ('n') or [N,K] ('t'), Y [M,N].
+  std::int64_t ldx = 0;
+  std::int64_t ldw = 0;
+  std::int64_t ldy = 0;
+  std::int64_t x_offset = 0;  // elements between the X buffer start and X[0] (misaligned A/B)
+  std::int64_t w_offset = 0;
+  std::int64_t batch = 1;  // a strided batch of GEMMs; one bias for all (bias batch stride 0)
+  bool tf32 = false;       // fp32 only: inputs rounded to TF32 (CUBLAS_COMPUTE_32F_FAST_TF32)
+  // Split-K: K cut into this many slices whose partial sums are reduced; 0 = the library's
+  // choice (cuBLASLt's heuristic; one slice on the CPU). The partial sums are stored in
+  // `split_k_partials` before the reduction: float32 keeps them at compute precision, the output
+  // dtype is cuBLASLt's OUTPUT_TYPE reduction scheme (the numerics of PyTorch #180875).
+  std::int64_t split_k = 0;
+  DType split_k_partials = DType::f32;
 };
 
 // Error(value) naming the field, its value and the remedy: negative sizes or offsets,
-// a non-finite alpha, element counts that overflow int64.
+// a non-finite alpha, element counts that overflow int64, a leading dimension below the
+// stored row length, TF32 on a 16-bit dtype, a batch below 1.
 void validate(const GemmProblem& p);
+
+// Effective leading dimensions, batch strides and element counts of the stored tensors.
+std::int64_t x_ld(const GemmProblem& p);
+std::int64_t w_ld(const GemmProblem& p);
+std::int64_t y_ld(const GemmProblem& p);
+std::int64_t x_batch_stride(const GemmProblem& p);
+std::int64_t w_batch_stride(const GemmProblem& p);
+std::int64_t y_batch_stride(const GemmProblem& p);  // M * ldy
+std::int64_t x_elements(const GemmProblem& p);      // x_offset + batch * x_batch_stride
+std::int64_t w_elements(const GemmProblem& p);
+std::int64_t y_elements(const GemmProblem& p);  // batch * M * ldy
+// batch * M: the output rows of every GEMM of the batch, numbered batch-major.
+std::int64_t total_rows(const GemmProblem& p);
 // 2 * M * N * K.
 double flops(const GemmProblem& p);
 
@@ -93,10 +124,11 @@ class HostTensor {
 };
 
 // The inputs of one problem. `bias` holds bias_offset + N elements; bias[j] of the problem is
-// element bias_offset + j (so a case can make the bias pointer misaligned on purpose).
+// element bias_offset + j (so a case can make the bias pointer misaligned on purpose); X and W
+// likewise start at x_offset / w_offset and have x_elements / w_elements elements.
 struct GemmInputs {
-  HostTensor x;     // M*K elements, stored as the layout says
-  HostTensor w;     // K*N elements, stored as the layout says
+  HostTensor x;     // stored as the layout, ldx and batch say
+  HostTensor w;     // stored as the layout, ldw and batch say
   HostTensor bias;  // bias_offset + N elements
 };
 
@@ -107,9 +139,32 @@ GemmInputs make_inputs(const GemmProblem& p, std::uint64_t seed = 0x5eed);
 void validate(const GemmProblem& p, const GemmInputs& in);
 void validate_output(const GemmProblem& p, const HostTensor& y);
 
-// Element (i, kk) of op(X) and (kk, j) of op(W) as stored flat indices.
-std::int64_t x_index(const GemmProblem& p, std::int64_t i, std::int64_t kk);
-std::int64_t w_index(const GemmProblem& p, std::int64_t kk, std::int64_t j);
+// Element (i, kk) of op(X), (kk, j) of op(W) and (row, j) of Y of GEMM `batch` as stored flat
+// indices (offsets, leading dimensions and batch strides included). y_index takes a row of
+// total_rows(p).
+std::int64_t x_index(const GemmProblem& p, std::int64_t i, std::int64_t kk, std::int64_t batch = 0);
+std::int64_t w_index(const GemmProblem& p, std::int64_t kk, std::int64_t j, std::int64_t batch = 0);
+std::int64_t y_index(const GemmProblem& p, std::int64_t row, std::int64_t j);
+bool x_transposed(const GemmProblem& p);
+bool w_transposed(const GemmProblem& p);
+
+// Bitwise identity of an output: a 64-bit FNV-1a hash over the bit patterns of Y's logical
+// elements (padding excluded), as 16 hex digits. Equal outputs give equal fingerprints on every
+// machine; any changed bit changes it.
+std::string fingerprint(const GemmProblem& p, const HostTensor& y);
+
+// Distance in units in the last place of the dtype between two values of it (both already
+// representable): the number of representable values between them. NaN against anything but
+// the same NaN, or infinities of different sign, count as the largest distance.
+std::uint64_t ulp_distance(DType d, float a, float b);
+struct UlpSummary {
+  std::uint64_t max = 0;
+  double mean = 0;
+  std::int64_t differing = 0;  // elements that are not bitwise equal
+  std::int64_t compared = 0;
+};
+// Y against `expected` (both outputs of `p`) over every logical element.
+UlpSummary ulp_summary(const GemmProblem& p, const HostTensor& expected, const HostTensor& y);
 
 // Number of CUDA devices meshgate can use: 0 when built without CUDA or when none is present.
 int cuda_device_count();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 #include "gemm/numeric.hpp"
@@ -38,16 +39,18 @@ TEST(GemmNames, UnknownNamesListTheAcceptedOnes) {
   }
   EXPECT_THROW(parse_dtype("float64"), Error);
   EXPECT_THROW(parse_layout("NT"), Error);
-  EXPECT_THROW(parse_impl("cublas"), Error);
+  EXPECT_THROW(parse_impl("cutlass"), Error);
   EXPECT_THROW(parse_device("rocm"), Error);
 }
 
 TEST(GemmImpls, DevicesAndFusedAlternatives) {
   EXPECT_EQ(impls_for(Device::cpu), (std::vector<Impl>{Impl::cpu_reference, Impl::cpu_epilogue,
                                                        Impl::cpu_unfused, Impl::cpu_beta_bias}));
-  EXPECT_EQ(impls_for(Device::cuda),
-            (std::vector<Impl>{Impl::lt_epilogue, Impl::lt_beta_bias, Impl::unfused}));
+  EXPECT_EQ(impls_for(Device::cuda), (std::vector<Impl>{Impl::lt_epilogue, Impl::lt_beta_bias,
+                                                        Impl::unfused, Impl::cublas}));
   EXPECT_EQ(fused_impl(Device::cuda), Impl::lt_epilogue);
+  EXPECT_EQ(alternative_impls(Device::cuda),
+            (std::vector<Impl>{Impl::lt_beta_bias, Impl::unfused, Impl::cublas}));
   EXPECT_EQ(alternative_impls(Device::cpu),
             (std::vector<Impl>{Impl::cpu_unfused, Impl::cpu_beta_bias}));
 }
@@ -168,6 +171,67 @@ TEST(GemmHostTensor, FillNanOfAnEmptyTensorIsANoOp) {
   HostTensor t(DType::f32, 0);
   t.fill_nan();
   EXPECT_EQ(t.size(), 0);
+}
+
+TEST(GemmValidate, LeadingDimensionsBatchesAndOffsets) {
+  try {
+    validate(GemmProblem{.m = 4, .n = 6, .k = 8, .ldy = 5});
+    FAIL() << "ldy below N accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm ldy = 5 is below the stored row length 6"),
+              std::string::npos)
+        << e.what();
+  }
+  // X of `tn` is stored [K,M]: its rows have M elements.
+  EXPECT_THROW(validate(GemmProblem{.m = 4, .n = 6, .k = 8, .layout = GemmLayout::tn, .ldx = 3}),
+               Error);
+  EXPECT_NO_THROW(
+      validate(GemmProblem{.m = 4, .n = 6, .k = 8, .layout = GemmLayout::tn, .ldx = 4}));
+  EXPECT_THROW(validate(GemmProblem{.m = 1, .n = 1, .k = 1, .batch = 0}), Error);
+  EXPECT_THROW(validate(GemmProblem{.m = 1, .n = 1, .k = 1, .x_offset = -1}), Error);
+  const GemmProblem p{.m = 3,
+                      .n = 5,
+                      .k = 7,
+                      .layout = GemmLayout::nt,
+                      .ldx = 9,
+                      .ldw = 8,
+                      .ldy = 6,
+                      .x_offset = 2,
+                      .w_offset = 1,
+                      .batch = 2};
+  EXPECT_EQ(x_elements(p), 2 + 2 * 3 * 9);
+  EXPECT_EQ(w_elements(p), 1 + 2 * 5 * 8);
+  EXPECT_EQ(y_elements(p), 2 * 3 * 6);
+  EXPECT_EQ(x_index(p, 1, 4, 1), 2 + 27 + 9 + 4);
+  EXPECT_EQ(w_index(p, 4, 2, 1), 1 + 40 + 2 * 8 + 4);
+  EXPECT_EQ(y_index(p, 4, 3), 4 * 6 + 3);
+}
+
+TEST(GemmFingerprint, BitwiseIdentityOfTheLogicalElements) {
+  const GemmProblem p{.m = 2, .n = 3, .k = 1, .dtype = DType::bf16, .ldy = 4};
+  HostTensor a(DType::bf16, y_elements(p));
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t j = 0; j < 3; ++j) a.set(y_index(p, r, j), 0.25f * static_cast<float>(r + j));
+  HostTensor b = a;
+  EXPECT_EQ(fingerprint(p, a), fingerprint(p, b));
+  EXPECT_EQ(fingerprint(p, a).size(), 16u);
+  b.set(3, 123.0f);  // padding of row 0: not part of the output
+  EXPECT_EQ(fingerprint(p, a), fingerprint(p, b));
+  b.set(y_index(p, 1, 2), bf16_to_float(static_cast<std::uint16_t>(float_to_bf16(a.get(6)) + 1)));
+  EXPECT_NE(fingerprint(p, a), fingerprint(p, b));
+  const UlpSummary s = ulp_summary(p, a, b);
+  EXPECT_EQ(s.max, 1u);
+  EXPECT_EQ(s.differing, 1);
+  EXPECT_EQ(s.compared, 6);
+}
+
+TEST(GemmFingerprint, UlpDistanceCountsRepresentableValues) {
+  EXPECT_EQ(ulp_distance(DType::f32, 1.0f, std::nextafter(1.0f, 2.0f)), 1u);
+  EXPECT_EQ(ulp_distance(DType::f32, 0.0f, -0.0f), 0u);
+  EXPECT_EQ(ulp_distance(DType::f32, -std::nextafter(0.0f, 1.0f), std::nextafter(0.0f, 1.0f)), 2u);
+  EXPECT_EQ(ulp_distance(DType::bf16, 1.0f, 1.0f + 1.0f / 128), 1u);
+  EXPECT_EQ(ulp_distance(DType::f16, 1.0f, 1.0f + 4.0f / 1024), 4u);
+  EXPECT_EQ(ulp_distance(DType::f32, NAN, 1.0f), std::numeric_limits<std::uint64_t>::max());
 }
 
 }  // namespace

@@ -55,6 +55,11 @@ LtPlan plan_lt(Impl requested, Epilogue epilogue, std::uint64_t bias_address) {
     }
     case Impl::unfused:
       return fallback_plan(epilogue, "");
+    case Impl::cublas: {
+      LtPlan cublas = fallback_plan(epilogue, "");
+      cublas.executed = Impl::cublas;
+      return cublas;
+    }
     default:
       throw Error(ErrorKind::value, "gemm impl '" + std::string(to_string(requested)) +
                                         "' is not a cuBLASLt implementation");

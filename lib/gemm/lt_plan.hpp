@@ -34,7 +34,8 @@ struct LtPlan {
 
 // The plan for `requested` (a CUDA impl) given the epilogue and the bias pointer's byte address
 // (only its alignment matters). lt_epilogue with a bias that is not 16-byte aligned falls back
-// to unfused and says why. Error(value) for a CPU impl.
+// to unfused and says why; cublas (cublasGemmEx, no cuBLASLt) has the unfused shape: the GEMM,
+// then the bias/activation kernel. Error(value) for a CPU impl.
 LtPlan plan_lt(Impl requested, Epilogue epilogue, std::uint64_t bias_address);
 
 // The same plan once cuBLASLt itself refused (no heuristic result or NOT_SUPPORTED): unfused.

@@ -28,6 +28,9 @@ TEST(LtPlan, EpilogueDecisionTable) {
       {Impl::unfused, Epilogue::bias, LtEpilogue::default_, false, true},
       {Impl::unfused, Epilogue::relu_bias, LtEpilogue::default_, false, true},
       {Impl::unfused, Epilogue::gelu_bias, LtEpilogue::default_, false, true},
+      {Impl::cublas, Epilogue::none, LtEpilogue::default_, false, false},
+      {Impl::cublas, Epilogue::bias, LtEpilogue::default_, false, true},
+      {Impl::cublas, Epilogue::gelu_bias, LtEpilogue::default_, false, true},
   };
   for (const Row& r : table) {
     const LtPlan plan = plan_lt(r.impl, r.epilogue, 0x7f0000000100);

@@ -9,9 +9,11 @@
 
 namespace meshgate::gemm {
 
-// Rows `rows` of the exact result: inputs upcast from their stored (already rounded) values,
-// products accumulated in double, bias added after alpha scaling, activation in double.
-// Returns rows.size() x N values, row by row, not yet rounded to the dtype.
+// Rows `rows` (of total_rows(p): batch-major) of the exact result: inputs upcast from their
+// stored (already rounded) values, products accumulated in double, bias added after alpha
+// scaling, activation in double. Returns rows.size() x N values, row by row, not yet rounded to
+// the dtype. Large requests spread the rows over every core (std::thread); the values do not
+// depend on the thread count.
 std::vector<double> reference_rows(const GemmProblem& p, const GemmInputs& in,
                                    std::span<const std::int64_t> rows);
 std::vector<double> reference(const GemmProblem& p, const GemmInputs& in);  // all M rows
@@ -19,8 +21,8 @@ std::vector<double> reference(const GemmProblem& p, const GemmInputs& in);  // a
 // The cpu_reference implementation: the reference rounded once to the dtype into y.
 void run_reference(const GemmProblem& p, const GemmInputs& in, HostTensor& y);
 
-// Rows worth checking when the full reference is too expensive: all rows while
-// M * N * K <= max_macs, otherwise the first, the last and evenly spread rows in between.
+// Rows (of total_rows(p)) worth checking when the full reference is too expensive: all rows while
+// batch * M * N * K <= max_macs, otherwise the first, the last and evenly spread rows in between.
 std::vector<std::int64_t> rows_to_check(const GemmProblem& p, double max_macs = 1 << 28);
 
 struct Tolerance {
@@ -31,6 +33,8 @@ struct Tolerance {
 };
 // Per-dtype bounds of spec/gemm.md section 5 (fp16 relaxed beyond K = 4096).
 Tolerance tolerance_for(DType d, std::int64_t k);
+// The same, with the TF32 bound when the problem asks for TF32.
+Tolerance tolerance_for(const GemmProblem& p);
 
 struct Comparison {
   double max_abs_err = 0;

@@ -153,5 +153,23 @@ TEST(GemmCompare, FlagsNanOffByToleranceAndDirection) {
   EXPECT_TRUE(compare_outputs(p, y, y, tol).ok);
 }
 
+TEST(GemmReference, ThreadedRowsEqualRowByRow) {
+  // Large enough to spread over several threads; every row must equal its single-row answer.
+  const GemmProblem p{.m = 96,
+                      .n = 64,
+                      .k = 700,
+                      .dtype = DType::bf16,
+                      .epilogue = Epilogue::gelu_bias,
+                      .batch = 2};
+  const GemmInputs in = make_inputs(p, 5);
+  const std::vector<double> all = reference(p, in);
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(2 * 96 * 64));
+  for (std::int64_t row : {0LL, 1LL, 95LL, 96LL, 150LL, 191LL}) {
+    const std::int64_t one[] = {row};
+    const std::vector<double> single = reference_rows(p, in, one);
+    for (std::int64_t j = 0; j < p.n; ++j) ASSERT_EQ(all[row * p.n + j], single[j]) << row;
+  }
+}
+
 }  // namespace
 }  // namespace meshgate::gemm

@@ -4,10 +4,14 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -105,16 +109,42 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 namespace detail {
 
+// How long synchronize() waits for a stream that makes no progress before it aborts the
+// communicator: MESHGATE_NCCL_TIMEOUT_S, default 300 s.
+double nccl_timeout_s() {
+  const char* text = std::getenv("MESHGATE_NCCL_TIMEOUT_S");
+  if (text == nullptr) return 300.0;
+  const double v = std::atof(text);
+  return v > 0 ? v : 300.0;
+}
+
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(CommHandle comm, int device) : comm_(std::move(comm)), device_(device) {
+  // `parent_stream`, for a communicator split from another, orders this one's stream after
+  // the work already enqueued on the parent's (buffers a collective of the child reads).
+  NcclCommunicator(CommHandle comm, int device, cudaStream_t parent_stream = nullptr)
+      : comm_(std::move(comm)), device_(device) {
     select_device();
     MESHGATE_NCCL_CHECK(ncclCommUserRank(comm_.get(), &rank_));
     MESHGATE_NCCL_CHECK(ncclCommCount(comm_.get(), &size_));
     cudaStream_t stream = nullptr;
     MESHGATE_NCCL_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     stream_.reset(stream);
+    if (parent_stream != nullptr) {
+      cudaEvent_t parent_done = nullptr;
+      MESHGATE_NCCL_CHECK(cudaEventCreateWithFlags(&parent_done, cudaEventDisableTiming));
+      const cudaError_t recorded = cudaEventRecord(parent_done, parent_stream);
+      const cudaError_t waited =
+          recorded == cudaSuccess ? cudaStreamWaitEvent(stream, parent_done, 0) : recorded;
+      cudaEventDestroy(parent_done);  // released once the wait is satisfied
+      MESHGATE_NCCL_CHECK(waited);
+    }
     barrier_word_ = device_alloc(sizeof(int));
+  }
+
+  ~NcclCommunicator() override {
+    // An aborted communicator is gone already; destroying it again is undefined.
+    if (aborted_) (void)comm_.release();
   }
 
   std::string_view backend() const override { return kBackend; }
@@ -188,7 +218,7 @@ class NcclCommunicator final : public Communicator {
                                       where.group >= 0 ? where.group : NCCL_SPLIT_NOCOLOR,
                                       where.position, &sub, nullptr));
     if (sub == nullptr) return nullptr;
-    return std::make_unique<NcclCommunicator>(CommHandle(sub), device_);
+    return std::make_unique<NcclCommunicator>(CommHandle(sub), device_, stream());
   }
 
   void* allocate(std::size_t bytes) override {
@@ -209,7 +239,30 @@ class NcclCommunicator final : public Communicator {
     MESHGATE_NCCL_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
     synchronize();
   }
-  void synchronize() override { MESHGATE_NCCL_CHECK(cudaStreamSynchronize(stream())); }
+  // Waits for the stream by polling, so that a dead or failed peer becomes an error instead of
+  // a hang: NCCL's asynchronous error, or no progress within MESHGATE_NCCL_TIMEOUT_S, aborts
+  // the communicator (ncclCommAbort) and throws naming this rank and the reason.
+  void synchronize() override {
+    if (aborted_) throw aborted_error("it was aborted earlier");
+    const auto start = std::chrono::steady_clock::now();
+    const double timeout = nccl_timeout_s();
+    for (;;) {
+      const cudaError_t state = cudaStreamQuery(stream());
+      if (state == cudaSuccess) return;
+      if (state != cudaErrorNotReady) MESHGATE_NCCL_CHECK(state);
+      ncclResult_t async = ncclSuccess;
+      MESHGATE_NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &async));
+      if (async != ncclSuccess && async != ncclInProgress)
+        abort_and_throw(std::string("NCCL reported an asynchronous error: ") +
+                        ncclGetErrorString(async));
+      const double waited =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout)
+        abort_and_throw("no progress for " + std::to_string(static_cast<int>(timeout)) +
+                        " s (MESHGATE_NCCL_TIMEOUT_S): a peer rank is dead or stuck");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 
  private:
   static void check_reduce(std::string_view collective, ReduceOp op, DType dtype) {
@@ -221,8 +274,21 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  Error aborted_error(const std::string& why) const {
+    return Error(ErrorKind::runtime, "nccl communicator of rank " + std::to_string(rank_) + " of " +
+                                         std::to_string(size_) + " on device " +
+                                         std::to_string(device_) + " aborted: " + why);
+  }
+
+  [[noreturn]] void abort_and_throw(const std::string& why) {
+    ncclCommAbort(comm_.get());
+    aborted_ = true;
+    throw aborted_error(why);
+  }
+
   // Declared first, destroyed last: the stream and buffers go before the communicator.
   CommHandle comm_;
+  bool aborted_ = false;
   int device_;
   int rank_ = 0;
   int size_ = 1;
@@ -277,6 +343,33 @@ std::string nccl_library_version() {
          std::to_string(code % 100);
 }
 
+std::optional<int> local_rank_from_environment() {
+  // Open MPI, Slurm, MPICH/Intel MPI and torchrun, in that order.
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "LOCAL_RANK"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    if (*end == '\0' && v >= 0) return static_cast<int>(v);
+  }
+  return std::nullopt;
+}
+
+int device_for_rank(std::optional<int> local_rank, int rank, int devices) {
+  if (devices <= 0)
+    throw Error(ErrorKind::runtime, "no CUDA device is visible to rank " + std::to_string(rank));
+  // One visible device (CUDA_VISIBLE_DEVICES set per rank by the launcher): it is this rank's.
+  if (devices == 1) return 0;
+  if (!local_rank) return rank % devices;
+  if (*local_rank >= devices)
+    throw Error(ErrorKind::value, "rank " + std::to_string(rank) + " is local rank " +
+                                      std::to_string(*local_rank) + " on its node, which has " +
+                                      std::to_string(devices) +
+                                      " visible GPUs: start at most one rank per GPU per node");
+  return *local_rank;
+}
+
 std::unique_ptr<Communicator> nccl_world(Communicator& bootstrap, int device) {
   if (bootstrap.backend() == kBackend) {
     throw Error(ErrorKind::value,
@@ -288,7 +381,8 @@ std::unique_ptr<Communicator> nccl_world(Communicator& bootstrap, int device) {
                 "nccl_world: no CUDA device is visible; run on a GPU machine or use the "
                 "threads or mpi backend");
   }
-  if (device < 0) device = bootstrap.rank() % devices;
+  if (device < 0)
+    device = device_for_rank(local_rank_from_environment(), bootstrap.rank(), devices);
   if (device >= devices) {
     throw Error(ErrorKind::value, "nccl_world: device " + std::to_string(device) + " but only " +
                                       std::to_string(devices) + " are visible");

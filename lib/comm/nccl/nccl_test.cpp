@@ -12,6 +12,7 @@
 #include "comm/comm_test_support.hpp"
 #include "comm/nccl_world.hpp"
 #include "comm/threads_world.hpp"
+#include "core/error.hpp"
 
 namespace meshgate::comm {
 namespace {
@@ -36,6 +37,19 @@ std::unique_ptr<Communicator> single_rank_nccl() {
   ThreadsWorld bootstrap_world(1);
   auto bootstrap = bootstrap_world.communicator(0);
   return nccl_world(*bootstrap);
+}
+
+TEST(Nccl, DeviceComesFromTheLocalRank) {
+  EXPECT_EQ(device_for_rank(3, 11, 8), 3);             // rank 11 on its node's fourth slot
+  EXPECT_EQ(device_for_rank(std::nullopt, 11, 8), 3);  // no launcher: global rank modulo
+  EXPECT_EQ(device_for_rank(5, 5, 1), 0);              // one visible device per rank
+  try {
+    device_for_rank(8, 8, 8);
+    FAIL() << "a ninth local rank on eight GPUs was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one rank per GPU per node"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Nccl, VersionIsTheOneBuiltAgainst) {

@@ -2,8 +2,10 @@
 // column-major Y^T[N,M] = op(W)^T-view * op(X)^T-view: A = W, B = X, D has N rows, so the bias
 // epilogue's per-row vector is exactly bias[N]. Every layout stays CUBLASLT_ORDER_COL.
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,6 +60,9 @@ namespace {
 
 using cuda::check;
 
+struct CublasHandleDeleter {
+  void operator()(cublasContext* h) const { cublasDestroy(h); }
+};
 struct LtHandleDeleter {
   void operator()(cublasLtContext* h) const { cublasLtDestroy(h); }
 };
@@ -80,6 +85,7 @@ struct EventDeleter {
   void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
 };
 using LtHandle = std::unique_ptr<cublasLtContext, LtHandleDeleter>;
+using CublasHandle = std::unique_ptr<cublasContext, CublasHandleDeleter>;
 using MatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
 using MatrixLayout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
 using Preference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDeleter>;
@@ -139,9 +145,12 @@ struct HeuristicKey {
   std::uint64_t bias_alignment;
   std::int64_t workspace;
   int device;
+  std::int64_t ldx, ldw, ldy, batch, split_k;
+  int tf32, partials;
   auto tie() const {
     return std::tie(m, n, k, dtype, layout, epilogue, align_a, align_b, align_c, align_d,
-                    bias_alignment, workspace, device);
+                    bias_alignment, workspace, device, ldx, ldw, ldy, batch, split_k, tf32,
+                    partials);
   }
   bool operator<(const HeuristicKey& o) const { return tie() < o.tie(); }
 };
@@ -155,11 +164,18 @@ struct HeuristicEntry {
 std::mutex g_cache_mutex;
 std::map<HeuristicKey, HeuristicEntry> g_heuristic_cache;
 
-bool x_transposed(const GemmProblem& p) {
-  return p.layout == GemmLayout::tn || p.layout == GemmLayout::tt;
+// Strided batches: every GEMM of the batch `stride` elements after the previous one.
+void set_batch(cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t stride) {
+  if (batch <= 1) return;
+  const auto count = static_cast<std::int32_t>(batch);
+  MESHGATE_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                  &count, sizeof count));
+  MESHGATE_CHECK(cublasLtMatrixLayoutSetAttribute(
+      layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
 }
-bool w_transposed(const GemmProblem& p) {
-  return p.layout == GemmLayout::nt || p.layout == GemmLayout::tt;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // The ready-to-launch form of one implementation on one problem.
@@ -176,68 +192,102 @@ struct CudaGemm::State {
   GemmProblem p;
   int device = 0;
   LtHandle lt;
+  CublasHandle blas;
   Stream stream;
-  DeviceBuffer x, w, bias, y, workspace;
+  DeviceBuffer x, w, bias, y, workspace, l2_flush;
+  std::size_t l2_flush_bytes = 0;
   std::map<Impl, Prepared> prepared;
 
-  const void* bias_ptr() const {
-    return static_cast<const char*>(bias.get()) + p.bias_offset * element_size(p.dtype);
+  const char* at(const DeviceBuffer& b, std::int64_t offset) const {
+    return static_cast<const char*>(b.get()) +
+           offset * static_cast<std::int64_t>(element_size(p.dtype));
+  }
+  const void* bias_ptr() const { return at(bias, p.bias_offset); }
+  const void* x_ptr() const { return at(x, p.x_offset); }
+  const void* w_ptr() const { return at(w, p.w_offset); }
+  std::size_t y_bytes() const {
+    return static_cast<std::size_t>(y_elements(p)) * element_size(p.dtype);
   }
 
-  // Descriptors and algorithm for `plan`; false with `reason` when cuBLASLt has no algorithm.
-  bool build(Prepared& out, const LtPlan& plan, std::string& reason) {
+  // The descriptors and layouts of `plan`. A = W, B = X, D = Y^T (N x M), all column-major.
+  void describe_matmul(Prepared& out, const LtPlan& plan) {
     const cudaDataType_t type = cuda_type(p.dtype);
     cublasLtMatmulDesc_t desc = nullptr;
-    MESHGATE_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    MESHGATE_CHECK(cublasLtMatmulDescCreate(
+        &desc, p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     out.desc.reset(desc);
     set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, w_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N);
     set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, x_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N);
     set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<cublasLtEpilogue_t>(plan.epilogue));
-    const bool epilogue_bias = plan.epilogue == LtEpilogue::bias ||
-                               plan.epilogue == LtEpilogue::relu_bias ||
-                               plan.epilogue == LtEpilogue::gelu_bias;
-    if (epilogue_bias) {
+    if (epilogue_bias(plan)) {
       const void* bias_pointer = bias_ptr();
       set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer);
       set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(type));
+      // One bias for every GEMM of a batch.
+      if (p.batch > 1) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, std::int64_t{0});
     }
     const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     // A = W: stored [N,K] ('t') is column-major K x N; stored [K,N] ('n') is N x K.
     if (w_transposed(p))
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.k), u(p.n), p.k));
+      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.k), u(p.n), w_ld(p)));
     else
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.n), u(p.k), p.n));
+      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.n), u(p.k), w_ld(p)));
     out.a.reset(a);
+    set_batch(a, p.batch, w_batch_stride(p));
     // B = X: stored [M,K] ('n') is column-major K x M; stored [K,M] ('t') is M x K.
     if (x_transposed(p))
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.m), u(p.k), p.m));
+      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.m), u(p.k), x_ld(p)));
     else
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.k), u(p.m), p.k));
+      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.k), u(p.m), x_ld(p)));
     out.b.reset(b);
-    MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&d, type, u(p.n), u(p.m), p.n));
+    set_batch(b, p.batch, x_batch_stride(p));
+    MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&d, type, u(p.n), u(p.m), y_ld(p)));
     out.d.reset(d);
+    set_batch(d, p.batch, y_batch_stride(p));
+  }
 
-    HeuristicKey key{
+  static bool epilogue_bias(const LtPlan& plan) {
+    return plan.epilogue == LtEpilogue::bias || plan.epilogue == LtEpilogue::relu_bias ||
+           plan.epilogue == LtEpilogue::gelu_bias;
+  }
+
+  HeuristicKey key_of(const LtPlan& plan) const {
+    return HeuristicKey{
         p.m,
         p.n,
         p.k,
         static_cast<int>(p.dtype),
         static_cast<int>(p.layout),
         static_cast<std::uint32_t>(plan.epilogue),
-        pointer_alignment(reinterpret_cast<std::uintptr_t>(w.get())),
-        pointer_alignment(reinterpret_cast<std::uintptr_t>(x.get())),
+        pointer_alignment(reinterpret_cast<std::uintptr_t>(w_ptr())),
+        pointer_alignment(reinterpret_cast<std::uintptr_t>(x_ptr())),
         pointer_alignment(reinterpret_cast<std::uintptr_t>(y.get())),
         pointer_alignment(reinterpret_cast<std::uintptr_t>(y.get())),
-        epilogue_bias ? pointer_alignment(reinterpret_cast<std::uintptr_t>(bias_ptr())) : 0u,
+        epilogue_bias(plan) ? pointer_alignment(reinterpret_cast<std::uintptr_t>(bias_ptr())) : 0u,
         p.workspace,
-        device};
-    {
+        device,
+        x_ld(p),
+        w_ld(p),
+        y_ld(p),
+        p.batch,
+        p.split_k,
+        p.tf32 ? 1 : 0,
+        static_cast<int>(p.split_k_partials)};
+  }
+
+  // The heuristic's first answer for `out`'s descriptors, with the problem's split-K applied
+  // when it asks for one; false with `reason` when cuBLASLt has no algorithm. `use_cache` off
+  // always queries (the overhead measurement).
+  bool choose_algorithm(Prepared& out, const LtPlan& plan, bool use_cache, std::string& reason) {
+    const HeuristicKey key = key_of(plan);
+    if (use_cache) {
       std::lock_guard lock(g_cache_mutex);
       if (auto it = g_heuristic_cache.find(key); it != g_heuristic_cache.end()) {
         out.algo = it->second.algo;
         out.info.algo = it->second.info;
         out.info.heuristic_cached = true;
+        out.info.split_k_forced = p.split_k > 0 && it->second.info.splitk_num == p.split_k;
         return true;
       }
     }
@@ -250,10 +300,16 @@ struct CudaGemm::State {
     set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
     set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
     set_pref(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d);
+    if (p.split_k == 1) {
+      // No split-K at all: forbid every reduction scheme.
+      set_pref(pref_raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+               static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
+    }
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(lt.get(), desc, a, b, d, d, pref_raw, 1, &result, &returned);
+        cublasLtMatmulAlgoGetHeuristic(lt.get(), out.desc.get(), out.a.get(), out.b.get(),
+                                       out.d.get(), out.d.get(), pref_raw, 1, &result, &returned);
     if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
       reason = std::string("cublasLtMatmulAlgoGetHeuristic gave ") +
                (status != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(status) : "no algorithm") +
@@ -261,20 +317,55 @@ struct CudaGemm::State {
       return false;
     }
     out.algo = result.algo;
+    std::size_t workspace_needed = result.workspaceSize;
+    if (p.split_k > 1) force_split_k(out, result, workspace_needed);
     LtAlgoInfo& info = out.info.algo;
-    info.algo_id = algo_attribute<std::int32_t>(result.algo, CUBLASLT_ALGO_CONFIG_ID);
+    info.algo_id = algo_attribute<std::int32_t>(out.algo, CUBLASLT_ALGO_CONFIG_ID);
     info.tile_id =
-        static_cast<int>(algo_attribute<std::uint32_t>(result.algo, CUBLASLT_ALGO_CONFIG_TILE_ID));
-    info.splitk_num = algo_attribute<std::int32_t>(result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+        static_cast<int>(algo_attribute<std::uint32_t>(out.algo, CUBLASLT_ALGO_CONFIG_TILE_ID));
+    info.splitk_num = algo_attribute<std::int32_t>(out.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
     info.reduction_scheme = static_cast<int>(
-        algo_attribute<std::uint32_t>(result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
-    info.stages_id = static_cast<int>(
-        algo_attribute<std::uint32_t>(result.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID));
-    info.workspace_bytes = result.workspaceSize;
+        algo_attribute<std::uint32_t>(out.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME));
+    info.stages_id =
+        static_cast<int>(algo_attribute<std::uint32_t>(out.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID));
+    info.workspace_bytes = workspace_needed;
     info.waves = result.wavesCount;
-    std::lock_guard lock(g_cache_mutex);
-    g_heuristic_cache.emplace(key, HeuristicEntry{result.algo, info});
+    if (use_cache) {
+      std::lock_guard lock(g_cache_mutex);
+      g_heuristic_cache.emplace(key, HeuristicEntry{out.algo, info});
+    }
     return true;
+  }
+
+  // Sets SPLITK_NUM and the reduction scheme the problem asks for on the heuristic's algorithm
+  // and keeps it when cublasLtMatmulAlgoCheck accepts it within the workspace; otherwise the
+  // heuristic's own choice stays (split_k_forced false says so).
+  void force_split_k(Prepared& out, const cublasLtMatmulHeuristicResult_t& heuristic,
+                     std::size_t& workspace_needed) {
+    if (p.split_k_partials != DType::f32 && p.split_k_partials != p.dtype)
+      throw Error(ErrorKind::value,
+                  "split_k_partials " + std::string(to_string(p.split_k_partials)) +
+                      " has no cuBLASLt reduction scheme: use float32 (compute type) or the "
+                      "output dtype " +
+                      std::string(to_string(p.dtype)));
+    cublasLtMatmulAlgo_t algo = heuristic.algo;
+    const auto splits = static_cast<std::uint32_t>(p.split_k);
+    const std::uint32_t scheme = p.split_k_partials == DType::f32
+                                     ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                                     : CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                             sizeof splits) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                             sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+      return;
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(lt.get(), out.desc.get(), out.a.get(), out.b.get(), out.d.get(),
+                                out.d.get(), &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > static_cast<std::size_t>(p.workspace))
+      return;
+    out.algo = algo;
+    workspace_needed = checked.workspaceSize;
+    out.info.split_k_forced = true;
   }
 
   Prepared& prepare(Impl impl, bool force_fallback = false, std::string reason = "") {
@@ -284,18 +375,19 @@ struct CudaGemm::State {
                         ? fallback_plan(p.epilogue, reason)
                         : plan_lt(impl, p.epilogue, reinterpret_cast<std::uintptr_t>(bias_ptr()));
     out.info.ran_gemm = p.m > 0 && p.n > 0 && p.k > 0;
-    if (out.info.ran_gemm) {
-      std::string why;
-      if (!build(out, out.info.plan, why)) {
-        if (out.info.plan.executed != Impl::unfused) {
-          out.info.plan = fallback_plan(p.epilogue, why);
-          if (build(out, out.info.plan, why)) return store(impl, std::move(out));
-        }
-        // Not even a plain GEMM has an algorithm (e.g. a degenerate shape): stay correct.
-        out.info.plan = fallback_plan(p.epilogue, why + "; the GEMM runs as a simple CUDA kernel");
-        out.info.simple_kernel = true;
-      }
+    if (!out.info.ran_gemm || out.info.plan.executed == Impl::cublas)
+      return store(impl, std::move(out));
+    std::string why;
+    describe_matmul(out, out.info.plan);
+    if (choose_algorithm(out, out.info.plan, true, why)) return store(impl, std::move(out));
+    if (out.info.plan.executed != Impl::unfused) {
+      out.info.plan = fallback_plan(p.epilogue, why);
+      describe_matmul(out, out.info.plan);
+      if (choose_algorithm(out, out.info.plan, true, why)) return store(impl, std::move(out));
     }
+    // Not even a plain GEMM has an algorithm (e.g. a degenerate shape): stay correct.
+    out.info.plan = fallback_plan(p.epilogue, why + "; the GEMM runs as a simple CUDA kernel");
+    out.info.simple_kernel = true;
     return store(impl, std::move(out));
   }
 
@@ -304,37 +396,59 @@ struct CudaGemm::State {
     return prepared.emplace(impl, std::move(out)).first->second;
   }
 
-  // Enqueues the whole implementation on the stream; returns cublasLtMatmul's status.
+  // Y^T = op(W)^T-view * op(X)^T-view through cublasGemmEx (strided batched for a batch).
+  cublasStatus_t enqueue_cublas(float alpha) {
+    const cudaDataType_t type = cuda_type(p.dtype);
+    const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t ta = w_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = x_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float beta = 0.0f;
+    const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
+    if (p.batch == 1)
+      return cublasGemmEx(blas.get(), ta, tb, i32(p.n), i32(p.m), i32(p.k), &alpha, w_ptr(), type,
+                          i32(w_ld(p)), x_ptr(), type, i32(x_ld(p)), &beta, y.get(), type,
+                          i32(y_ld(p)), compute, CUBLAS_GEMM_DEFAULT);
+    return cublasGemmStridedBatchedEx(
+        blas.get(), ta, tb, i32(p.n), i32(p.m), i32(p.k), &alpha, w_ptr(), type, i32(w_ld(p)),
+        w_batch_stride(p), x_ptr(), type, i32(x_ld(p)), x_batch_stride(p), &beta, y.get(), type,
+        i32(y_ld(p)), y_batch_stride(p), i32(p.batch), compute, CUBLAS_GEMM_DEFAULT);
+  }
+
+  // Enqueues the whole implementation on the stream; returns the GEMM library's status.
   cublasStatus_t enqueue(const Prepared& pr) {
     const LtPlan& plan = pr.info.plan;
     const void* b = has_bias(p.epilogue) ? bias_ptr() : nullptr;
+    const std::int64_t rows = total_rows(p);
     if (!pr.info.ran_gemm) {
       // K = 0: the product is zero and Y = act(bias); empty Y: nothing to do.
-      if (p.m * p.n == 0) return CUBLAS_STATUS_SUCCESS;
-      MESHGATE_CHECK(cudaMemsetAsync(
-          y.get(), 0, static_cast<std::size_t>(p.m * p.n) * element_size(p.dtype), stream.get()));
-      cuda::launch_bias_act(p.dtype, y.get(), b, p.m, p.n, p.epilogue, stream.get());
+      if (rows * p.n == 0) return CUBLAS_STATUS_SUCCESS;
+      MESHGATE_CHECK(cudaMemsetAsync(y.get(), 0, y_bytes(), stream.get()));
+      cuda::launch_bias_act(p.dtype, y.get(), b, rows, p.n, y_ld(p), p.epilogue, stream.get());
       return CUBLAS_STATUS_SUCCESS;
     }
     if (pr.info.simple_kernel) {
       cuda::launch_simple_gemm(p, x.get(), w.get(), y.get(), stream.get());
       if (plan.bias_act_kernel)
-        cuda::launch_bias_act(p.dtype, y.get(), b, p.m, p.n, p.epilogue, stream.get());
+        cuda::launch_bias_act(p.dtype, y.get(), b, rows, p.n, y_ld(p), p.epilogue, stream.get());
       return CUBLAS_STATUS_SUCCESS;
     }
-    float beta = 0.0f;
-    if (plan.bias_through_c) {
-      cuda::launch_broadcast_bias(p.dtype, y.get(), b, p.m, p.n, stream.get());
-      beta = 1.0f;
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    if (plan.executed == Impl::cublas) {
+      status = enqueue_cublas(p.alpha);
+    } else {
+      float beta = 0.0f;
+      if (plan.bias_through_c) {
+        cuda::launch_broadcast_bias(p.dtype, y.get(), b, rows, p.n, y_ld(p), stream.get());
+        beta = 1.0f;
+      }
+      const float alpha = p.alpha;
+      status = cublasLtMatmul(lt.get(), pr.desc.get(), &alpha, w_ptr(), pr.a.get(), x_ptr(),
+                              pr.b.get(), &beta, y.get(), pr.d.get(), y.get(), pr.d.get(), &pr.algo,
+                              workspace.get(), static_cast<std::size_t>(p.workspace), stream.get());
     }
-    const float alpha = p.alpha;
-    const cublasStatus_t status =
-        cublasLtMatmul(lt.get(), pr.desc.get(), &alpha, w.get(), pr.a.get(), x.get(), pr.b.get(),
-                       &beta, y.get(), pr.d.get(), y.get(), pr.d.get(), &pr.algo, workspace.get(),
-                       static_cast<std::size_t>(p.workspace), stream.get());
     if (status != CUBLAS_STATUS_SUCCESS) return status;
     if (plan.bias_act_kernel)
-      cuda::launch_bias_act(p.dtype, y.get(), b, p.m, p.n, p.epilogue, stream.get());
+      cuda::launch_bias_act(p.dtype, y.get(), b, rows, p.n, y_ld(p), p.epilogue, stream.get());
     return status;
   }
 };
@@ -352,10 +466,14 @@ std::string describe(const CudaRunInfo& info) {
     return s.str();
   }
   if (info.simple_kernel) return s.str();
+  if (info.plan.executed == Impl::cublas) {
+    s << ", cublasGemmEx";
+    return s.str();
+  }
   s << ", algo " << info.algo.algo_id << " tile " << info.algo.tile_id << " splitk "
-    << info.algo.splitk_num << " reduction " << info.algo.reduction_scheme << " stages "
-    << info.algo.stages_id << " workspace " << info.algo.workspace_bytes << " B"
-    << (info.heuristic_cached ? " (cached)" : "");
+    << info.algo.splitk_num << (info.split_k_forced ? " (forced)" : "") << " reduction "
+    << info.algo.reduction_scheme << " stages " << info.algo.stages_id << " workspace "
+    << info.algo.workspace_bytes << " B" << (info.heuristic_cached ? " (cached)" : "");
   return s.str();
 }
 
@@ -375,18 +493,32 @@ CudaGemm::CudaGemm(const GemmProblem& p, const GemmInputs& in, int device)
   cudaStream_t stream = nullptr;
   MESHGATE_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   s_->stream.reset(stream);
-  const auto upload = [](const HostTensor& t) {
+  cublasHandle_t blas = nullptr;
+  MESHGATE_CHECK(cublasCreate(&blas));
+  s_->blas.reset(blas);
+  MESHGATE_CHECK(cublasSetStream(blas, stream));
+  // The inputs go up on the case's own stream, the one every GEMM of the case runs on, so the
+  // GEMMs are ordered after the copies (a non-blocking stream does not wait for the legacy
+  // default stream that a plain cudaMemcpy would use).
+  const auto upload = [&](const HostTensor& t) {
     DeviceBuffer buffer = device_alloc(t.bytes());
     if (t.bytes() > 0)
-      MESHGATE_CHECK(cudaMemcpy(buffer.get(), t.data(), t.bytes(), cudaMemcpyHostToDevice));
+      MESHGATE_CHECK(cudaMemcpyAsync(buffer.get(), t.data(), t.bytes(), cudaMemcpyHostToDevice,
+                                     s_->stream.get()));
     return buffer;
   };
   s_->x = upload(in.x);
   s_->w = upload(in.w);
   s_->bias = upload(in.bias);
-  s_->y = device_alloc(static_cast<std::size_t>(p.m * p.n) * element_size(p.dtype));
+  s_->y = device_alloc(s_->y_bytes());
   s_->workspace = device_alloc(static_cast<std::size_t>(p.workspace));
-  fill_output_nan();
+  // cuBLAS gets the same workspace as cuBLASLt, so that the two choose under the same budget.
+  MESHGATE_CHECK(
+      cublasSetWorkspace(blas, s_->workspace.get(), static_cast<std::size_t>(p.workspace)));
+  int l2_bytes = 0;
+  MESHGATE_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  s_->l2_flush_bytes = 2 * static_cast<std::size_t>(std::max(l2_bytes, 1 << 20));
+  fill_output_nan();  // also waits for the uploads: the host buffers may go away after this
 }
 
 CudaGemm::~CudaGemm() = default;
@@ -397,22 +529,27 @@ CudaRunInfo CudaGemm::run(Impl impl) {
   MESHGATE_CHECK(cudaSetDevice(s_->device));
   Prepared* pr = &s_->prepare(impl);
   cublasStatus_t status = s_->enqueue(*pr);
-  if ((status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_EXECUTION_FAILED) &&
-      pr->info.plan.executed != Impl::unfused) {
+  const auto failed = [&](std::string_view what) {
+    return std::string(what) + " returned " + cublasLtGetStatusName(status);
+  };
+  // Any cuBLASLt failure falls back to the unfused path, as PyTorch's addmm retries without Lt
+  // (#150147); the reason stays in the plan so that the fallback is never silent.
+  if (status != CUBLAS_STATUS_SUCCESS && pr->info.plan.executed != Impl::unfused &&
+      pr->info.plan.executed != Impl::cublas) {
     pr = &s_->prepare(impl, true,
-                      std::string("cublasLtMatmul returned ") + cublasLtGetStatusName(status) +
-                          " for the " + std::string(to_string(pr->info.plan.epilogue)) +
-                          " epilogue");
+                      failed("cublasLtMatmul") + " for the " +
+                          std::string(to_string(pr->info.plan.epilogue)) + " epilogue");
     status = s_->enqueue(*pr);
   }
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_EXECUTION_FAILED) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
     Prepared simple;
     simple.info.requested = impl;
     simple.info.ran_gemm = true;
     simple.info.simple_kernel = true;
     simple.info.plan = fallback_plan(
-        s_->p.epilogue, std::string("cublasLtMatmul returned ") + cublasLtGetStatusName(status) +
-                            " without an epilogue; the GEMM runs as a simple CUDA kernel");
+        s_->p.epilogue,
+        failed(pr->info.plan.executed == Impl::cublas ? "cublasGemmEx" : "cublasLtMatmul") +
+            " without an epilogue; the GEMM runs as a simple CUDA kernel");
     pr = &s_->store(impl, std::move(simple));
     status = s_->enqueue(*pr);
   }
@@ -421,40 +558,73 @@ CudaRunInfo CudaGemm::run(Impl impl) {
   return pr->info;
 }
 
-double CudaGemm::time(Impl impl, int iters) {
-  if (iters <= 0)
-    throw Error(ErrorKind::value, "time() needs iters >= 1, got " + std::to_string(iters));
+double CudaGemm::sample(Impl impl, bool cold_l2) {
   MESHGATE_CHECK(cudaSetDevice(s_->device));
   auto it = s_->prepared.find(impl);
   if (it == s_->prepared.end()) {
     run(impl);
     it = s_->prepared.find(impl);
   }
+  if (cold_l2) {
+    if (!s_->l2_flush) s_->l2_flush = device_alloc(s_->l2_flush_bytes);
+    MESHGATE_CHECK(cudaMemsetAsync(s_->l2_flush.get(), 0, s_->l2_flush_bytes, s_->stream.get()));
+  }
   Event start = make_event(), stop = make_event();
   MESHGATE_CHECK(cudaEventRecord(start.get(), s_->stream.get()));
-  for (int i = 0; i < iters; ++i) MESHGATE_CHECK(s_->enqueue(it->second));
+  MESHGATE_CHECK(s_->enqueue(it->second));
   MESHGATE_CHECK(cudaEventRecord(stop.get(), s_->stream.get()));
   MESHGATE_CHECK(cudaEventSynchronize(stop.get()));
   float ms = 0;
   MESHGATE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-  return static_cast<double>(ms) * 1e-3 / iters;
+  return static_cast<double>(ms) * 1e-3;
+}
+
+LtSetupOverhead CudaGemm::measure_setup_overhead(Impl impl) {
+  MESHGATE_CHECK(cudaSetDevice(s_->device));
+  LtSetupOverhead o;
+  const LtPlan plan =
+      plan_lt(impl, s_->p.epilogue, reinterpret_cast<std::uintptr_t>(s_->bias_ptr()));
+  if (plan.executed == Impl::cublas || s_->p.m * s_->p.n * s_->p.k == 0) return o;
+  Prepared scratch;
+  auto start = std::chrono::steady_clock::now();
+  s_->describe_matmul(scratch, plan);
+  o.descriptors_s = seconds_since(start);
+  std::string ignored;
+  start = std::chrono::steady_clock::now();
+  s_->choose_algorithm(scratch, plan, false, ignored);
+  o.heuristic_s = seconds_since(start);
+  return o;
 }
 
 void CudaGemm::fill_output_nan() {
   MESHGATE_CHECK(cudaSetDevice(s_->device));
-  const std::size_t bytes = static_cast<std::size_t>(s_->p.m * s_->p.n) * element_size(s_->p.dtype);
-  // All-ones bytes are a NaN in every supported dtype.
-  if (bytes > 0) MESHGATE_CHECK(cudaMemsetAsync(s_->y.get(), 0xFF, bytes, s_->stream.get()));
+  // All-ones bytes are a NaN in every supported dtype (padding included).
+  if (s_->y_bytes() > 0)
+    MESHGATE_CHECK(cudaMemsetAsync(s_->y.get(), 0xFF, s_->y_bytes(), s_->stream.get()));
   MESHGATE_CHECK(cudaStreamSynchronize(s_->stream.get()));
 }
 
 HostTensor CudaGemm::output() const {
   MESHGATE_CHECK(cudaSetDevice(s_->device));
-  HostTensor y(s_->p.dtype, s_->p.m * s_->p.n);
-  MESHGATE_CHECK(cudaStreamSynchronize(s_->stream.get()));
+  HostTensor y(s_->p.dtype, y_elements(s_->p));
   if (y.bytes() > 0)
-    MESHGATE_CHECK(cudaMemcpy(y.data(), s_->y.get(), y.bytes(), cudaMemcpyDeviceToHost));
+    MESHGATE_CHECK(cudaMemcpyAsync(y.data(), s_->y.get(), y.bytes(), cudaMemcpyDeviceToHost,
+                                   s_->stream.get()));
+  MESHGATE_CHECK(cudaStreamSynchronize(s_->stream.get()));
   return y;
+}
+
+std::string cuda_numerics_environment(int device) {
+  cudaDeviceProp prop{};
+  MESHGATE_CHECK(cudaGetDeviceProperties(&prop, device));
+  int blas_major = 0, blas_minor = 0, blas_patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &blas_major);
+  cublasGetProperty(MINOR_VERSION, &blas_minor);
+  cublasGetProperty(PATCH_LEVEL, &blas_patch);
+  return "cuda: " + std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + "), cuBLASLt " + std::to_string(cublasLtGetVersion()) +
+         ", cuBLAS " + std::to_string(blas_major) + "." + std::to_string(blas_minor) + "." +
+         std::to_string(blas_patch);
 }
 
 HostTensor run_cuda(Impl impl, const GemmProblem& p, const GemmInputs& in, CudaRunInfo* info) {

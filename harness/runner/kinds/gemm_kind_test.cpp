@@ -1,0 +1,201 @@
+// The gemm kind on the CPU with implementations made wrong, slow or drifting on purpose: a
+// wrong answer is a `fail`, a slower fused path raises its flag, and numerics that drift within
+// the tolerance change the output's fingerprint and are reported as drift.
+#include "kinds/gemm_kind.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "case_file.hpp"
+#include "gemm/cpu_gemm.hpp"
+#include "isolation.hpp"
+#include "runner.hpp"
+#include "validate.hpp"
+
+namespace meshgate::runner {
+namespace {
+
+namespace g = meshgate::gemm;
+
+// What the kind under test runs for its CPU implementations.
+CpuGemmFunction& cpu_function() {
+  static CpuGemmFunction f = &g::run_cpu;
+  return f;
+}
+
+std::unique_ptr<PreparedCase> parse_with_test_function(CaseNode& node, bool expect_error) {
+  return parse_gemm_case_with(node, expect_error, cpu_function());
+}
+
+const std::vector<KindEntry>& kinds() {
+  static const std::vector<KindEntry> k = {{"gemm", &parse_with_test_function}};
+  return k;
+}
+
+PlannedCases plan(const std::string& case_yaml) {
+  LoadedCases loaded;
+  load_case_text("suite: s\ncases:\n  - " + case_yaml + "\n", "t.yaml", loaded);
+  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
+  return prepare_cases(std::move(loaded.cases), kinds());
+}
+
+CaseRun run_case(const std::string& case_yaml) {
+  PlannedCases planned = plan(case_yaml);
+  EXPECT_TRUE(planned.errors.empty()) << planned.errors.front();
+  EXPECT_EQ(planned.cases.size(), 1u);
+  return execute_case(planned.cases.at(0), std::nullopt);
+}
+
+class GemmKind : public ::testing::Test {
+ protected:
+  void TearDown() override { cpu_function() = &g::run_cpu; }
+};
+
+constexpr const char* kSmall =
+    "{name: c, kind: gemm, m: 24, n: 16, k: 32, dtype: float32, epilogue: relu_bias";
+
+TEST_F(GemmKind, CorrectImplementationsPassWithFingerprints) {
+  const CaseRun r = run_case(std::string(kSmall) + "}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  const nlohmann::json& impls = r.outcome.metrics["impls"];
+  ASSERT_EQ(impls.size(), 4u);
+  for (const auto& [name, entry] : impls.items()) {
+    EXPECT_EQ(entry["fingerprint"].get<std::string>().size(), 16u) << name;
+    EXPECT_TRUE(entry.contains("ulp_vs_reference")) << name;
+  }
+  EXPECT_EQ(impls["cpu_reference"]["ulp_vs_reference"]["max"], 0);
+  EXPECT_NE(r.outcome.metrics["numerics_env"].get<std::string>().find("cpu: "), std::string::npos);
+}
+
+TEST_F(GemmKind, AWrongImplementationFails) {
+  cpu_function() = [](g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                      g::HostTensor& y) {
+    g::run_cpu(impl, p, in, y);
+    if (impl == g::Impl::cpu_unfused) y.set(g::y_index(p, 5, 3), y.get(g::y_index(p, 5, 3)) + 0.5f);
+  };
+  const CaseRun r = run_case(std::string(kSmall) + "}");
+  EXPECT_EQ(r.outcome.status, Status::fail);
+  EXPECT_NE(r.outcome.message.find("cpu_unfused vs fp64 reference"), std::string::npos)
+      << r.outcome.message;
+  EXPECT_NE(r.outcome.message.find("Y[5,3]"), std::string::npos) << r.outcome.message;
+  EXPECT_FALSE(r.outcome.metrics["impls"]["cpu_unfused"]["ok"].get<bool>());
+  EXPECT_TRUE(r.outcome.metrics["impls"]["cpu_epilogue"]["ok"].get<bool>());
+}
+
+TEST_F(GemmKind, ASlowerFusedPathRaisesItsFlag) {
+  cpu_function() = [](g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                      g::HostTensor& y) {
+    if (impl == g::Impl::cpu_epilogue) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    g::run_cpu(impl, p, in, y);
+  };
+  const CaseRun r = run_case(std::string(kSmall) +
+                             ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3}}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  const nlohmann::json& m = r.outcome.metrics;
+  EXPECT_GT(m["fused_vs_best_alternative"].get<double>(), 1.05);
+  EXPECT_GT(m["fused_vs_best_alternative_cold"].get<double>(), 1.05);
+  EXPECT_EQ(m["fused_executed"], "cpu_epilogue");
+  ASSERT_FALSE(m["flags"].empty());
+  EXPECT_NE(m["flags"][0].get<std::string>().find("perf: cpu_epilogue is"), std::string::npos)
+      << m["flags"];
+  // The runner's samples time the same fused implementation by the same method.
+  ASSERT_EQ(r.samples["time_s"][0].size(), 3u);
+  EXPECT_GT(r.samples["time_s"][0][0].get<double>(), 3e-3);
+}
+
+TEST_F(GemmKind, NoSlowdownNoFlag) {
+  const CaseRun r = run_case(std::string(kSmall) +
+                             ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3}}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  EXPECT_TRUE(r.outcome.metrics["fused_vs_best_alternative"].is_number());
+}
+
+// PyTorch #180875 emulated: split-K with bf16 partial sums passes the tolerance, and the drift
+// against the pinned configuration is what reports it.
+TEST_F(GemmKind, SplitKDriftWithinToleranceChangesTheFingerprint) {
+  const CaseRun r = run_case(
+      "{name: c, kind: gemm, m: 32, n: 48, k: 2048, dtype: bfloat16, epilogue: bias, "
+      "impls: [cpu_epilogue, cpu_beta_bias], workspace: [0, 1MiB], split_k: [auto, 8], "
+      "split_k_partials: bfloat16}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  const nlohmann::json& m = r.outcome.metrics;
+  EXPECT_EQ(m["pinned_config"], "workspace=0B split_k=auto");
+  ASSERT_EQ(m["configs"].size(), 3u);
+  const std::string pinned = m["impls"]["cpu_epilogue"]["fingerprint"];
+  for (const nlohmann::json& config : m["configs"]) {
+    const std::string label = config["label"];
+    const std::string fp = config["impls"]["cpu_epilogue"]["fingerprint"];
+    const bool split = label.find("split_k=8") != std::string::npos;
+    // The workspace means nothing to the CPU path: only split-K moves its bits.
+    EXPECT_EQ(fp != pinned, split) << label;
+    EXPECT_TRUE(config["impls"]["cpu_epilogue"]["ok"].get<bool>()) << label;
+  }
+  ASSERT_TRUE(m["drift"].contains("cpu_epilogue"));
+  EXPECT_EQ(m["drift"]["cpu_epilogue"]["configs"].size(), 2u);
+  EXPECT_GE(m["drift"]["cpu_epilogue"]["max_ulp_vs_pinned"].get<std::uint64_t>(), 1u);
+  EXPECT_NE(r.outcome.message.find("drift: "), std::string::npos) << r.outcome.message;
+  bool plan_names_config = false;
+  for (const std::string& line : r.outcome.plan)
+    plan_names_config |= line.rfind("[workspace=1MiB split_k=8] ", 0) == 0;
+  EXPECT_TRUE(plan_names_config);
+}
+
+TEST_F(GemmKind, SameConfigurationsNoDrift) {
+  const CaseRun r = run_case(
+      "{name: c, kind: gemm, m: 8, n: 8, k: 64, dtype: bfloat16, epilogue: bias, "
+      "workspace: [0, 32MiB]}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  EXPECT_TRUE(r.outcome.metrics["drift"].empty());
+  EXPECT_TRUE(r.outcome.message.empty()) << r.outcome.message;
+}
+
+TEST_F(GemmKind, SchemaKeysRunOnTheCpu) {
+  const CaseRun r = run_case(
+      "{name: c, kind: gemm, m: 9, n: 7, k: 11, dtype: float32, epilogue: gelu_bias, layout: tn, "
+      "ldx: 12, ldw: 9, ldy: 8, x_offset: 1, w_offset: 3, batch: 3, tf32: true}");
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  EXPECT_EQ(r.outcome.metrics["impls"]["cpu_epilogue"]["rows_checked"], 27);
+  EXPECT_EQ(r.params["batch"], 3);
+  EXPECT_EQ(r.params["tf32"], true);
+}
+
+TEST_F(GemmKind, BadSchemaValuesNameTheirKey) {
+  const auto error_of = [](const std::string& extra) {
+    PlannedCases planned = plan(std::string(kSmall) + extra + "}");
+    return planned.errors.empty() ? std::string() : planned.errors.front();
+  };
+  EXPECT_NE(error_of(", ldy: 4").find("key 'ldy'"), std::string::npos) << error_of(", ldy: 4");
+  EXPECT_NE(error_of(", batch: 0").find("key 'batch'"), std::string::npos);
+  EXPECT_NE(error_of(", split_k: [1, lots]").find("key 'split_k'"), std::string::npos);
+  EXPECT_NE(error_of(", workspace: []").find("key 'workspace'"), std::string::npos);
+  EXPECT_NE(error_of(", split_k_partials: int8").find("key 'split_k_partials'"), std::string::npos);
+  const std::string tf32 = plan(
+                               "{name: c, kind: gemm, m: 2, n: 2, k: 2, dtype: bfloat16, "
+                               "epilogue: bias, tf32: true}")
+                               .errors.front();
+  EXPECT_NE(tf32.find("key 'tf32'"), std::string::npos) << tf32;
+}
+
+// The isolation mechanism: a child that dies from a signal is reported with the signal and
+// what it wrote to stderr; the parent carries on.
+TEST(Isolation, AChildKilledBySignalIsDescribed) {
+  const std::string err = ::testing::TempDir() + "isolation-stderr.txt";
+  const ChildExit crashed =
+      run_child({"/bin/sh", "-c", "echo device fault >&2; kill -SEGV $$"}, {}, err);
+  EXPECT_FALSE(crashed.exited());
+  EXPECT_EQ(crashed.signal, 11);
+  EXPECT_NE(crashed.describe().find("killed by signal 11"), std::string::npos)
+      << crashed.describe();
+  EXPECT_EQ(crashed.stderr_tail, "device fault");
+  const ChildExit ok = run_child({"/bin/sh", "-c", "test \"$MESHGATE_ISOLATED_CHILD\" = 1"},
+                                 {"MESHGATE_ISOLATED_CHILD=1"}, err);
+  EXPECT_TRUE(ok.exited());
+  EXPECT_EQ(ok.exit_code, 0) << ok.describe();
+}
+
+}  // namespace
+}  // namespace meshgate::runner
