@@ -1,5 +1,7 @@
 #include "kinds/mesh_spec.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "diagnostics.hpp"
 #include "kinds/case_values.hpp"
@@ -72,12 +74,25 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
     spec.names = read_dim_names(v, m, "names");
     const std::size_t ndim = spec.shape ? spec.shape->size() : spec.layout->rank();
     if (spec.names.size() != ndim) {
-      m.fail_at(v, "names",
-                std::to_string(spec.names.size()) + " names for a mesh of " + std::to_string(ndim) +
-                    " dims: give one name per dim");
+      reject_value_at(m, v, "names",
+                      std::to_string(spec.names.size()) + " names for a mesh of " +
+                          std::to_string(ndim) + " dims: give one name per dim");
     }
   }
-  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) spec.ranks = read_ranks(v, m);
+  if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) {
+    spec.ranks = read_ranks(v, m);
+    // PyTorch's constructor rejects a mesh tensor that names a rank twice; so does validation,
+    // before any mesh is built.
+    std::vector<std::int64_t> sorted = spec.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      std::string listed;
+      for (const std::int64_t r : spec.ranks) listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+      reject_value_at(m, v, "ranks",
+                      "DeviceMesh cannot have duplicate values, but found [" + listed +
+                          "]: list every rank once");
+    }
+  }
   return spec;
 }
 
