@@ -289,6 +289,7 @@ class RecoveryResult:
     plan_ids: list[str]
     started: bool               # the runner got as far as a plan at least once
     gave_up: str = ""           # why relaunching stopped with cases left, if it did
+    rows: list[dict] = field(default_factory=list)  # results.jsonl as the last launch left it
 
     @property
     def last(self) -> LaunchOutcome:
@@ -326,7 +327,7 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
         finished = {row["id"] for row in rows}
         remaining = [case_id for case_id in plan_ids if case_id not in finished]
         if not remaining:
-            return RecoveryResult(launches, plan_ids, started=True)
+            return RecoveryResult(launches, plan_ids, started=True, rows=rows)
         idle_launches = idle_launches + 1 if len(rows) == rows_before else 0
         rows_before = len(rows)
         limit = max_launches if max_launches is not None else len(plan_ids) + 2
@@ -335,11 +336,13 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
                       f"reaching this case (last launch {outcome.death()}); gave up relaunching")
             for case_id in remaining:
                 entry = catalogue.get(case_id, {})
-                results.append_row(jsonl, results.error_row(
-                    case_id, reason, kind=entry.get("kind", ""), tags=entry.get("tags")))
+                row = results.error_row(case_id, reason, kind=entry.get("kind", ""),
+                                        tags=entry.get("tags"))
+                results.append_row(jsonl, row)
+                rows.append(row)
                 tally.record("error", None)
                 view.finished(tally, case_id, "error", None, reason)
-            return RecoveryResult(launches, plan_ids, started=True, gave_up=reason)
+            return RecoveryResult(launches, plan_ids, started=True, gave_up=reason, rows=rows)
         view.text(f"meshgate: runner {outcome.death()}; resuming with "
                   f"{len(remaining)} case(s) left", "stderr")
 

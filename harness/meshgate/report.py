@@ -674,7 +674,7 @@ def render_run_dir(target: pathlib.Path) -> tuple[pathlib.Path, list[pathlib.Pat
         rows = _results.read_rows(run_dir / "results.jsonl")
         if not rows:
             raise _baseline.InputError(f"{run_dir / 'results.jsonl'}: no finished case to report")
-        _results.write_json_atomic(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
+        _results.write_results_atomic(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
     if not path.exists():
         raise _baseline.InputError(f"{run_dir}: no results.json or results.jsonl: pass a run folder "
                                    "(reports/<run-id>) or a results.json")
