@@ -23,6 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A terminal or log whose encoding cannot show a character of a case name gets an escape
+    # for it, not a UnicodeEncodeError halfway through a run.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     return args.func(args)
 

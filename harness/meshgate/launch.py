@@ -135,8 +135,9 @@ def normalize_listing(data) -> list[dict]:
 
 def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
     """The selected cases as the runner expands them. RunnerInputError when it rejects them."""
+    # Case names and messages are user text: a byte that is not UTF-8 must not end the driver.
     proc = subprocess.run(setup.list_command(selection), capture_output=True, text=True,
-                          env=setup.env)
+                          encoding="utf-8", errors="replace", env=setup.env)
     if proc.returncode != 0:
         raise RunnerInputError(proc.stderr or proc.stdout, proc.returncode)
     try:
@@ -207,7 +208,8 @@ def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_li
     for `silence_limit` seconds."""
     outcome = LaunchOutcome()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            bufsize=1, env=env, start_new_session=True, errors="replace")
+                            bufsize=1, env=env, start_new_session=True, encoding="utf-8",
+                            errors="replace")
     lines: queue.Queue = queue.Queue()
     readers = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", lines), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, "stderr", lines), daemon=True)]

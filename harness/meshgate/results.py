@@ -16,11 +16,15 @@ def read_rows(path: Path) -> list[dict]:
     """Rows of a results.jsonl file, in file order; [] when it does not exist.
 
     A runner killed while writing leaves at most a truncated last line: it is dropped, since the
-    row it started was never complete."""
+    row it started was never complete. Bytes that are not UTF-8 are replaced (U+FFFD), and only
+    a newline ends a line: a message may hold U+2028 or U+0085, which str.splitlines would
+    split a row at."""
     if not path.exists():
         return []
     rows = []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -51,7 +55,7 @@ def append_row(path: Path, row: dict) -> None:
 def load_json(path: Path) -> dict | None:
     """The JSON object in `path`, or None when the file is missing or not complete JSON."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from . import build, launch, perfruns, results, summary
+from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
 from .selection import SelectionError, add_selection_arguments, build_selection
@@ -253,10 +254,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     except launch.RunnerInputError as e:
-        sys.stderr.write(e.stderr)
+        sys.stderr.write(visible(e.stderr, multiline=True))
         return 2
     if not listing:
-        print(f"meshgate: no case matches {' '.join(selection.args())}", file=sys.stderr)
+        print(f"meshgate: no case matches {visible(' '.join(selection.args()))}", file=sys.stderr)
         return 2
     catalogue = {entry["id"]: entry for entry in listing}
     view = make_view()

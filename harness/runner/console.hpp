@@ -3,6 +3,7 @@
 // line for the driver (harness/README.md).
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,5 +32,11 @@ class Console {
 
 // "0.1 ms", "12.3 ms", "1.23 s": a case's duration for humans.
 std::string human_duration(double seconds);
+
+// `text` as one line a terminal shows rather than obeys: C0 and C1 controls (so an escape
+// sequence in a case name prints as the text \x1b[31m), DEL, the line separators and the
+// bidirectional overrides are written as \n, \x07, \u202e ...; bytes that are not UTF-8 as
+// \xNN. The same characters as the driver's markup.visible.
+std::string printable(std::string_view text);
 
 }  // namespace meshgate::runner

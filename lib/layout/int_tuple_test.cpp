@@ -86,6 +86,8 @@ TEST(IntTuple, ParseErrorsNameThePosition) {
       {"(,)", "expected an integer or '(' at column 1 in '(,)'"},
       {"-", "expected an integer or '(' at column 0 in '-'"},
       {"8:1", "expected end of text at column 1 in '8:1'"},
+      // A full-width digit is quoted whole, so the message stays valid UTF-8.
+      {"(\uFF12,4)", "expected an integer or '(' at column 1 in '(\uFF12,4)' (found '\uFF12')"},
   };
   for (const Case& c : cases) {
     const Error e = error_of([&] { (void)T(c.text); });
