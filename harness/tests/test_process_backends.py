@@ -1,12 +1,17 @@
-"""A rank of an MPI run killed mid-case, end to end: the driver starts the real runner under
-mpirun (the way `meshgate run --backend mpi` always does), the test kills one rank process with
-a signal, and the case's error row must name that rank and signal. Needs the runner CTest built
-(MESHGATE_RUNNER) with MPI, and mpirun on PATH; skipped otherwise."""
+"""The process backends end to end, through the driver and the real runner under mpirun (the
+way `meshgate run --backend mpi|nccl` always starts it). Needs the runner CTest built
+(MESHGATE_RUNNER) with MPI, and mpirun on PATH; skipped otherwise.
+
+- A rank killed mid-case (the test sends the signal to one rank process): the case's error row
+  names that rank and signal.
+- `--backend nccl` where no GPU is visible: every case is skipped, so nothing was tested and the
+  run exits 2, unless --allow-all-skipped; what it writes is readable by others (0644)."""
 
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -105,6 +110,57 @@ class KilledRankTest(unittest.TestCase):
         self.assertEqual(row["status"], "error", row)
         self.assertTrue(row["message"].startswith(
             "rank 1 killed by signal 11 (SIGSEGV) while running this case"), row["message"])
+
+
+
+NCCL_CASES = """suite: nccl-no-gpu
+cases:
+  - name: all-reduce
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [2], names: [x]}
+    group: [x]
+    dtype: float32
+    reduce: sum
+    bytes: 1KiB
+"""
+
+
+def _gpu_visible() -> bool:
+    return bool(shutil.which("nvidia-smi")) and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+@unittest.skipUnless(_runner_has_mpi(), "needs MESHGATE_RUNNER built with MPI and mpirun on PATH "
+                                        "(run through CTest where openmpi is installed)")
+@unittest.skipIf(_gpu_visible(), "a GPU is visible: the nccl backend would test something")
+class NcclWithoutGpuTest(unittest.TestCase):
+    def run_nccl(self, *extra: str) -> tuple[int, str, Path]:
+        tmp = Path(tempfile.mkdtemp(prefix="meshgate-nccl-"))
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        (tmp / "coll.yaml").write_text(NCCL_CASES)
+        old_umask = os.umask(0o022)
+        self.addCleanup(os.umask, old_umask)
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "meshgate"), "run", str(tmp / "coll.yaml"), "--backend",
+             "nccl", "--ranks", "2", "--out", str(tmp / "run"), *extra],
+            capture_output=True, text=True, timeout=300)
+        return proc.returncode, proc.stdout + proc.stderr, tmp / "run"
+
+    def test_a_run_that_tested_nothing_exits_2(self):
+        code, output, out_dir = self.run_nccl()
+        self.assertEqual(code, 2, output)
+        self.assertIn("nothing was tested: all 1 case(s) were skipped", output)
+        row = json.loads((out_dir / "results.json").read_text())["cases"][0]
+        self.assertEqual(row["status"], "skip", row)
+        self.assertTrue("GPU" in row["message"] or "NCCL" in row["message"], row["message"])
+        for name in ("results.json", "results.jsonl", "report.md", "junit.xml", "report.html"):
+            self.assertEqual(stat.S_IMODE((out_dir / name).stat().st_mode), 0o644, name)
+
+    def test_allow_all_skipped_accepts_it(self):
+        code, output, _ = self.run_nccl("--allow-all-skipped")
+        self.assertEqual(code, 0, output)
+        self.assertNotIn("nothing was tested", output)
 
 
 if __name__ == "__main__":
