@@ -105,7 +105,8 @@ class HostileNamesTest(DriverRun):
             text = (self.dir / name).read_text(encoding="utf-8")
             self.assertIsNone(RAW.search(text), f"{name}: {RAW.search(text)!r}")
         markdown = (self.dir / "report.md").read_text(encoding="utf-8")
-        self.assertIn("| `hostile\\x1b[2J/esc-\\x1b[31mred\\x1b[0m-\\x1b]0;title\\x07` | **fail** |",
+        self.assertIn("| `hostile\\x1b[2J/esc-\\x1b[31mred\\x1b[0m-\\x1b]0;title\\x07` "
+                      "| **fail** |",
                       markdown)
         self.assertIn("``hostile\\x1b[2J/markup-<b>&amp;\\|`tick`]]>``", markdown)
         # No name or message breaks a table row apart: every row has its header's cell count.
@@ -157,7 +158,8 @@ class UndecodableBytesTest(DriverRun):
         # The two bytes start a three-byte character and end early: one replacement for both.
         self.assertIn("loading \ufffd case \\x1b[2J", out)
         self.assertIn("stderr: loading \ufffd case \\x1b[2J", err)
-        self.assertEqual(json.loads((out_dir / "results.json").read_text())["cases"][0]["id"], "s/a")
+        document = json.loads((out_dir / "results.json").read_text())
+        self.assertEqual(document["cases"][0]["id"], "s/a")
 
     def test_results_files_with_bad_bytes_and_separators_still_read(self):
         with tempfile.TemporaryDirectory() as tmp:
