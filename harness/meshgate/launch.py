@@ -8,6 +8,7 @@ import json
 import math
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -135,8 +136,9 @@ def normalize_listing(data) -> list[dict]:
 
 def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
     """The selected cases as the runner expands them. RunnerInputError when it rejects them."""
+    # Case names and messages are user text: a byte that is not UTF-8 must not end the driver.
     proc = subprocess.run(setup.list_command(selection), capture_output=True, text=True,
-                          env=setup.env)
+                          encoding="utf-8", errors="replace", env=setup.env)
     if proc.returncode != 0:
         said = proc.stderr or proc.stdout
         if proc.returncode < 0 or not said.strip():
@@ -177,6 +179,15 @@ class LaunchOutcome:
                     f"({signal_name(self.returncode - 128)})")
         return f"exited with code {self.returncode}"
 
+    def cause(self) -> str:
+        """Who ended the launch and how, for an error row: the rank and its signal or exit code
+        when the launcher (mpirun, srun) names them, else the runner's death()."""
+        if self.hung_after is None:
+            rank = rank_failure(self.stderr)
+            if rank:
+                return rank
+        return f"runner {self.death()}"
+
 
 def signal_name(number: int) -> str | None:
     """'SIGSEGV' for 11; None when `number` is no signal of this platform."""
@@ -184,6 +195,49 @@ def signal_name(number: int) -> str | None:
         return signal.Signals(number).name
     except ValueError:
         return None
+
+
+# How launchers report the first rank that died. Open MPI (mpirun):
+#   mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).
+#   ... The first process to do so was:\n  Process name: [[4711,1],2]\n  Exit code: 3
+# MPICH (hydra):  =   RANK 2 PID 123 RUNNING AT vm\n=   KILLED BY SIGNAL: 9 (Killed)
+#                 (or "=   EXIT STATUS: 3")
+# Slurm (srun):   srun: error: vm: task 2: Killed   (or "Exited with exit code 3")
+_RANK_SIGNALED = [
+    re.compile(r"process rank (\d+) with PID \S+ on node \S+ exited on signal (\d+)"),
+    re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*KILLED BY SIGNAL: (\d+)"),
+]
+_RANK_EXITED = [
+    re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(-?\d+)"),
+    re.compile(r"RANK (\d+) PID \d+ RUNNING AT \S+\s*=\s*EXIT STATUS: (-?\d+)"),
+    re.compile(r"srun: error: \S+: task (\d+): Exited with exit code (-?\d+)"),
+]
+_SRUN_TASK = re.compile(r"srun: error: \S+: task (\d+): (.+?)(?: \(core dumped\))?$", re.M)
+
+
+def _signal_description(number: int) -> str:
+    return f"signal {number} ({signal_name(number)})" if signal_name(number) else f"signal {number}"
+
+
+def rank_failure(stderr: list[str]) -> str | None:
+    """'rank 2 killed by signal 9 (SIGKILL)' or 'rank 1 exited with code 3' from the launcher's
+    report in the runner's stderr lines; None when no launcher named a rank."""
+    text = "\n".join(stderr)
+    for pattern in _RANK_SIGNALED:
+        match = pattern.search(text)
+        if match:
+            return f"rank {match.group(1)} killed by {_signal_description(int(match.group(2)))}"
+    for pattern in _RANK_EXITED:
+        match = pattern.search(text)
+        if match:
+            return f"rank {match.group(1)} exited with code {match.group(2)}"
+    by_description = {signal.strsignal(s): int(s) for s in signal.valid_signals()
+                      if signal.strsignal(s)}
+    for match in _SRUN_TASK.finditer(text):
+        number = by_description.get(match.group(2).strip())
+        if number is not None:
+            return f"rank {match.group(1)} killed by {_signal_description(number)}"
+    return None
 
 
 def _pump(stream, name: str, sink: queue.Queue) -> None:
@@ -213,7 +267,8 @@ def launch_once(command: list[str], view: ProgressView, tally: Tally, silence_li
     for `silence_limit` seconds."""
     outcome = LaunchOutcome()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            bufsize=1, env=env, start_new_session=True, errors="replace")
+                            bufsize=1, env=env, start_new_session=True, encoding="utf-8",
+                            errors="replace")
     lines: queue.Queue = queue.Queue()
     readers = [threading.Thread(target=_pump, args=(proc.stdout, "stdout", lines), daemon=True),
                threading.Thread(target=_pump, args=(proc.stderr, "stderr", lines), daemon=True)]
@@ -295,6 +350,7 @@ class RecoveryResult:
     plan_ids: list[str]
     started: bool               # the runner got as far as a plan at least once
     gave_up: str = ""           # why relaunching stopped with cases left, if it did
+    rows: list[dict] = field(default_factory=list)  # results.jsonl as the last launch left it
 
     @property
     def last(self) -> LaunchOutcome:
@@ -332,21 +388,23 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
         finished = {row["id"] for row in rows}
         remaining = [case_id for case_id in plan_ids if case_id not in finished]
         if not remaining:
-            return RecoveryResult(launches, plan_ids, started=True)
+            return RecoveryResult(launches, plan_ids, started=True, rows=rows)
         idle_launches = idle_launches + 1 if len(rows) == rows_before else 0
         rows_before = len(rows)
         limit = max_launches if max_launches is not None else len(plan_ids) + 2
         if idle_launches >= 2 or len(launches) >= limit:
             reason = (f"not run: meshgate-runner was launched {len(launches)} time(s) without "
-                      f"reaching this case (last launch {outcome.death()}); gave up relaunching")
+                      f"reaching this case (last launch: {outcome.cause()}); gave up relaunching")
             for case_id in remaining:
                 entry = catalogue.get(case_id, {})
-                results.append_row(jsonl, results.error_row(
-                    case_id, reason, kind=entry.get("kind", ""), tags=entry.get("tags")))
+                row = results.error_row(case_id, reason, kind=entry.get("kind", ""),
+                                        tags=entry.get("tags"))
+                results.append_row(jsonl, row)
+                rows.append(row)
                 tally.record("error", None)
                 view.finished(tally, case_id, "error", None, reason)
-            return RecoveryResult(launches, plan_ids, started=True, gave_up=reason)
-        view.text(f"meshgate: runner {outcome.death()}; resuming with "
+            return RecoveryResult(launches, plan_ids, started=True, gave_up=reason, rows=rows)
+        view.text(f"meshgate: {outcome.cause()}; resuming with "
                   f"{len(remaining)} case(s) left", "stderr")
 
 
@@ -364,8 +422,9 @@ def _record_unfinished(outcome: LaunchOutcome, rows: list[dict], jsonl: Path,
                       str(row.get("message", "")))
         return
     seconds = time.monotonic() - outcome.running_since if outcome.running_since else 0.0
-    message = f"runner {outcome.death()} while running this case"
-    tail = [line for line in outcome.stderr[-3:] if line.strip()]
+    message = f"{outcome.cause()} while running this case"
+    # The launcher frames its reports in lines of dashes, which say nothing.
+    tail = [line for line in outcome.stderr if line.strip(" -")][-3:]
     if tail:
         message += "\nlast runner stderr:\n" + "\n".join(tail)
     entry = catalogue.get(case_id, {})

@@ -8,6 +8,7 @@ import sys
 
 from . import build, launch
 from .launch import RunnerSetup
+from .markup import visible
 from .selection import SelectionError, add_selection_arguments, build_selection
 
 
@@ -29,7 +30,8 @@ def render_table(entries: list[dict]) -> str:
     for entry in entries:
         perf = entry.get("perf")
         runs = str(perf.get("runs", 1)) if isinstance(perf, dict) else "-"
-        rows.append([entry["id"], entry.get("kind", ""), ",".join(entry.get("tags", [])), runs])
+        rows.append([visible(entry["id"]), visible(entry.get("kind", "")),
+                     visible(",".join(entry.get("tags", []))), runs])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
              for row in rows]
@@ -47,7 +49,7 @@ def list_command(args: argparse.Namespace) -> int:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     except launch.RunnerInputError as e:
-        sys.stderr.write(e.stderr)
+        sys.stderr.write(visible(e.stderr, multiline=True))
         return 2
     if args.json:
         print(json.dumps(entries, indent=1))

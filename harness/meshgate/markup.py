@@ -1,21 +1,67 @@
-"""Text in reports: the one escaping for HTML and for Markdown table cells, and the one way a
-fraction is written as a percentage. Every report writer (run, compare, calibrate, history,
-bisect, the SVG plots) uses these, so a message prints the same everywhere."""
+"""Text in reports: the one escaping of user text (case names, messages, runner output) for the
+terminal, HTML, Markdown and XML, and the one way a fraction is written as a percentage. Every
+report writer (run, compare, calibrate, history, bisect, the SVG plots, the terminal views)
+uses these, so a message prints the same everywhere.
+
+Characters that would act instead of print are shown as escapes: C0 and C1 controls (so an
+ANSI escape sequence arrives as the visible text `\\x1b[31m`, not as red), DEL, the line and
+paragraph separators, the bidirectional overrides that reorder what a reader sees, lone
+surrogates (which no UTF-8 file can hold) and U+FFFE/U+FFFF (which XML forbids). The escape is
+Python's spelling: `\\n`, `\\r`, `\\t`, `\\x07`, `\\u202e`."""
 
 from __future__ import annotations
 
 import html
+import re
 from typing import Optional
+
+# Everything visible() escapes, less tab and newline, which multi-line text keeps.
+_ACTING = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+           "\ud800-\udfff\ufffe\uffff")
+_ACTING_IN_LINE = re.compile(f"[\t\n{_ACTING}]")
+_ACTING_IN_TEXT = re.compile(f"[{_ACTING}]")
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_MARKDOWN_SPECIAL = re.compile(r"([\\|<])")
+
+
+def _escape(match: re.Match) -> str:
+    char = match.group()
+    if char in _SHORT:
+        return _SHORT[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object, multiline: bool = False) -> str:
+    """`text` with every character that would act instead of print written as an escape.
+    One line unless `multiline`, which keeps newlines and tabs."""
+    pattern = _ACTING_IN_TEXT if multiline else _ACTING_IN_LINE
+    return pattern.sub(_escape, str(text))
 
 
 def html_text(text: object) -> str:
-    """Text safe inside HTML and SVG elements and attribute values."""
-    return html.escape(str(text), quote=True)
+    """Text safe inside HTML, SVG and XML elements and attribute values; keeps newlines."""
+    return html.escape(visible(text, multiline=True), quote=True)
 
 
 def md_cell(text: object) -> str:
-    """Text safe inside a Markdown table cell: one line, pipes escaped."""
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+    """Text safe inside a Markdown table cell or list item: one line (newlines become spaces),
+    and the characters that would end the cell (`|`), start an HTML tag (`<`) or escape the
+    next one (`\\`) escaped."""
+    # Markdown first: the escapes visible() adds (a backslash before x, u, n, r or t) are
+    # literal text in Markdown, while one before punctuation would escape it.
+    one_line = str(text).replace("\r\n", " ").replace("\n", " ")
+    return visible(_MARKDOWN_SPECIAL.sub(r"\\\1", one_line)).strip()
+
+
+def md_code(text: object) -> str:
+    """`text` as inline Markdown code, safe in a table cell: one line, pipes escaped (GitHub
+    splits cells on them even inside code), and a fence longer than any backtick run inside."""
+    one_line = visible(text).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", one_line)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if one_line.startswith("`") or one_line.endswith("`") else ""
+    return f"{fence}{pad}{one_line}{pad}{fence}"
 
 
 def pct(fraction: Optional[float], digits: int = 1) -> str:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+from .markup import visible
 from .results import STATUSES
 
 EVENTS = ("plan", "start", "end", "done")
@@ -95,12 +96,13 @@ class ProgressView(Protocol):
 
 def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
               message: str) -> str:
-    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail/error."""
+    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail/error;
+    control characters in the id and message are shown as escapes (markup.visible)."""
     width = len(str(max(tally.total, tally.done)))
-    line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {status:<6} {case_id}"
-            f"  {format_case_time(seconds)}")
+    line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {visible(status):<6} "
+            f"{visible(case_id)}  {format_case_time(seconds)}")
     if status in ("fail", "error") and first_line(message):
-        line += f"  {first_line(message)}"
+        line += f"  {visible(first_line(message))}"
     return line
 
 
@@ -122,10 +124,10 @@ class PlainView:
 
     def text(self, line: str, stream: str) -> None:
         target = self.err if stream == "stderr" else self.out
-        print(line, file=target, flush=True)
+        print(visible(line), file=target, flush=True)
 
     def heading(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        print(visible(line), file=self.out, flush=True)
 
     def tick(self) -> None:
         pass
@@ -152,7 +154,7 @@ class TtyView:
     def status_line(self, tally: Tally) -> str:
         position = min(tally.done + (1 if tally.current else 0), max(tally.total, 1))
         eta = tally.eta()
-        parts = [f"[{position}/{tally.total}]", tally.current or "",
+        parts = [f"[{position}/{tally.total}]", visible(tally.current or ""),
                  f"elapsed {format_clock(tally.elapsed())}",
                  f"ETA {format_clock(eta) if eta is not None else '?'}",
                  f"fail {tally.counts['fail']}", f"error {tally.counts['error']}"]
@@ -197,12 +199,12 @@ class TtyView:
     def text(self, line: str, stream: str) -> None:
         self.clear()
         target = self.err if stream == "stderr" else self.out
-        print(line, file=target, flush=True)
+        print(visible(line), file=target, flush=True)
         self.draw(force=True)
 
     def heading(self, line: str) -> None:
         self.clear()
-        print(line, file=self.out, flush=True)
+        print(visible(line), file=self.out, flush=True)
 
     def tick(self) -> None:
         """Keeps the elapsed time moving and shows what a throttled redraw held back."""

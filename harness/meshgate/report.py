@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 from . import compare as _compare
 from . import stats, svg
-from .markup import html_text, md_cell
+from .markup import html_text, md_cell, md_code, visible
 
 STATUSES = ("pass", "fail", "error", "skip")
 
@@ -120,8 +120,9 @@ def _time_summary(row: dict[str, Any]) -> Optional[tuple[int, float, float]]:
     return len(medians), stats.median(medians), stats.relative_mad(medians) if len(medians) > 1 else 0.0
 
 
-def _run_facts(run: dict[str, Any], code=lambda text: f"`{text}`") -> list[str]:
-    """Provenance of a run in words; `code` marks literal values (Markdown backticks by default)."""
+def _run_facts(run: dict[str, Any], code=md_code, plain=md_cell) -> list[str]:
+    """Provenance of a run in words; `code` marks literal values and `plain` escapes the rest
+    (Markdown by default)."""
     from .baseline import machine_class
 
     machine = run.get("machine") or {}
@@ -133,14 +134,14 @@ def _run_facts(run: dict[str, Any], code=lambda text: f"`{text}`") -> list[str]:
     if machine:
         facts.append(f"machine {code(machine.get('host', '?'))} (class {code(machine_class(machine))})")
     if run.get("started"):
-        facts.append(f"started {run['started']}")
+        facts.append(f"started {plain(run['started'])}")
     return facts
 
 
 def run_markdown(results: dict[str, Any]) -> str:
     run = results.get("run", {})
     rows = results.get("cases", [])
-    lines = [f"# meshgate run {run.get('id', '')}: {run_headline(results)}", ""]
+    lines = [f"# meshgate run {md_cell(run.get('id', ''))}: {run_headline(results)}", ""]
     facts = _run_facts(run)
     if facts:
         lines += [" · ".join(facts), ""]
@@ -149,7 +150,7 @@ def run_markdown(results: dict[str, Any]) -> str:
     if failing:
         lines += ["## Failures", "", "| case | status | message |", "|---|---|---|"]
         for r in failing:
-            lines.append(f"| `{r['id']}` | **{r.get('status')}** | {md_cell(r.get('message', ''))} |")
+            lines.append(f"| {md_code(r['id'])} | **{md_cell(r.get('status'))}** | {md_cell(r.get('message', ''))} |")
         lines.append("")
 
     disagree = model_disagreement_cases(results)
@@ -166,9 +167,9 @@ def run_markdown(results: dict[str, Any]) -> str:
             lines.append("")
         for r in sorted(disagree, key=_worst_class_rank):
             items = r["metrics"]["model_disagreements"]
-            lines.append(f"### `{r['id']}` ({r.get('status')}, {len(items)} disagreement{'s' if len(items) != 1 else ''})")
+            lines.append(f"### {md_code(r['id'])} ({md_cell(r.get('status'))}, {len(items)} disagreement{'s' if len(items) != 1 else ''})")
             if _params_summary(r):
-                lines.append(f"configuration: `{_params_summary(r)}`")
+                lines.append(f"configuration: {md_code(_params_summary(r))}")
             lines.append("")
             lines += [f"- {md_cell(format_disagreement(item))}" for item in items]
             lines.append("")
@@ -178,20 +179,20 @@ def run_markdown(results: dict[str, Any]) -> str:
     if timed:
         lines += ["## Performance", "", "| case | runs | median time | run-to-run spread (MAD) |", "|---|---:|---:|---:|"]
         for r, (k, med, spread) in timed:
-            lines.append(f"| `{r['id']}` | {k} | {svg.format_seconds(med)} | {spread * 100:.2f} % |")
+            lines.append(f"| {md_code(r['id'])} | {k} | {svg.format_seconds(med)} | {spread * 100:.2f} % |")
         lines.append("")
 
     skipped = [r for r in rows if r.get("status") == "skip"]
     if skipped:
         lines += ["<details><summary>Skipped cases (%d)</summary>" % len(skipped), ""]
-        lines += [f"- `{r['id']}`: {md_cell(r.get('message', ''))}" for r in skipped]
+        lines += [f"- {md_code(r['id'])}: {md_cell(r.get('message', ''))}" for r in skipped]
         lines += ["", "</details>", ""]
 
     lines += ["<details><summary>All cases (%d)</summary>" % len(rows), "", "| case | kind | status | seconds |", "|---|---|---|---:|"]
     for r in rows:
         secs = r.get("seconds")
         secs_text = f"{secs:.3f}" if isinstance(secs, (int, float)) else ""
-        lines.append(f"| `{r['id']}` | {r.get('kind', '')} | {r.get('status', '')} | {secs_text} |")
+        lines.append(f"| {md_code(r['id'])} | {md_cell(r.get('kind', ''))} | {md_cell(r.get('status', ''))} | {secs_text} |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -199,6 +200,17 @@ def run_markdown(results: dict[str, Any]) -> str:
 def _junit_time(row: dict[str, Any]) -> str:
     secs = row.get("seconds")
     return f"{secs:.6f}" if isinstance(secs, (int, float)) else "0"
+
+
+def _make_xml_safe(root: ET.Element) -> None:
+    """Every text and attribute value under `root` with the characters XML 1.0 forbids (and
+    the ones a CI page would act on) written as visible escapes: ElementTree itself writes a
+    control character through and leaves a file no XML parser accepts."""
+    for element in root.iter():
+        if element.text:
+            element.text = visible(element.text, multiline=True)
+        for key, value in element.attrib.items():
+            element.set(key, visible(value, multiline=True))
 
 
 def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None, name: str = "meshgate") -> str:
@@ -261,6 +273,7 @@ def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None
             grand[key] += value
     for key, value in grand.items():
         root.set(key, f"{value:.6f}" if key == "time" else str(int(value)))
+    _make_xml_safe(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -378,7 +391,7 @@ def run_html(results: dict[str, Any]) -> str:
     body = [
         f"<h1>meshgate run {html_text(run.get('id', ''))} {_badge(verdict)}</h1>",
         f"<div class=\"facts\">{html_text(run_headline(results))}<br>"
-        f"{' · '.join(_run_facts(run, code=lambda t: f'<code>{html_text(t)}</code>'))}</div>",
+        f"{' · '.join(_run_facts(run, code=lambda t: f'<code>{html_text(t)}</code>', plain=html_text))}</div>",
     ]
     failing = [r for r in rows if r.get("status") in ("fail", "error")]
     if failing:
@@ -436,7 +449,7 @@ def write_run_report(run_dir: pathlib.Path, results: dict[str, Any]) -> list[pat
     written = []
     for name, text in outputs.items():
         path = run_dir / name
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 
@@ -505,7 +518,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
     c = comparison
     lines = [f"# meshgate compare: {c.headline()}", ""]
     counts = ", ".join(f"{c.count(v)} {v}" for v in _compare.VERDICTS if c.count(v))
-    lines += [f"{counts or 'no cases'} · base `{c.base_label}` · new `{c.new_label}`", ""]
+    lines += [f"{counts or 'no cases'} · base {md_code(c.base_label)} · new {md_code(c.new_label)}", ""]
     gate = ("max(2 %, 3 x calibrated noise floor)" if c.calibrated
             else "2 % (no calibration for this machine class)")
     lines += [
@@ -524,7 +537,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
                   "|---|---:|---:|---:|---:|---:|---:|---|---|"]
         for v in sorted(regressions, key=lambda v: -(v.ratio or 0)):
             lines.append(
-                f"| `{v.id}` | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
+                f"| {md_code(v.id)} | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
                 f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_fmt_confirmation(v)} | "
                 f"{md_cell(_evidence_extra(v))} |"
             )
@@ -533,17 +546,17 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
     if correctness:
         lines += ["## Correctness", "", "| case | change | message |", "|---|---|---|"]
         for v in correctness:
-            lines.append(f"| `{v.id}` | {md_cell(v.note)} | {md_cell(v.message)} |")
+            lines.append(f"| {md_code(v.id)} | {md_cell(v.note)} | {md_cell(v.message)} |")
         lines.append("")
     plans = c.plan_changes()
     if plans:
         lines += ["## Plan changes", ""]
         for v in plans:
-            lines += [f"### `{v.id}` (timing verdict: {v.verdict})", "", "| base plan | new plan |", "|---|---|"]
+            lines += [f"### {md_code(v.id)} (timing verdict: {v.verdict})", "", "| base plan | new plan |", "|---|---|"]
             old, new = v.plan_base or [], v.plan_new or []
             for i in range(max(len(old), len(new))):
-                a = f"`{md_cell(old[i])}`" if i < len(old) else ""
-                b = f"`{md_cell(new[i])}`" if i < len(new) else ""
+                a = md_code(old[i]) if i < len(old) else ""
+                b = md_code(new[i]) if i < len(new) else ""
                 if i < len(old) and i < len(new) and old[i] != new[i]:
                     a, b = f"**{a}**", f"**{b}**"
                 lines.append(f"| {a} | {b} |")
@@ -555,7 +568,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
                   "|---|---:|---:|---:|---:|---|---:|---|"]
         for v in inconclusive:
             lines.append(
-                f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
+                f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
                 f"{_fmt_confirmation(v)} | {v.runs_needed if v.runs_needed is not None else '-'} | {md_cell(v.note)} |"
             )
         lines.append("")
@@ -564,7 +577,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
         lines += ["## Improvements", "", "| case | ratio | 95 % CI | p | runs | confirmation batch |",
                   "|---|---:|---:|---:|---:|---|"]
         for v in improvements:
-            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
+            lines.append(f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
                          f"{_fmt_confirmation(v)} |")
         lines.append("")
     passes = [v for v in c.by_verdict("pass") if v.rules_out is not None]
@@ -577,13 +590,13 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
                       "that direction; more runs or a quieter machine make the claim stronger.", ""]
         lines += ["| case | ratio | 95 % CI | gate | rules out | runs | |", "|---|---:|---:|---:|---|---:|---|"]
         for v in passes:
-            lines.append(f"| `{v.id}` | {_fmt_ratio(v)} | {_fmt_ci(v)} | {v.min_effect * 100:.1f} % | "
+            lines.append(f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {v.min_effect * 100:.1f} % | "
                          f"{_fmt_rules_out(v)} | {v.runs_base}/{v.runs_new} | {'**wide CI**' if v.wide_ci else ''} |")
         lines.append("")
     other = c.by_verdict("new") + c.by_verdict("missing")
     if other:
         lines += ["## New and missing cases", ""]
-        lines += [f"- `{v.id}`: {v.verdict} ({md_cell(v.note)})" for v in other]
+        lines += [f"- {md_code(v.id)}: {v.verdict} ({md_cell(v.note)})" for v in other]
         lines.append("")
     lines += [
         "<details><summary>All cases (%d)</summary>" % len(c.cases),
@@ -592,7 +605,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     for v in c.cases:
-        lines.append(f"| `{v.id}` | {v.verdict} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+        lines.append(f"| {md_code(v.id)} | {v.verdict} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -666,13 +679,13 @@ def attach_section(report_md: pathlib.Path, label: str, headline: str, markdown:
     report_md = pathlib.Path(report_md)
     if not report_md.exists():
         return
-    lines = report_md.read_text().splitlines()
-    verdict = f"{label}: **{headline}** (details below and in `{details}`)"
+    lines = report_md.read_text(encoding="utf-8", errors="replace").rstrip("\n").split("\n")
+    verdict = f"{label}: **{headline}** (details below and in {md_code(details)})"
     insert_at = 2 if len(lines) > 1 and lines[1] == "" else 1
     lines[insert_at:insert_at] = [verdict, ""]
     section = [("#" + line) if line.startswith(("## ", "### ")) else line for line in markdown.splitlines()[1:]]
     lines += ["", f"## {label}: {headline}"] + section
-    report_md.write_text("\n".join(lines).rstrip() + "\n")
+    report_md.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
 
 
 def attach_comparison(report_md: pathlib.Path, comparison: "_compare.Comparison", details: str) -> None:
@@ -700,7 +713,7 @@ def write_comparison_report(out_dir: pathlib.Path, comparison: "_compare.Compari
     written = []
     for name, text in outputs.items():
         path = out_dir / name
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
 
@@ -720,7 +733,7 @@ def render_run_dir(target: pathlib.Path) -> tuple[pathlib.Path, list[pathlib.Pat
         rows = _results.read_rows(run_dir / "results.jsonl")
         if not rows:
             raise _baseline.InputError(f"{run_dir / 'results.jsonl'}: no finished case to report")
-        _results.write_json_atomic(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
+        _results.write_results(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
     if not path.exists():
         raise _baseline.InputError(f"{run_dir}: no results.json or results.jsonl: pass a run folder "
                                    "(reports/<run-id>) or a results.json")

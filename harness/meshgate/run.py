@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from . import build, launch, perfruns, results, summary
+from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
 from .selection import SelectionError, add_backend_arguments, add_selection_arguments, build_selection
@@ -119,13 +120,13 @@ def claim_run_dir(reports: Path, run_id: str) -> tuple[str, Path]:
     raise RuntimeError(f"no free run folder for {run_id} under {reports}")
 
 
-def _finished_document(out_dir: Path, run_id: str, plan_ids: list[str], header: dict) -> dict:
+def _finished_document(out_dir: Path, run_id: str, recovery: launch.RecoveryResult,
+                       plan_ids: list[str], header: dict) -> dict:
     """Results of one (possibly relaunched) run of the runner in `out_dir`."""
     written = results.load_results(out_dir / "results.json")
     if written is not None and (written.get("run") or {}).get("id") not in (None, run_id):
         written = None  # left over from an earlier run into the same folder
-    return results.assemble(written, results.read_rows(out_dir / "results.jsonl"), plan_ids,
-                            header)
+    return results.assemble(written, recovery.rows, plan_ids, header)
 
 
 def _repeat_perf_cases(document: dict, catalogue: dict[str, dict], setup: RunnerSetup,
@@ -145,7 +146,8 @@ def _repeat_perf_cases(document: dict, catalogue: dict[str, dict], setup: Runner
         outcome = launch.run_with_recovery(setup, repeat, run_dir, run_id, view, Tally(),
                                            catalogue)
         launches += len(outcome.launches)
-        rows = _finished_document(run_dir, run_id, outcome.plan_ids, {"id": run_id})["cases"]
+        rows = _finished_document(run_dir, run_id, outcome, outcome.plan_ids,
+                                  {"id": run_id})["cases"]
         runs[n] = {row["id"]: row for row in rows}
     if not schedule:
         return document, launches
@@ -248,10 +250,10 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     except launch.RunnerInputError as e:
-        sys.stderr.write(e.stderr)
+        sys.stderr.write(visible(e.stderr, multiline=True))
         return 2
     if not listing:
-        print(f"meshgate: no case matches {' '.join(selection.args())}", file=sys.stderr)
+        print(f"meshgate: no case matches {visible(' '.join(selection.args()))}", file=sys.stderr)
         return 2
     catalogue = {entry["id"]: entry for entry in listing}
     view = make_view()
@@ -270,7 +272,7 @@ def run_command(args: argparse.Namespace) -> int:
                           file=sys.stderr)
                 return 2
             order = list(catalogue) if args.resume else first.plan_ids  # kept rows in place
-            document = _finished_document(out_dir, run_id, order, header)
+            document = _finished_document(out_dir, run_id, first, order, header)
             document, repeat_launches = _repeat_perf_cases(document, catalogue, setup, selection,
                                                            out_dir, run_id, view)
     except Stopped as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .markup import visible
 from .progress import first_line, format_clock
 from .results import STATUSES, status_counts
 
@@ -13,7 +14,7 @@ def suite_counts(cases: list[dict]) -> dict[str, dict[str, int]]:
     """Status counts per suite, suites in order of first appearance."""
     per_suite: dict[str, list[dict]] = {}
     for row in cases:
-        suite = row.get("suite") or str(row.get("id", "")).partition("/")[0]
+        suite = visible(row.get("suite") or str(row.get("id", "")).partition("/")[0])
         per_suite.setdefault(suite, []).append(row)
     return {suite: status_counts(rows) for suite, rows in per_suite.items()}
 
@@ -30,7 +31,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def render(cases: list[dict], wall_seconds: float, out_dir: Path,
            reports: list[Path] | None = None, notes: list[str] | None = None) -> str:
-    """The final summary as text (no trailing newline)."""
+    """The final summary as text (no trailing newline); control characters in ids, messages
+    and notes are shown as escapes (markup.visible)."""
     counts = status_counts(cases)
     lines = [f"meshgate: {len(cases)} cases  " +
              "  ".join(f"{status} {counts[status]}" for status in STATUSES) +
@@ -44,13 +46,14 @@ def render(cases: list[dict], wall_seconds: float, out_dir: Path,
         bad = [row for row in cases if row.get("status") == status]
         if bad:
             lines.append(f"{title} ({len(bad)}):")
-            width = max(len(str(row.get("id", ""))) for row in bad)
-            for row in bad:
-                lines.append(f"  {str(row.get('id', '')).ljust(width)}  "
-                             f"{first_line(str(row.get('message', '')))}".rstrip())
+            ids = [visible(row.get("id", "")) for row in bad]
+            width = max(len(case_id) for case_id in ids)
+            for case_id, row in zip(ids, bad):
+                lines.append(f"  {case_id.ljust(width)}  "
+                             f"{visible(first_line(str(row.get('message', ''))))}".rstrip())
             lines.append("")
-    lines += list(notes or [])
-    lines.append(f"results: {out_dir / 'results.json'}")
+    lines += [visible(note, multiline=True) for note in notes or []]
+    lines.append(f"results: {visible(out_dir / 'results.json')}")
     for path in reports or []:
-        lines.append(f"report:  {path}")
+        lines.append(f"report:  {visible(path)}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@
 
 namespace meshgate::runner {
 
+
 std::string human_duration(double seconds) {
   char buffer[32];
   if (seconds < 1.0) {

@@ -3,6 +3,7 @@
 // line for the driver (harness/README.md).
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -31,5 +32,6 @@ class Console {
 
 // "0.1 ms", "12.3 ms", "1.23 s": a case's duration for humans.
 std::string human_duration(double seconds);
+
 
 }  // namespace meshgate::runner

@@ -1,6 +1,5 @@
 #include "results_writer.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <system_error>
 
@@ -61,27 +60,33 @@ ResultsWriter::ResultsWriter(std::filesystem::path dir, bool resume) : dir_(std:
         continue;
       }
       const std::string id = row["id"].get<std::string>();
-      std::erase_if(rows_, [&](const nlohmann::ordered_json& r) { return r["id"] == id; });
-      rows_.push_back(std::move(row));
+      keep(std::move(row), id);
     }
   }
   // Rewriting the kept rows also drops a torn last line, so appends start on a fresh line.
   jsonl_.open(jsonl, std::ios::out | std::ios::trunc);
   if (!jsonl_) throw std::runtime_error("cannot write " + jsonl.string());
-  for (const nlohmann::ordered_json& row : rows_)
-    jsonl_ << row.dump(-1, ' ', false, Row::error_handler_t::replace) << '\n';
+  for (const std::optional<nlohmann::ordered_json>& row : rows_) {
+    if (row) jsonl_ << row->dump(-1, ' ', false, Row::error_handler_t::replace) << '\n';
+  }
   jsonl_.flush();
 }
 
+void ResultsWriter::keep(nlohmann::ordered_json row, const std::string& id) {
+  const auto [slot, inserted] = row_of_.try_emplace(id, rows_.size());
+  if (!inserted) {
+    rows_[slot->second].reset();
+    slot->second = rows_.size();
+  }
+  rows_.emplace_back(std::move(row));
+}
+
 bool ResultsWriter::has_row(const std::string& id) const {
-  return std::any_of(rows_.begin(), rows_.end(),
-                     [&](const nlohmann::ordered_json& r) { return r["id"] == id; });
+  return row_of_.contains(id);
 }
 
 void ResultsWriter::append(const nlohmann::ordered_json& row) {
-  const std::string id = row.at("id").get<std::string>();
-  std::erase_if(rows_, [&](const nlohmann::ordered_json& r) { return r["id"] == id; });
-  rows_.push_back(row);
+  keep(row, row.at("id").get<std::string>());
   jsonl_ << row.dump(-1, ' ', false, Row::error_handler_t::replace) << '\n';
   jsonl_.flush();
 }
@@ -89,17 +94,16 @@ void ResultsWriter::append(const nlohmann::ordered_json& row) {
 std::vector<nlohmann::ordered_json> ResultsWriter::ordered_rows(
     const std::vector<std::string>& case_order) const {
   std::vector<nlohmann::ordered_json> ordered;
+  ordered.reserve(row_of_.size());
   std::vector<bool> used(rows_.size(), false);
   for (const std::string& id : case_order) {
-    for (std::size_t i = 0; i < rows_.size(); ++i) {
-      if (!used[i] && rows_[i]["id"] == id) {
-        ordered.push_back(rows_[i]);
-        used[i] = true;
-      }
-    }
+    const auto slot = row_of_.find(id);
+    if (slot == row_of_.end() || used[slot->second]) continue;
+    ordered.push_back(*rows_[slot->second]);
+    used[slot->second] = true;
   }
   for (std::size_t i = 0; i < rows_.size(); ++i) {
-    if (!used[i]) ordered.push_back(rows_[i]);
+    if (rows_[i] && !used[i]) ordered.push_back(*rows_[i]);
   }
   return ordered;
 }

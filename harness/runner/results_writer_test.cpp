@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -77,6 +78,51 @@ TEST_F(ResultsWriterTest, FinalRowsFollowCaseOrder) {
   EXPECT_EQ(results["cases"][1]["id"], "s/b");
   EXPECT_EQ(results["cases"][2]["id"], "other/x");
   EXPECT_FALSE(fs::exists(dir_ / "results.json.tmp"));
+}
+
+TEST_F(ResultsWriterTest, ALaterRowForAnIdReplacesTheEarlierOne) {
+  ResultsWriter writer(dir_, false);
+  writer.append(row("s/a", "error"));
+  writer.append(row("s/b", "pass"));
+  writer.append(row("s/a", "pass"));
+  const std::vector<nlohmann::ordered_json> rows = writer.ordered_rows({});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["id"], "s/b");  // arrival order of the rows kept
+  EXPECT_EQ(rows[1]["id"], "s/a");
+  EXPECT_EQ(rows[1]["status"], "pass");
+
+  ResultsWriter resumed(dir_, true);  // the same rule when the rows come from results.jsonl
+  const std::vector<nlohmann::ordered_json> kept = resumed.ordered_rows({"s/a", "s/b"});
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0]["status"], "pass");
+  EXPECT_EQ(read_lines(dir_ / "results.jsonl").size(), 2u);
+}
+
+// A run of n cases appends n rows, asks has_row n times and orders them once: linear work.
+// 20k rows take well under a CPU second that way; the quadratic bookkeeping this replaced took
+// minutes, so the generous bound (CPU time, which a busy machine does not inflate) catches a
+// return of it without timing anything tightly.
+TEST_F(ResultsWriterTest, TwentyThousandRowsStayLinear) {
+  constexpr int kRows = 20000;
+  std::vector<std::string> order;
+  for (int i = 0; i < kRows; ++i) order.push_back("big/case-" + std::to_string(i));
+  const std::clock_t start = std::clock();
+  {
+    ResultsWriter writer(dir_, false);
+    for (auto id = order.rbegin(); id != order.rend(); ++id) {
+      ASSERT_FALSE(writer.has_row(*id));
+      writer.append({{"id", *id}, {"status", "pass"}, {"message", ""}, {"params", {{"n", 1}}}});
+    }
+    writer.write_final({{"id", "big"}}, order);
+  }
+  ResultsWriter resumed(dir_, true);
+  for (const std::string& id : order) ASSERT_TRUE(resumed.has_row(id));
+  const std::vector<nlohmann::ordered_json> rows = resumed.ordered_rows(order);
+  const double cpu_seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
+  ASSERT_EQ(rows.size(), order.size());
+  EXPECT_EQ(rows.front()["id"], order.front());
+  EXPECT_EQ(rows.back()["id"], order.back());
+  EXPECT_LT(cpu_seconds, 10.0) << "20k rows: the writer has gone quadratic again";
 }
 
 TEST(ResultCounts, ExitCodeFollowsTheWorstStatus) {

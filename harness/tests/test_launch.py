@@ -72,6 +72,65 @@ class CommandLineTest(unittest.TestCase):
                       LaunchOutcome(returncode=-9, hung_after=2.5).death())
 
 
+class RankFailureTest(unittest.TestCase):
+    """The rank that died, as each launcher reports it (recorded stderr of each)."""
+
+    OPEN_MPI_SIGNAL = [
+        "[vm:31391] Read -1, expected 8388608, errno = 3",
+        "-" * 74,
+        "Primary job  terminated normally, but 1 process returned",
+        "a non-zero exit code. Per user-direction, the job has been aborted.",
+        "-" * 74,
+        "-" * 74,
+        "mpirun noticed that process rank 2 with PID 0 on node vm exited on signal 9 (Killed).",
+        "-" * 74]
+    OPEN_MPI_EXIT = [
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:", "",
+        "  Process name: [[40263,1],1]", "  Exit code:    3"]
+    MPICH_SIGNAL = [
+        "===================================================================================",
+        "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   RANK 3 PID 4242 RUNNING AT node7",
+        "=   KILLED BY SIGNAL: 11 (Segmentation fault)"]
+    SRUN_SIGNAL = ["srun: error: node7: task 1: Segmentation fault (core dumped)",
+                   "srun: Terminating StepId=12.0"]
+
+    def test_each_launcher_names_the_rank_and_signal(self):
+        self.assertEqual(launch.rank_failure(self.OPEN_MPI_SIGNAL),
+                         "rank 2 killed by signal 9 (SIGKILL)")
+        self.assertEqual(launch.rank_failure(self.OPEN_MPI_EXIT), "rank 1 exited with code 3")
+        self.assertEqual(launch.rank_failure(self.MPICH_SIGNAL),
+                         "rank 3 killed by signal 11 (SIGSEGV)")
+        self.assertEqual(launch.rank_failure(self.SRUN_SIGNAL),
+                         "rank 1 killed by signal 11 (SIGSEGV)")
+        self.assertEqual(launch.rank_failure(["srun: error: n: task 0: Exited with exit code 2"]),
+                         "rank 0 exited with code 2")
+        self.assertIsNone(launch.rank_failure(["fake-runner: about to crash"]))
+
+    def test_the_cause_names_the_rank_or_else_the_runner(self):
+        killed = LaunchOutcome(returncode=137, stderr=self.OPEN_MPI_SIGNAL)
+        self.assertEqual(killed.cause(), "rank 2 killed by signal 9 (SIGKILL)")
+        self.assertEqual(LaunchOutcome(returncode=-signal.SIGSEGV).cause(),
+                         "runner crashed with SIGSEGV")
+        hung = LaunchOutcome(returncode=137, stderr=self.OPEN_MPI_SIGNAL, hung_after=3.0)
+        self.assertTrue(hung.cause().startswith("runner stopped responding"), hung.cause())
+
+    def test_the_error_row_names_the_rank_and_keeps_the_launcher_words(self):
+        with FakeRunner({"cases": []}) as fake:
+            jsonl = fake.dir / "results.jsonl"
+            outcome = LaunchOutcome(returncode=137, stderr=self.OPEN_MPI_SIGNAL,
+                                    running={"event": "start", "id": "coll/ar", "kind": "collective"},
+                                    running_since=time.monotonic())
+            launch._record_unfinished(outcome, [], jsonl, PlainView(io.StringIO()), Tally(), {})
+            row = read_jsonl(jsonl)[0]
+        self.assertEqual(row["status"], "error")
+        self.assertEqual(row["message"].split("\n")[0],
+                         "rank 2 killed by signal 9 (SIGKILL) while running this case")
+        self.assertIn("mpirun noticed that process rank 2", row["message"])
+        self.assertNotIn("-----", row["message"])
+
+
 class ListCasesTest(unittest.TestCase):
     def test_listing_from_the_runner(self):
         with FakeRunner("perf") as fake:
@@ -196,8 +255,8 @@ class RecoveryTest(unittest.TestCase):
             {"id": "s/b", "tags": ["smoke"], "outcome": "pass"}]}
         fake, outcome, tally, text = self.run_fake(scenario)
         self.assertEqual(len(outcome.launches), 2)
-        self.assertIn("launched 2 time(s) without reaching this case (last launch exited with "
-                      "code 3)", outcome.gave_up)
+        self.assertIn("launched 2 time(s) without reaching this case (last launch: runner "
+                      "exited with code 3)", outcome.gave_up)
         rows = read_jsonl(fake.dir / "out" / "results.jsonl")
         self.assertEqual([(r["id"], r["status"]) for r in rows],
                          [("s/a", "error"), ("s/b", "error")])
@@ -213,7 +272,7 @@ class RecoveryTest(unittest.TestCase):
         self.assertTrue(all(r["status"] == "error" for r in rows))
         self.assertIn("SIGSEGV while running this case", rows[2]["message"])
         self.assertIn("not run: meshgate-runner was launched 3 time(s) without reaching this "
-                      "case (last launch crashed with SIGSEGV)", rows[3]["message"])
+                      "case (last launch: runner crashed with SIGSEGV)", rows[3]["message"])
 
     def test_input_error_stops_before_any_relaunch(self):
         fake = FakeRunner("input_error")

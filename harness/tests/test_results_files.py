@@ -30,6 +30,19 @@ class AtomicWriteTest(unittest.TestCase):
         self.assertEqual(mode(path), 0o644)
         self.assertEqual([p.name for p in path.parent.iterdir()], ["results.json"])  # no temporary left
 
+    def test_results_keep_one_case_per_line_and_round_trip(self):
+        document = {"schema": results.SCHEMA, "run": results.complete_run({"id": "r"}),
+                    "cases": [results.error_row("s/a", "two\nlines \u00e9"),
+                              results.error_row("s/b", "")]}
+        path = self.dir / "results.json"
+        results.write_results(path, document)
+        self.assertEqual(json.loads(path.read_text()), document)
+        lines = path.read_text().splitlines()
+        self.assertEqual(sum(1 for line in lines if line.lstrip().startswith('{"id"')), 2)
+        self.assertEqual(mode(path), 0o644)
+        results.write_results(path, dict(document, cases=[]))
+        self.assertEqual(json.loads(path.read_text())["cases"], [])
+
     def test_the_umask_is_respected(self):
         os.umask(0o027)
         path = self.dir / "state.json"

@@ -149,6 +149,16 @@ void idx2crd_nodes(const Node* idx, const Node* shape, const Node* stride,
   out[root].span = static_cast<std::int32_t>(out.size() - root);
 }
 
+// Bytes in the UTF-8 sequence that `lead` starts: an error message quotes a whole character,
+// never the first byte of a multi-byte one (which would make the message invalid UTF-8).
+std::size_t utf8_length(char lead) {
+  const auto byte = static_cast<unsigned char>(lead);
+  if (byte >= 0xF0) return 4;
+  if (byte >= 0xE0) return 3;
+  if (byte >= 0xC0) return 2;
+  return 1;
+}
+
 // Recursive-descent parser of CuTe notation that reports 0-based columns into the whole text.
 class TupleParser {
  public:
