@@ -195,11 +195,11 @@ class RealRunnerHostileNamesTest(unittest.TestCase):
             self.assertEqual(code, 1, out.getvalue() + err.getvalue())
             document = json.loads((out_dir / "results.json").read_text(encoding="utf-8"))
             ids = [c["id"] for c in document["cases"]]
-            self.assertIn("hostile-names/esc-\x1b[31mred\x1b[0m-bell\x07-del\x7f", ids)
+            self.assertIn("hostile-names/bidi-\u202egnp.exe-para\u2029", ids)
             rejected = next(c for c in document["cases"] if c["id"].endswith("fullwidth-digit"))
             self.assertEqual(rejected["status"], "pass", rejected)
             root = ET.parse(out_dir / "junit.xml").getroot()
-            self.assertIn("esc-\\x1b[31mred\\x1b[0m-bell\\x07-del\\x7f",
+            self.assertIn("bidi-\\u202egnp.exe-para\\u2029",
                           [case.get("name") for case in root.iter("testcase")])
             for name in ("report.md", "report.html", "junit.xml"):
                 text = (out_dir / name).read_text(encoding="utf-8")
