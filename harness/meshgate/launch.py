@@ -397,8 +397,7 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
                       f"reaching this case (last launch: {outcome.cause()}); gave up relaunching")
             for case_id in remaining:
                 entry = catalogue.get(case_id, {})
-                row = results.error_row(case_id, reason, kind=entry.get("kind", ""),
-                                        tags=entry.get("tags"))
+                row = results.error_row(case_id, reason, entry=entry)
                 results.append_row(jsonl, row)
                 rows.append(row)
                 tally.record("error", None)
@@ -429,7 +428,7 @@ def _record_unfinished(outcome: LaunchOutcome, rows: list[dict], jsonl: Path,
         message += "\nlast runner stderr:\n" + "\n".join(tail)
     entry = catalogue.get(case_id, {})
     results.append_row(jsonl, results.error_row(
-        case_id, message, kind=str(start.get("kind", entry.get("kind", ""))),
-        params=start.get("params"), tags=entry.get("tags"), seconds=seconds))
+        case_id, message, kind=str(start.get("kind", "")), params=start.get("params"),
+        seconds=seconds, entry=entry))
     tally.record("error", seconds)
     view.finished(tally, case_id, "error", seconds, message)

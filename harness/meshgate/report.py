@@ -21,6 +21,7 @@ from typing import Any, Iterable, Optional
 from . import compare as _compare
 from . import stats, svg
 from .markup import html_text, md_cell, md_code, visible
+from .results import where
 
 STATUSES = ("pass", "fail", "error", "skip")
 
@@ -148,9 +149,10 @@ def run_markdown(results: dict[str, Any]) -> str:
 
     failing = [r for r in rows if r.get("status") in ("fail", "error")]
     if failing:
-        lines += ["## Failures", "", "| case | status | message |", "|---|---|---|"]
+        lines += ["## Failures", "", "| case | where | status | message |", "|---|---|---|---|"]
         for r in failing:
-            lines.append(f"| {md_code(r['id'])} | **{md_cell(r.get('status'))}** | {md_cell(r.get('message', ''))} |")
+            lines.append(f"| {md_code(r['id'])} | {md_code(where(r)) if where(r) else ''} | "
+                         f"**{md_cell(r.get('status'))}** | {md_cell(r.get('message', ''))} |")
         lines.append("")
 
     disagree = model_disagreement_cases(results)
@@ -230,9 +232,16 @@ def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None
         t = totals[suite]
         case_name = row.get("name") or row["id"].split("/", 1)[-1]
         tc = ET.SubElement(suites[suite], "testcase", name=case_name, classname=suite, time=_junit_time(row))
+        if row.get("file"):
+            # The attributes CI viewers (GitLab, Jenkins, GitHub annotations) link to the source.
+            tc.set("file", str(row["file"]))
+            if isinstance(row.get("line"), int):
+                tc.set("line", str(row["line"]))
         t["tests"] += 1
         t["time"] += float(row.get("seconds") or 0)
         status, message = row.get("status"), row.get("message", "") or ""
+        if where(row) and status in ("fail", "error"):
+            message = f"{where(row)}: {message}"
         v = verdicts.get(row["id"]) if verdicts else None
         if status == "fail":
             ET.SubElement(tc, "failure", message=message[:500] or "wrong result", type="fail").text = message
@@ -372,16 +381,23 @@ def _busbw_series(metrics: dict[str, Any], label: str = "") -> list[tuple[str, l
     return series
 
 
-def _metric_plots(row: dict[str, Any], label: str = "") -> list[str]:
+def _metric_plots(row: dict[str, Any], label: str = "", name: Optional[str] = None) -> list[str]:
+    """busbw against message size (log-scaled sizes) and TFLOP/s per implementation; titled by
+    `name` (the case id unless a suite heading already names the suite)."""
     metrics = row.get("metrics") or {}
+    name = name or row["id"]
     plots = []
     busbw = _busbw_series(metrics, label)
     if busbw:
-        plots.append(svg.line_plot(busbw, f"{row['id']}: busbw vs size", "message size", "busbw (GB/s)"))
+        plots.append(svg.line_plot(busbw, f"{name}: busbw", "message size", "busbw (GB/s)"))
     bars = _tflops_by_impl(metrics)
     if bars:
-        plots.append(svg.bar_chart(bars, f"{row['id']}: TFLOP/s per implementation", "TFLOP/s"))
+        plots.append(svg.bar_chart(bars, f"{name}: TFLOP/s", "TFLOP/s"))
     return [p for p in plots if p]
+
+
+def _case_name(row: dict[str, Any]) -> str:
+    return str(row.get("name") or row["id"].split("/", 1)[-1])
 
 
 def run_html(results: dict[str, Any]) -> str:
@@ -395,9 +411,10 @@ def run_html(results: dict[str, Any]) -> str:
     ]
     failing = [r for r in rows if r.get("status") in ("fail", "error")]
     if failing:
-        body.append("<h2>Failures</h2><table><tr><th>case</th><th>status</th><th>message</th></tr>")
+        body.append("<h2>Failures</h2><table><tr><th>case</th><th>where</th><th>status</th><th>message</th></tr>")
         for r in failing:
-            body.append(f"<tr><td><code>{html_text(r['id'])}</code></td><td>{_badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>")
+            body.append(f"<tr><td><code>{html_text(r['id'])}</code></td><td><code>{html_text(where(r))}</code></td>"
+                        f"<td>{_badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>")
         body.append("</table>")
     disagree = model_disagreement_cases(results)
     if disagree or _models_compared(results):
@@ -413,7 +430,7 @@ def run_html(results: dict[str, Any]) -> str:
             body.append("</ul>")
     timed = [(r, _time_summary(r)) for r in rows]
     timed = [(r, t) for r, t in timed if t]
-    plots = []
+    plots: dict[str, list[str]] = {}  # suite -> its plots, in case order
     if timed:
         body.append("<h2>Performance</h2><table><tr><th>case</th><th>runs</th><th>median time</th><th>spread (MAD)</th></tr>")
         for r, (k, med, spread) in timed:
@@ -421,12 +438,18 @@ def run_html(results: dict[str, Any]) -> str:
                 f"<tr><td><code>{html_text(r['id'])}</code></td><td class=num>{k}</td>"
                 f"<td class=num>{html_text(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
             )
-            plots.append(svg.strip_plot([("runs", _compare.run_medians(r))], f"{r['id']}: per-run medians"))
+            plots.setdefault(r.get("suite") or r["id"].split("/")[0], []).append(
+                svg.strip_plot([("runs", _compare.run_medians(r))], f"{_case_name(r)}: per-run medians"))
         body.append("</table>")
     for r in rows:
-        plots += _metric_plots(r)
+        suite_plots = _metric_plots(r, name=_case_name(r))
+        if suite_plots:
+            plots.setdefault(r.get("suite") or r["id"].split("/")[0], []).extend(suite_plots)
     if plots:
-        body.append("<h2>Plots</h2><div class=\"plots\">" + "".join(plots) + "</div>")
+        body.append("<h2>Plots</h2>")
+        for suite, suite_plots in plots.items():
+            body.append(f"<h3>{html_text(suite)} ({len(suite_plots)})</h3>"
+                        f"<div class=\"plots\">{''.join(suite_plots)}</div>")
     body.append("<h2>All cases</h2><table><tr><th>case</th><th>kind</th><th>status</th><th>message</th></tr>")
     for r in rows:
         body.append(

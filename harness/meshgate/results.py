@@ -126,15 +126,21 @@ def _umask() -> int:
 
 
 def error_row(case_id: str, message: str, *, kind: str = "", params: dict | None = None,
-              tags: list | None = None, seconds: float = 0.0) -> dict:
-    """A result row with status `error` for a case the runner could not finish itself."""
+              tags: list | None = None, seconds: float = 0.0, entry: dict | None = None) -> dict:
+    """A result row with status `error` for a case the runner could not finish itself; `entry`
+    (the case as `meshgate-runner list` described it) gives its kind, tags, file and line."""
     suite, _, name = case_id.partition("/")
-    return {
+    entry = entry or {}
+    row = {
         "id": case_id,
         "suite": suite,
         "name": name,
-        "kind": kind,
-        "tags": list(tags or []),
+        "kind": kind or str(entry.get("kind", "")),
+        "tags": list(tags or entry.get("tags") or []),
+    }
+    if entry.get("file") and isinstance(entry.get("line"), int):
+        row.update(file=str(entry["file"]), line=entry["line"])
+    return row | {
         "status": "error",
         "message": message,
         "params": params if params is not None else {},
@@ -143,6 +149,12 @@ def error_row(case_id: str, message: str, *, kind: str = "", params: dict | None
         "samples": {},
         "seconds": seconds,
     }
+
+
+def where(row: dict) -> str:
+    """"cases/mesh/slice.yaml:12", where the row's case is written; "" when unknown."""
+    file, line = row.get("file"), row.get("line")
+    return f"{file}:{line}" if file and isinstance(line, int) else (file or "")
 
 
 def assemble(results: dict | None, rows: list[dict], plan_ids: list[str],

@@ -27,6 +27,19 @@ def _nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
+# Average advance of a title character at the stylesheet's title size, in pixels.
+TITLE_CHAR_PX = 7.2
+
+
+def title_text(title: str, x: float, width: int) -> str:
+    """The plot's title from `x` to the right edge: cut with an ellipsis when it would not fit
+    (the whole title stays in a tooltip), so titles never run past the plot."""
+    room = max(8, int((width - x - 4) / TITLE_CHAR_PX))
+    shown = title if len(title) <= room else title[: room - 1] + "\u2026"
+    return (f'<text x="{x}" y="16" class="title"><title>{html_text(title)}</title>'
+            f'{html_text(shown)}</text>')
+
+
 def format_seconds(value: float) -> str:
     """Seconds with an SI unit that keeps 3 significant digits: 12.3 us, 4.56 ms."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
@@ -62,7 +75,7 @@ def strip_plot(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="{html_text(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
+        title_text(title, left, width),
     ]
     axis_y = top + row_h * len(groups) + 4
     parts.append(f'<line x1="{left}" y1="{axis_y}" x2="{width - right}" y2="{axis_y}" class="axis"/>')
@@ -121,7 +134,7 @@ def line_plot(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="{html_text(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
+        title_text(title, left, width),
         f'<line x1="{left}" y1="{py(0):.1f}" x2="{width - right}" y2="{py(0):.1f}" class="axis"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{py(0):.1f}" class="axis"/>',
     ]
@@ -134,6 +147,7 @@ def line_plot(
         parts.append(
             f'<text x="{px(xv):.1f}" y="{py(0) + 16:.1f}" class="tick" text-anchor="middle">{html_text(x_format(xv))}</text>'
         )
+    x_label = f"{x_label} (log scale)" if log_x else x_label
     parts.append(f'<text x="{(left + width - right) / 2:.1f}" y="{height - 6}" class="label" text-anchor="middle">{html_text(x_label)}</text>')
     parts.append(
         f'<text x="14" y="{(top + py(0)) / 2:.1f}" class="label" text-anchor="middle" '
@@ -174,7 +188,7 @@ def bar_chart(bars: Sequence[tuple[str, float]], title: str, unit: str, width: i
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
         f'aria-label="{html_text(title)}" class="chart">',
-        f'<text x="{left}" y="16" class="title">{html_text(title)}</text>',
+        title_text(title, left, width),
     ]
     for i, (label, v) in enumerate(bars):
         y = top + row_h * i

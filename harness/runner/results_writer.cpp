@@ -12,6 +12,8 @@ Row make_row(const CaseSpec& spec, const Outcome& outcome, const nlohmann::json&
           {"name", spec.name},
           {"kind", spec.kind},
           {"tags", spec.tags},
+          {"file", spec.file},
+          {"line", spec.mark.line + 1},
           {"status", std::string(to_string(outcome.status))},
           {"message", outcome.message},
           {"params", nlohmann::ordered_json(params)},
