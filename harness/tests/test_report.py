@@ -3,11 +3,12 @@ import html.parser
 import io
 import json
 import pathlib
+import re
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from meshgate import cli, compare, report
+from meshgate import cli, compare, report, svg
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -67,7 +68,8 @@ class RunReportTest(unittest.TestCase):
         first = md.splitlines()[0]
         self.assertEqual(first, "# meshgate run new-1: FAIL (6 pass, 1 fail, 1 skip)")
         self.assertLess(md.index("## Failures"), md.index("## Performance"))
-        self.assertIn("| `layout/coalesce-a` | **fail** | expected (2,6):(1,2), got (2,(1,6)):(1,(6,2)) |", md)
+        self.assertIn("| `layout/coalesce-a` | `cases/layout/coalesce.yaml:12` | **fail** | "
+                      "expected (2,6):(1,2), got (2,(1,6)):(1,(6,2)) |", md)
         self.assertIn("| `collectives/all-reduce-8MiB` | 9 |", md)
         self.assertIn("mesh has 16 ranks but the world has 8", md)
 
@@ -142,9 +144,29 @@ class RunReportTest(unittest.TestCase):
         page = report.run_html(load("new.json"))
         checker = check_html(self, page)
         self.assertGreaterEqual(checker.tags.count("svg"), 7)  # 5 run distributions, busbw, TFLOP/s
-        self.assertIn("busbw vs size", page)
-        self.assertIn("TFLOP/s per implementation", page)
+        # Plots come under one heading per suite, titled by case name, the size axis log-scaled.
+        plots = page[page.index("<h2>Plots</h2>"):page.index("<h2>All cases</h2>")]
+        self.assertEqual(re.findall(r"<h3>([a-z]+) \((\d+)\)</h3>", plots),
+                         [("collectives", "3"), ("gemm", "2"), ("redistribute", "2")])
+        self.assertIn(">all-gather-sweep: busbw</text>", plots)
+        self.assertIn("message size (log scale)", plots)
+        self.assertIn("bias-1024: TFLOP/s", plots)
         self.assertIn("lt_epilogue", page)
+        self.assertIn("<code>cases/layout/coalesce.yaml:12</code>", page)
+
+    def test_long_plot_titles_are_cut_to_fit_with_the_full_title_as_tooltip(self):
+        long = "a-very-long-case-name-" * 6
+        chart = svg.line_plot([("busbw", [(1024.0, 1.0), (4096.0, 2.0)])], long, "size", "GB/s")
+        shown = re.search(r'class="title"><title>([^<]*)</title>([^<]*)</text>', chart)
+        self.assertEqual(shown.group(1), long)
+        self.assertTrue(shown.group(2).endswith("\u2026"))
+        self.assertLessEqual(len(shown.group(2)) * svg.TITLE_CHAR_PX, 520 - 60)
+
+    def test_junit_links_failures_to_their_case_file(self):
+        root = ET.fromstring(report.junit_xml(load("new.json")))
+        case = next(c for c in root.iter("testcase") if c.get("name") == "coalesce-a")
+        self.assertEqual((case.get("file"), case.get("line")), ("cases/layout/coalesce.yaml", "12"))
+        self.assertTrue(case.find("failure").get("message").startswith("cases/layout/coalesce.yaml:12: expected"))
 
 
 class AttachComparisonTest(unittest.TestCase):
