@@ -106,7 +106,7 @@ class HostileNamesTest(DriverRun):
             self.assertIsNone(RAW.search(text), f"{name}: {RAW.search(text)!r}")
         markdown = (self.dir / "report.md").read_text(encoding="utf-8")
         self.assertIn("| `hostile\\x1b[2J/esc-\\x1b[31mred\\x1b[0m-\\x1b]0;title\\x07` "
-                      "| **fail** |",
+                      "|  | **fail** |",
                       markdown)
         self.assertIn("``hostile\\x1b[2J/markup-<b>&amp;\\|`tick`]]>``", markdown)
         # No name or message breaks a table row apart: every row has its header's cell count.
