@@ -60,13 +60,15 @@ class Selection:
 
 @dataclass
 class RunnerSetup:
-    """How to start the runner: its command, backend, world size and case timeout."""
+    """How to start the runner: its command, backend, world size, case timeout and the memory
+    limit its validation checks each case's estimate against."""
 
     runner: list[str]
     backend: str = "threads"
     ranks: int | None = None
     case_timeout: float | None = None
     env: dict | None = None
+    memory_limit: str | None = None  # e.g. "64GiB"; None: the runner's default
 
     def launcher(self) -> list[str]:
         """mpirun/srun in front of the runner for the process backends, nothing for threads."""
@@ -101,12 +103,16 @@ class RunnerSetup:
             command += ["--ranks", str(self.ranks)]
         if self.case_timeout is not None:
             command += ["--case-timeout", f"{self.case_timeout:g}"]
+        command += self._memory_limit_args()
         if resume:
             command.append("--resume")
         return command
 
     def list_command(self, selection: Selection) -> list[str]:
-        return self.runner + ["list"] + selection.args() + ["--json"]
+        return self.runner + ["list"] + selection.args() + self._memory_limit_args() + ["--json"]
+
+    def _memory_limit_args(self) -> list[str]:
+        return ["--memory-limit", self.memory_limit] if self.memory_limit else []
 
     def silence_limit(self) -> float:
         """Seconds without any runner output after which the runner counts as hung; infinite

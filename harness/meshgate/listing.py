@@ -9,7 +9,8 @@ import sys
 from . import build, launch
 from .launch import RunnerSetup
 from .markup import visible
-from .selection import SelectionError, add_selection_arguments, build_selection
+from .selection import (SelectionError, add_memory_limit_argument, add_selection_arguments,
+                        build_selection)
 
 
 def register(subparsers) -> None:
@@ -18,6 +19,7 @@ def register(subparsers) -> None:
         description="Lists the cases the runner expands from the case files (default: all of "
                     "cases/), after the filters.")
     add_selection_arguments(parser)
+    add_memory_limit_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
     parser.add_argument("--preset", metavar="P",
                         help="CMake preset to build the runner with (default: ci/preset)")
@@ -43,7 +45,8 @@ def list_command(args: argparse.Namespace) -> int:
     root = build.source_root()
     try:
         selection = build_selection(args, root, default_tags=[])
-        setup = RunnerSetup(runner=build.runner_command(root, args.preset))
+        setup = RunnerSetup(runner=build.runner_command(root, args.preset),
+                            memory_limit=args.memory_limit)
         entries = launch.list_cases(setup, selection)
     except (SelectionError, build.BuildError) as e:
         print(f"meshgate: {e}", file=sys.stderr)

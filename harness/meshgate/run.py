@@ -21,7 +21,8 @@ from . import build, launch, perfruns, results, summary
 from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
-from .selection import SelectionError, add_backend_arguments, add_selection_arguments, build_selection
+from .selection import (SelectionError, add_backend_arguments, add_memory_limit_argument,
+                        add_selection_arguments, build_selection)
 
 DEFAULT_TAGS = ["smoke"]
 
@@ -54,6 +55,7 @@ def register(subparsers) -> None:
                              "that tested nothing, e.g. --backend nccl without a GPU, exits 2)")
     parser.add_argument("--case-timeout", type=float, metavar="S",
                         help="seconds a case may run before it is an error (runner default 300)")
+    add_memory_limit_argument(parser)
     parser.set_defaults(func=run_command)
 
 
@@ -242,7 +244,7 @@ def run_command(args: argparse.Namespace) -> int:
     else:
         run_id, out_dir = claim_run_dir(root / "reports", default_run_id(root))
     setup = RunnerSetup(runner=runner, backend=args.backend, ranks=args.ranks,
-                        case_timeout=args.case_timeout)
+                        case_timeout=args.case_timeout, memory_limit=args.memory_limit)
     try:
         setup.launcher()
         listing = launch.list_cases(setup, selection)

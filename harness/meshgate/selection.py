@@ -38,6 +38,12 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         help="threads: cap on the world size; mpi/nccl: number of processes")
 
 
+def add_memory_limit_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--memory-limit", metavar="SIZE",
+                        help="reject cases whose estimated host memory is above SIZE, e.g. 64GiB "
+                             "(the runner's default is 16GiB; a case's memory_limit: key wins)")
+
+
 def build_selection(args: argparse.Namespace, root: Path, default_tags: list[str]) -> Selection:
     """The selection `args` asks for; with no CASES and no filter at all, cases/ restricted to
     `default_tags`."""

@@ -179,6 +179,13 @@ class RunDefaultsTest(CliTestCase):
         argv = self.fake.run_launches()[0]
         self.assertEqual(option_values(argv, "--ranks"), ["4"])
         self.assertEqual(option_values(argv, "--case-timeout"), ["12.5"])
+        self.assertEqual(option_values(argv, "--memory-limit"), [])
+
+    def test_the_memory_limit_reaches_listing_and_run(self):
+        self.meshgate("run", "--memory-limit", "64GiB", "--out", str(self.fake.dir / "o"))
+        for argv in self.fake.launches():
+            self.assertEqual(option_values(argv, "--memory-limit"), ["64GiB"], argv)
+        self.assertEqual({argv[0] for argv in self.fake.launches()}, {"list", "run"})
 
 
 class RunExitCodesTest(CliTestCase):
