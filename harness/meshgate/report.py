@@ -388,7 +388,8 @@ def _metric_plots(row: dict[str, Any], label: str = "", name: Optional[str] = No
     name = name or row["id"]
     plots = []
     busbw = _busbw_series(metrics, label)
-    if busbw:
+    # One message size makes a single dot, which the performance table already says.
+    if len({x for _, points in busbw for x, _ in points}) >= 2:
         plots.append(svg.line_plot(busbw, f"{name}: busbw", "message size", "busbw (GB/s)"))
     bars = _tflops_by_impl(metrics)
     if bars:
@@ -430,7 +431,6 @@ def run_html(results: dict[str, Any]) -> str:
             body.append("</ul>")
     timed = [(r, _time_summary(r)) for r in rows]
     timed = [(r, t) for r, t in timed if t]
-    plots: dict[str, list[str]] = {}  # suite -> its plots, in case order
     if timed:
         body.append("<h2>Performance</h2><table><tr><th>case</th><th>runs</th><th>median time</th><th>spread (MAD)</th></tr>")
         for r, (k, med, spread) in timed:
@@ -438,15 +438,19 @@ def run_html(results: dict[str, Any]) -> str:
                 f"<tr><td><code>{html_text(r['id'])}</code></td><td class=num>{k}</td>"
                 f"<td class=num>{html_text(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
             )
-            plots.setdefault(r.get("suite") or r["id"].split("/")[0], []).append(
-                svg.strip_plot([("runs", _compare.run_medians(r))], f"{_case_name(r)}: per-run medians"))
         body.append("</table>")
+    timed_ids = {r["id"] for r, _ in timed}
+    plots: dict[str, list[str]] = {}  # suite -> its plots; suites and cases in results order
     for r in rows:
-        suite_plots = _metric_plots(r, name=_case_name(r))
+        suite_plots = []
+        if r["id"] in timed_ids:
+            suite_plots.append(svg.strip_plot([("runs", _compare.run_medians(r))],
+                                              f"{_case_name(r)}: per-run medians"))
+        suite_plots += _metric_plots(r, name=_case_name(r))
         if suite_plots:
             plots.setdefault(r.get("suite") or r["id"].split("/")[0], []).extend(suite_plots)
     if plots:
-        body.append("<h2>Plots</h2>")
+        body.append("<h2 id=\"plots\">Plots</h2>")
         for suite, suite_plots in plots.items():
             body.append(f"<h3>{html_text(suite)} ({len(suite_plots)})</h3>"
                         f"<div class=\"plots\">{''.join(suite_plots)}</div>")

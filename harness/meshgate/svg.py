@@ -51,8 +51,8 @@ def format_seconds(value: float) -> str:
 def format_bytes(value: float) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if value >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} B"
+            return f"{value / scale:.3g} {unit}"  # 7.99805 KiB reads as 8 KiB
+    return f"{value:.4g} B"
 
 
 def strip_plot(

@@ -145,7 +145,7 @@ class RunReportTest(unittest.TestCase):
         checker = check_html(self, page)
         self.assertGreaterEqual(checker.tags.count("svg"), 7)  # 5 run distributions, busbw, TFLOP/s
         # Plots come under one heading per suite, titled by case name, the size axis log-scaled.
-        plots = page[page.index("<h2>Plots</h2>"):page.index("<h2>All cases</h2>")]
+        plots = page[page.index("<h2 id=\"plots\">Plots</h2>"):page.index("<h2>All cases</h2>")]
         self.assertEqual(re.findall(r"<h3>([a-z]+) \((\d+)\)</h3>", plots),
                          [("collectives", "3"), ("gemm", "2"), ("redistribute", "2")])
         self.assertIn(">all-gather-sweep: busbw</text>", plots)
