@@ -15,6 +15,7 @@
 #include "isolation.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
+#include "kinds/kind_test_support.hpp"
 
 namespace meshgate::runner {
 namespace {
@@ -36,12 +37,7 @@ const std::vector<KindEntry>& kinds() {
   return k;
 }
 
-PlannedCases plan(const std::string& case_yaml) {
-  LoadedCases loaded;
-  load_case_text("suite: s\ncases:\n  - " + case_yaml + "\n", "t.yaml", loaded);
-  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
-  return prepare_cases(std::move(loaded.cases), kinds());
-}
+PlannedCases plan(const std::string& case_yaml) { return plan_case(case_yaml, kinds()); }
 
 CaseRun run_case(const std::string& case_yaml) {
   PlannedCases planned = plan(case_yaml);

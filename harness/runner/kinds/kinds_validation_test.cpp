@@ -8,16 +8,12 @@
 #include "case_file.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
+#include "kinds/kind_test_support.hpp"
 
 namespace meshgate::runner {
 namespace {
 
-PlannedCases plan(const std::string& case_yaml) {
-  LoadedCases loaded;
-  load_case_text("suite: s\ncases:\n  - " + case_yaml + "\n", "t.yaml", loaded);
-  EXPECT_TRUE(loaded.errors.empty()) << loaded.errors.front();
-  return prepare_cases(std::move(loaded.cases), case_kinds());
-}
+PlannedCases plan(const std::string& case_yaml) { return plan_case(case_yaml, case_kinds()); }
 
 // The one input error of a case, or "" when it validated.
 std::string input_error(const std::string& case_yaml) {
