@@ -46,12 +46,14 @@ cases:
 def mpi_environment(**extra: str) -> dict:
     """The environment of an mpirun job of the runner. Under an ASan build (MESHGATE_PRESET=asan)
     Open MPI's plugins keep memory they never free (lib/comm's MPI tests turn the leak check off
-    for the same reason), and ASan's own SIGSEGV handler would turn a rank killed by SIGSEGV
-    into an exit code, which is not what these tests send; in other builds the options do
-    nothing."""
-    asan = os.environ.get("ASAN_OPTIONS", "")
-    return dict(os.environ, ASAN_OPTIONS=":".join(filter(None, [asan, "detect_leaks=0", "handle_segv=0"])),
-                **extra)
+    for the same reason); under ASan or TSan the sanitizer's own SIGSEGV handler would turn a
+    rank killed by SIGSEGV into an exit code, which is not what these tests send. In other
+    builds the options do nothing."""
+    def options(name: str, *added: str) -> str:
+        return ":".join(filter(None, [os.environ.get(name, ""), *added]))
+
+    return dict(os.environ, ASAN_OPTIONS=options("ASAN_OPTIONS", "detect_leaks=0", "handle_segv=0"),
+                TSAN_OPTIONS=options("TSAN_OPTIONS", "handle_segv=0"), **extra)
 
 
 def _runner_has_mpi() -> bool:
