@@ -103,9 +103,12 @@ bool in_isolated_child() {
 }
 
 IsolatedRun run_case_isolated(const std::string& case_file, const std::string& case_id) {
-  char dir_template[] = "/tmp/meshgate-isolated-XXXXXX";
-  if (::mkdtemp(dir_template) == nullptr)
-    throw Error(ErrorKind::runtime, std::string("cannot create a folder for an isolated case: ") +
+  // A private folder for the child's results, in the system's temporary folder ($TMPDIR).
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "meshgate-isolated-XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr)
+    throw Error(ErrorKind::runtime, "cannot create a folder for an isolated case under " +
+                                        std::filesystem::temp_directory_path().string() + ": " +
                                         std::strerror(errno));
   const std::filesystem::path dir = dir_template;
   IsolatedRun run;
