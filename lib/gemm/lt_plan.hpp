@@ -1,6 +1,6 @@
 #pragma once
-// How each CUDA implementation maps a problem onto cuBLASLt: one small decision table, host-only
-// so it is tested without a GPU. The enum values are cublasLtEpilogue_t's (checked against the
+// How each CUDA implementation maps a problem onto cuBLASLt and cuBLAS: the epilogue decision
+// table and the column-major operand descriptions, host-only so they are tested without a GPU. The enum values are cublasLtEpilogue_t's (checked against the
 // header in cuda/lt_gemm.cpp).
 #include <cstdint>
 #include <string>
@@ -40,6 +40,43 @@ LtPlan plan_lt(Impl requested, Epilogue epilogue, std::uint64_t bias_address);
 
 // The same plan once cuBLASLt itself refused (no heuristic result or NOT_SUPPORTED): unfused.
 LtPlan fallback_plan(Epilogue epilogue, std::string reason);
+
+// One matrix of the column-major view, as cublasLtMatrixLayoutCreate (and cublasGemmEx's
+// lda/ldb/ldc) take it: `rows` x `cols` with `ld` elements between columns, element (0, 0)
+// `offset` elements after the buffer's start, and GEMM b of a batch `batch_stride` further on.
+struct LtMatrix {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld = 0;
+  std::int64_t offset = 0;
+  std::int64_t batch_stride = 0;
+
+  friend bool operator==(const LtMatrix&, const LtMatrix&) = default;
+};
+
+// The row-major problem Y[M,N] = op(X) op(W) as the column-major D = op(A) op(B) that cuBLASLt
+// and cuBLAS compute: D = Y^T (N x M), A = W, B = X, so D's m is the problem's N and the bias
+// epilogue's per-row vector is bias[N]. C is D.
+struct LtOperands {
+  bool trans_a = false;  // CUBLASLT_MATMUL_DESC_TRANSA / cublasGemmEx transa
+  bool trans_b = false;
+  std::int64_t m = 0;  // rows of op(A) and D
+  std::int64_t n = 0;  // columns of op(B) and D
+  std::int64_t k = 0;
+  std::int64_t batch = 1;
+  LtMatrix a, b, d;
+
+  friend bool operator==(const LtOperands&, const LtOperands&) = default;
+};
+// Error(value) when the batch does not fit cuBLASLt's 32-bit batch count.
+LtOperands lt_operands(const GemmProblem& p);
+// cublasGemmEx takes 32-bit sizes and leading dimensions (and a 32-bit batch count):
+// Error(value) naming the one that does not fit.
+void check_fits_cublas(const LtOperands& o);
+
+// cuBLASLt keeps split-K partial sums in the compute type (float32) or the output dtype only:
+// Error(value) for any other `split_k_partials` when the problem forces split-K.
+void check_lt_split_k(const GemmProblem& p);
 
 // Largest power of two <= 256 dividing `address`, the MIN_ALIGNMENT preference to pass.
 std::uint32_t pointer_alignment(std::uint64_t address);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 #include "core/error.hpp"
 
 namespace meshgate::gemm {
@@ -65,6 +68,102 @@ TEST(LtPlan, FallbackPlanAndCpuImpls) {
   EXPECT_EQ(plan.fallback_reason, "no algorithm");
   EXPECT_FALSE(fallback_plan(Epilogue::none, "x").bias_act_kernel);
   EXPECT_THROW(plan_lt(Impl::cpu_epilogue, Epilogue::bias, 0), Error);
+}
+
+// Where cuBLAS's column-major reading of `mat` finds element (r, c) of GEMM `b`, after checking
+// what cuBLAS itself requires of the description: the index inside the matrix and ld >= rows.
+std::int64_t column_major_index(const LtMatrix& mat, std::int64_t r, std::int64_t c,
+                                std::int64_t b) {
+  EXPECT_GE(mat.ld, std::max<std::int64_t>(mat.rows, 1));
+  EXPECT_TRUE(r >= 0 && r < mat.rows && c >= 0 && c < mat.cols) << r << "," << c;
+  return mat.offset + b * mat.batch_stride + r + c * mat.ld;
+}
+// Element (i, l) of op(M) for an operand read transposed or not.
+std::int64_t op_index(const LtMatrix& mat, bool transposed, std::int64_t i, std::int64_t l,
+                      std::int64_t b) {
+  return transposed ? column_major_index(mat, l, i, b) : column_major_index(mat, i, l, b);
+}
+
+// The descriptors that cuBLASLt and cublasGemmEx receive address exactly the elements the
+// row-major problem means: D(j, i) is Y[i, j], op(A)(j, l) is op(W)(l, j), op(B)(l, i) is
+// op(X)(i, l), for every layout, padded leading dimension, offset and batch. A swapped
+// transpose, size or leading dimension fails here, without a GPU.
+TEST(LtOperands, AddressTheSameElementsAsTheRowMajorProblem) {
+  int checked = 0;
+  for (GemmLayout layout : {GemmLayout::nt, GemmLayout::nn, GemmLayout::tn, GemmLayout::tt})
+    for (std::int64_t pad : {0, 3})
+      for (std::int64_t batch : {1, 3}) {
+        GemmProblem p{.m = 5, .n = 7, .k = 4, .layout = layout, .batch = batch};
+        p.x_offset = pad, p.w_offset = 2 * pad;
+        if (pad != 0) {
+          p.ldx = (x_transposed(p) ? p.m : p.k) + pad;
+          p.ldw = (w_transposed(p) ? p.k : p.n) + pad;
+          p.ldy = p.n + pad;
+        }
+        validate(p);
+        const LtOperands o = lt_operands(p);
+        SCOPED_TRACE(std::string(to_string(layout)) + " pad " + std::to_string(pad) + " batch " +
+                     std::to_string(batch));
+        // D = op(A) op(B) is m x n with inner size k, and C = D.
+        ASSERT_EQ(o.m, p.n);
+        ASSERT_EQ(o.n, p.m);
+        ASSERT_EQ(o.k, p.k);
+        ASSERT_EQ(o.batch, p.batch);
+        ASSERT_EQ(o.trans_a ? o.a.cols : o.a.rows, o.m);
+        ASSERT_EQ(o.trans_a ? o.a.rows : o.a.cols, o.k);
+        ASSERT_EQ(o.trans_b ? o.b.cols : o.b.rows, o.k);
+        ASSERT_EQ(o.trans_b ? o.b.rows : o.b.cols, o.n);
+        ASSERT_EQ(o.d.rows, o.m);
+        ASSERT_EQ(o.d.cols, o.n);
+        for (std::int64_t b = 0; b < batch; ++b)
+          for (std::int64_t i = 0; i < p.m; ++i)
+            for (std::int64_t j = 0; j < p.n; ++j) {
+              ASSERT_EQ(column_major_index(o.d, j, i, b), y_index(p, b * p.m + i, j));
+              for (std::int64_t l = 0; l < p.k; ++l) {
+                ASSERT_EQ(op_index(o.a, o.trans_a, j, l, b), w_index(p, l, j, b));
+                ASSERT_EQ(op_index(o.b, o.trans_b, l, i, b), x_index(p, i, l, b));
+                ++checked;
+              }
+            }
+        // The last GEMM's last element lies inside the buffers the inputs allocate.
+        EXPECT_LT(o.a.offset + (batch - 1) * o.a.batch_stride + (o.a.cols - 1) * o.a.ld +
+                      o.a.rows - 1,
+                  w_elements(p));
+        EXPECT_LT(o.b.offset + (batch - 1) * o.b.batch_stride + (o.b.cols - 1) * o.b.ld +
+                      o.b.rows - 1,
+                  x_elements(p));
+      }
+  EXPECT_EQ(checked, 4 * 2 * (1 + 3) * 5 * 7 * 4);
+}
+
+TEST(LtOperands, SizesBeyondThirtyTwoBitsAreNamed) {
+  constexpr std::int64_t big = std::int64_t{std::numeric_limits<std::int32_t>::max()} + 1;
+  EXPECT_NO_THROW(check_fits_cublas(lt_operands(GemmProblem{.m = 4, .n = 4, .k = 4})));
+  try {
+    check_fits_cublas(lt_operands(GemmProblem{.m = 4, .n = 4, .k = big}));
+    ADD_FAILURE() << "k beyond int32 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm k = 2147483648"), std::string::npos) << e.what();
+  }
+  try {
+    check_fits_cublas(lt_operands(GemmProblem{.m = 2, .n = 4, .k = 4, .ldy = big}));
+    ADD_FAILURE() << "ldy beyond int32 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ldy (cuBLAS ldc)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(lt_operands(GemmProblem{.m = 1, .n = 1, .k = 1, .batch = big}), Error);
+}
+
+TEST(LtPlan, SplitKPartialsCuBlasLtCanKeep) {
+  GemmProblem p{.m = 8, .n = 8, .k = 64, .dtype = DType::bf16, .split_k = 4};
+  for (DType partials : {DType::f32, DType::bf16}) {
+    p.split_k_partials = partials;
+    EXPECT_NO_THROW(check_lt_split_k(p));
+  }
+  p.split_k_partials = DType::f16;
+  EXPECT_THROW(check_lt_split_k(p), Error);
+  p.split_k = 0;  // the library's choice: nothing is forced
+  EXPECT_NO_THROW(check_lt_split_k(p));
 }
 
 TEST(LtPlan, PointerAlignment) {

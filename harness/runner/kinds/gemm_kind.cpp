@@ -37,6 +37,7 @@
 #include "gemm/cpu_gemm.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/numeric.hpp"
+#include "gemm/lt_plan.hpp"
 #include "gemm/reference.hpp"
 #include "isolation.hpp"
 #ifdef MESHGATE_GEMM_CUDA
@@ -161,6 +162,19 @@ Resolved resolve(const GemmSpec& s, OnError&& on_error) {
       r.impls.push_back(impl);
     }
   });
+  // What the CUDA libraries can express, checked here rather than when the case runs.
+  const auto uses = [&](auto pred) { return std::any_of(r.impls.begin(), r.impls.end(), pred); };
+  if (uses([](g::Impl i) { return g::device_of(i) == g::Device::cuda; })) {
+    guard("batch", [&] { g::lt_operands(p); });
+    for (const std::int64_t k : s.split_ks)
+      guard("split_k_partials", [&] {
+        g::GemmProblem q = p;
+        q.split_k = k;
+        g::check_lt_split_k(q);
+      });
+  }
+  if (uses([](g::Impl i) { return i == g::Impl::cublas; }))
+    guard("impls", [&] { g::check_fits_cublas(g::lt_operands(p)); });
   for (const std::int64_t w : s.workspaces)
     for (const std::int64_t k : s.split_ks)
       r.configs.push_back(

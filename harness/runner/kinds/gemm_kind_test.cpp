@@ -169,6 +169,22 @@ TEST_F(GemmKind, BadSchemaValuesNameTheirKey) {
   EXPECT_NE(error_of(", split_k: [1, lots]").find("key 'split_k'"), std::string::npos);
   EXPECT_NE(error_of(", workspace: []").find("key 'workspace'"), std::string::npos);
   EXPECT_NE(error_of(", split_k_partials: int8").find("key 'split_k_partials'"), std::string::npos);
+  // What cuBLASLt and cuBLAS cannot express is refused when the case is read, not when it runs.
+  const auto error_in = [](const std::string& text) {
+    PlannedCases planned = plan(text);
+    return planned.errors.empty() ? std::string() : planned.errors.front();
+  };
+  const std::string split = "{name: c, kind: gemm, m: 8, n: 8, k: 64, dtype: bfloat16, "
+                            "epilogue: bias, split_k: [1, 4], split_k_partials: float16, impls: ";
+  const std::string partials = error_in(split + "[lt_epilogue]}");
+  EXPECT_NE(partials.find("key 'split_k_partials'"), std::string::npos) << partials;
+  EXPECT_NE(partials.find("no cuBLASLt reduction scheme"), std::string::npos) << partials;
+  EXPECT_EQ(error_in(split + "[cpu_epilogue]}"), "");
+  const std::string wide = error_in(
+      "{name: c, kind: gemm, m: 1, n: 16, k: 32, dtype: bfloat16, epilogue: bias, "
+      "ldy: 2147483648, impls: [cublas]}");
+  EXPECT_NE(wide.find("key 'impls'"), std::string::npos) << wide;
+  EXPECT_NE(wide.find("32-bit"), std::string::npos) << wide;
   const std::string tf32 = plan(
                                "{name: c, kind: gemm, m: 2, n: 2, k: 2, dtype: bfloat16, "
                                "epilogue: bias, tf32: true}")

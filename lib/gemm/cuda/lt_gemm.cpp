@@ -190,6 +190,7 @@ struct Prepared {
 
 struct CudaGemm::State {
   GemmProblem p;
+  LtOperands ops;  // the column-major view every cuBLASLt and cuBLAS call describes
   int device = 0;
   LtHandle lt;
   CublasHandle blas;
@@ -203,48 +204,40 @@ struct CudaGemm::State {
            offset * static_cast<std::int64_t>(element_size(p.dtype));
   }
   const void* bias_ptr() const { return at(bias, p.bias_offset); }
-  const void* x_ptr() const { return at(x, p.x_offset); }
-  const void* w_ptr() const { return at(w, p.w_offset); }
+  const void* x_ptr() const { return at(x, ops.b.offset); }
+  const void* w_ptr() const { return at(w, ops.a.offset); }
   std::size_t y_bytes() const {
     return static_cast<std::size_t>(y_elements(p)) * element_size(p.dtype);
   }
 
-  // The descriptors and layouts of `plan`. A = W, B = X, D = Y^T (N x M), all column-major.
+  // The descriptors and layouts of `plan` over the column-major operands (A = W, B = X,
+  // D = C = Y^T).
   void describe_matmul(Prepared& out, const LtPlan& plan) {
     const cudaDataType_t type = cuda_type(p.dtype);
     cublasLtMatmulDesc_t desc = nullptr;
     MESHGATE_CHECK(cublasLtMatmulDescCreate(
         &desc, p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     out.desc.reset(desc);
-    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, w_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N);
-    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, x_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, ops.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+    set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, ops.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
     set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, static_cast<cublasLtEpilogue_t>(plan.epilogue));
     if (epilogue_bias(plan)) {
       const void* bias_pointer = bias_ptr();
       set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer);
       set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<std::int32_t>(type));
       // One bias for every GEMM of a batch.
-      if (p.batch > 1) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, std::int64_t{0});
+      if (ops.batch > 1) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, std::int64_t{0});
     }
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    // A = W: stored [N,K] ('t') is column-major K x N; stored [K,N] ('n') is N x K.
-    if (w_transposed(p))
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.k), u(p.n), w_ld(p)));
-    else
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&a, type, u(p.n), u(p.k), w_ld(p)));
-    out.a.reset(a);
-    set_batch(a, p.batch, w_batch_stride(p));
-    // B = X: stored [M,K] ('n') is column-major K x M; stored [K,M] ('t') is M x K.
-    if (x_transposed(p))
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.m), u(p.k), x_ld(p)));
-    else
-      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&b, type, u(p.k), u(p.m), x_ld(p)));
-    out.b.reset(b);
-    set_batch(b, p.batch, x_batch_stride(p));
-    MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&d, type, u(p.n), u(p.m), y_ld(p)));
-    out.d.reset(d);
-    set_batch(d, p.batch, y_batch_stride(p));
+    const auto layout = [&](const LtMatrix& mat, MatrixLayout& owner) {
+      cublasLtMatrixLayout_t l = nullptr;
+      MESHGATE_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<std::uint64_t>(mat.rows),
+                                                static_cast<std::uint64_t>(mat.cols), mat.ld));
+      owner.reset(l);
+      set_batch(l, ops.batch, mat.batch_stride);
+    };
+    layout(ops.a, out.a);
+    layout(ops.b, out.b);
+    layout(ops.d, out.d);
   }
 
   static bool epilogue_bias(const LtPlan& plan) {
@@ -342,12 +335,7 @@ struct CudaGemm::State {
   // heuristic's own choice stays (split_k_forced false says so).
   void force_split_k(Prepared& out, const cublasLtMatmulHeuristicResult_t& heuristic,
                      std::size_t& workspace_needed) {
-    if (p.split_k_partials != DType::f32 && p.split_k_partials != p.dtype)
-      throw Error(ErrorKind::value,
-                  "split_k_partials " + std::string(to_string(p.split_k_partials)) +
-                      " has no cuBLASLt reduction scheme: use float32 (compute type) or the "
-                      "output dtype " +
-                      std::string(to_string(p.dtype)));
+    check_lt_split_k(p);
     cublasLtMatmulAlgo_t algo = heuristic.algo;
     const auto splits = static_cast<std::uint32_t>(p.split_k);
     const std::uint32_t scheme = p.split_k_partials == DType::f32
@@ -396,22 +384,24 @@ struct CudaGemm::State {
     return prepared.emplace(impl, std::move(out)).first->second;
   }
 
-  // Y^T = op(W)^T-view * op(X)^T-view through cublasGemmEx (strided batched for a batch).
+  // D = op(A) op(B) through cublasGemmEx (strided batched for a batch), on the same operands.
   cublasStatus_t enqueue_cublas(float alpha) {
+    check_fits_cublas(ops);
     const cudaDataType_t type = cuda_type(p.dtype);
     const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    const cublasOperation_t ta = w_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t tb = x_transposed(p) ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t ta = ops.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = ops.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const float beta = 0.0f;
     const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
-    if (p.batch == 1)
-      return cublasGemmEx(blas.get(), ta, tb, i32(p.n), i32(p.m), i32(p.k), &alpha, w_ptr(), type,
-                          i32(w_ld(p)), x_ptr(), type, i32(x_ld(p)), &beta, y.get(), type,
-                          i32(y_ld(p)), compute, CUBLAS_GEMM_DEFAULT);
+    if (ops.batch == 1)
+      return cublasGemmEx(blas.get(), ta, tb, i32(ops.m), i32(ops.n), i32(ops.k), &alpha, w_ptr(),
+                          type, i32(ops.a.ld), x_ptr(), type, i32(ops.b.ld), &beta, y.get(), type,
+                          i32(ops.d.ld), compute, CUBLAS_GEMM_DEFAULT);
     return cublasGemmStridedBatchedEx(
-        blas.get(), ta, tb, i32(p.n), i32(p.m), i32(p.k), &alpha, w_ptr(), type, i32(w_ld(p)),
-        w_batch_stride(p), x_ptr(), type, i32(x_ld(p)), x_batch_stride(p), &beta, y.get(), type,
-        i32(y_ld(p)), y_batch_stride(p), i32(p.batch), compute, CUBLAS_GEMM_DEFAULT);
+        blas.get(), ta, tb, i32(ops.m), i32(ops.n), i32(ops.k), &alpha, w_ptr(), type,
+        i32(ops.a.ld), ops.a.batch_stride, x_ptr(), type, i32(ops.b.ld), ops.b.batch_stride, &beta,
+        y.get(), type, i32(ops.d.ld), ops.d.batch_stride, i32(ops.batch), compute,
+        CUBLAS_GEMM_DEFAULT);
   }
 
   // Enqueues the whole implementation on the stream; returns the GEMM library's status.
@@ -485,6 +475,7 @@ CudaGemm::CudaGemm(const GemmProblem& p, const GemmInputs& in, int device)
     throw Error(ErrorKind::runtime, "CUDA device " + std::to_string(device) + " requested but " +
                                         std::to_string(devices) + " are present");
   s_->p = p;
+  s_->ops = lt_operands(p);
   s_->device = device;
   MESHGATE_CHECK(cudaSetDevice(device));
   cublasLtHandle_t lt = nullptr;

@@ -148,7 +148,9 @@ TEST_F(LtGemm, ForcedSplitKIsRecorded) {
                       .split_k_partials = DType::bf16};
   CudaRunInfo info;
   EXPECT_TRUE(check(Impl::lt_epilogue, p, &info).ok) << describe(info);
-  if (info.split_k_forced) EXPECT_EQ(info.algo.splitk_num, 4) << describe(info);
+  if (info.split_k_forced) {
+    EXPECT_EQ(info.algo.splitk_num, 4) << describe(info);
+  }
 }
 
 // The last-resort GEMM kernel (used when cuBLASLt has no algorithm at all) plus the bias kernel.
