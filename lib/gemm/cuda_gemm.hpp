@@ -28,7 +28,7 @@ struct LtAlgoInfo {
 
 struct CudaRunInfo {
   Impl requested = Impl::lt_epilogue;
-  bool split_k_forced = false;    // the problem's split_k was applied to the chosen algorithm
+  bool split_k_forced = false;    // the problem's split_k (>= 1) is the chosen algorithm's
   LtPlan plan;                    // plan.executed != requested after a fallback, with the reason
   bool ran_gemm = false;          // false for K = 0 or empty outputs (no cuBLASLt call needed)
   bool simple_kernel = false;     // cuBLASLt had no algorithm at all: a plain CUDA kernel ran

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "gemm/cuda/kernels.hpp"
@@ -269,9 +270,10 @@ struct CudaGemm::State {
         static_cast<int>(p.split_k_partials)};
   }
 
-  // The heuristic's first answer for `out`'s descriptors, with the problem's split-K applied
-  // when it asks for one; false with `reason` when cuBLASLt has no algorithm. `use_cache` off
-  // always queries (the overhead measurement).
+  // The heuristic's first answer for `out`'s descriptors; with a forced split-K, the first of
+  // its answers that accepts the problem's split-K (the heuristic's own first choice, marked
+  // not forced, when none does). False with `reason` when cuBLASLt has no algorithm. `use_cache`
+  // off always queries (the overhead measurement).
   bool choose_algorithm(Prepared& out, const LtPlan& plan, bool use_cache, std::string& reason) {
     const HeuristicKey key = key_of(plan);
     if (use_cache) {
@@ -298,20 +300,30 @@ struct CudaGemm::State {
       set_pref(pref_raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
     }
-    cublasLtMatmulHeuristicResult_t result{};
+    // The heuristic's favourite kernels on Hopper often take no split-K parameter, so a forced
+    // split-K looks further down its list.
+    constexpr int kCandidatesForSplitK = 16;
+    std::vector<cublasLtMatmulHeuristicResult_t> results(p.split_k > 1 ? kCandidatesForSplitK : 1);
     int returned = 0;
-    const cublasStatus_t status =
-        cublasLtMatmulAlgoGetHeuristic(lt.get(), out.desc.get(), out.a.get(), out.b.get(),
-                                       out.d.get(), out.d.get(), pref_raw, 1, &result, &returned);
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        lt.get(), out.desc.get(), out.a.get(), out.b.get(), out.d.get(), out.d.get(), pref_raw,
+        static_cast<int>(results.size()), results.data(), &returned);
     if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
       reason = std::string("cublasLtMatmulAlgoGetHeuristic gave ") +
                (status != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusName(status) : "no algorithm") +
                " for the " + std::string(to_string(plan.epilogue)) + " epilogue";
       return false;
     }
-    out.algo = result.algo;
-    std::size_t workspace_needed = result.workspaceSize;
-    if (p.split_k > 1) force_split_k(out, result, workspace_needed);
+    out.algo = results.front().algo;
+    std::size_t workspace_needed = results.front().workspaceSize;
+    float waves = results.front().wavesCount;
+    out.info.split_k_forced = false;
+    if (p.split_k > 1) {
+      check_lt_split_k(p);
+      for (int i = 0; i < returned && !out.info.split_k_forced; ++i)
+        if (force_split_k(out, results[static_cast<std::size_t>(i)].algo, workspace_needed))
+          waves = results[static_cast<std::size_t>(i)].wavesCount;
+    }
     LtAlgoInfo& info = out.info.algo;
     info.algo_id = algo_attribute<std::int32_t>(out.algo, CUBLASLT_ALGO_CONFIG_ID);
     info.tile_id =
@@ -322,7 +334,9 @@ struct CudaGemm::State {
     info.stages_id =
         static_cast<int>(algo_attribute<std::uint32_t>(out.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID));
     info.workspace_bytes = workspace_needed;
-    info.waves = result.wavesCount;
+    info.waves = waves;
+    // split_k 1 is applied through the reduction-scheme mask, which leaves only unsplit kernels.
+    if (p.split_k == 1) out.info.split_k_forced = info.splitk_num == 1;
     if (use_cache) {
       std::lock_guard lock(g_cache_mutex);
       g_heuristic_cache.emplace(key, HeuristicEntry{out.algo, info});
@@ -330,30 +344,34 @@ struct CudaGemm::State {
     return true;
   }
 
-  // Sets SPLITK_NUM and the reduction scheme the problem asks for on the heuristic's algorithm
-  // and keeps it when cublasLtMatmulAlgoCheck accepts it within the workspace; otherwise the
-  // heuristic's own choice stays (split_k_forced false says so).
-  void force_split_k(Prepared& out, const cublasLtMatmulHeuristicResult_t& heuristic,
-                     std::size_t& workspace_needed) {
-    check_lt_split_k(p);
-    cublasLtMatmulAlgo_t algo = heuristic.algo;
-    const auto splits = static_cast<std::uint32_t>(p.split_k);
+  // Sets SPLITK_NUM and the reduction scheme the problem asks for on `candidate` and, when the
+  // algorithm supports split-K and cublasLtMatmulAlgoCheck accepts it within the workspace,
+  // makes it `out`'s algorithm (split_k_forced says so).
+  bool force_split_k(Prepared& out, cublasLtMatmulAlgo_t candidate, std::size_t& workspace_needed) {
+    std::int32_t supported = 0;
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&candidate, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
+                                          sizeof supported, &written) != CUBLAS_STATUS_SUCCESS ||
+        supported == 0)
+      return false;
+    const auto splits = static_cast<std::int32_t>(p.split_k);
     const std::uint32_t scheme = p.split_k_partials == DType::f32
                                      ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
                                      : CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
-    if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+    if (cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                              sizeof splits) != CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                             sizeof scheme) != CUBLAS_STATUS_SUCCESS)
-      return;
+        cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                             &scheme, sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+      return false;
     cublasLtMatmulHeuristicResult_t checked{};
     if (cublasLtMatmulAlgoCheck(lt.get(), out.desc.get(), out.a.get(), out.b.get(), out.d.get(),
-                                out.d.get(), &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+                                out.d.get(), &candidate, &checked) != CUBLAS_STATUS_SUCCESS ||
         checked.workspaceSize > static_cast<std::size_t>(p.workspace))
-      return;
-    out.algo = algo;
+      return false;
+    out.algo = candidate;
     workspace_needed = checked.workspaceSize;
     out.info.split_k_forced = true;
+    return true;
   }
 
   Prepared& prepare(Impl impl, bool force_fallback = false, std::string reason = "") {
