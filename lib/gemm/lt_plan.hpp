@@ -7,6 +7,13 @@
 
 #include "gemm/gemm.hpp"
 
+// The index arithmetic below also runs in the CUDA kernels (gemm/cuda/kernels.cu).
+#if defined(__CUDACC__)
+#define MESHGATE_HOST_DEVICE __host__ __device__
+#else
+#define MESHGATE_HOST_DEVICE
+#endif
+
 namespace meshgate::gemm {
 
 enum class LtEpilogue : std::uint32_t {
@@ -68,6 +75,15 @@ struct LtOperands {
 
   friend bool operator==(const LtOperands&, const LtOperands&) = default;
 };
+// Flat index of element (r, c) of op(mat) in GEMM `b` of the batch: what cuBLAS reads for
+// this description (element (c, r) of the stored matrix when it is read transposed).
+MESHGATE_HOST_DEVICE constexpr std::int64_t op_element(const LtMatrix& mat, bool transposed,
+                                                      std::int64_t r, std::int64_t c,
+                                                      std::int64_t b) {
+  const std::int64_t base = mat.offset + b * mat.batch_stride;
+  return transposed ? base + c + r * mat.ld : base + r + c * mat.ld;
+}
+
 // Error(value) when the batch does not fit cuBLASLt's 32-bit batch count.
 LtOperands lt_operands(const GemmProblem& p);
 // cublasGemmEx takes 32-bit sizes and leading dimensions (and a 32-bit batch count):

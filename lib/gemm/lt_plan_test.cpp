@@ -70,24 +70,22 @@ TEST(LtPlan, FallbackPlanAndCpuImpls) {
   EXPECT_THROW(plan_lt(Impl::cpu_epilogue, Epilogue::bias, 0), Error);
 }
 
-// Where cuBLAS's column-major reading of `mat` finds element (r, c) of GEMM `b`, after checking
-// what cuBLAS itself requires of the description: the index inside the matrix and ld >= rows.
-std::int64_t column_major_index(const LtMatrix& mat, std::int64_t r, std::int64_t c,
-                                std::int64_t b) {
+// op_element after checking what cuBLAS itself requires of the description: ld >= rows and
+// element (r, c) of op(mat) inside the op(mat) that the sizes describe.
+std::int64_t checked_op_element(const LtMatrix& mat, bool transposed, std::int64_t r,
+                                std::int64_t c, std::int64_t b) {
   EXPECT_GE(mat.ld, std::max<std::int64_t>(mat.rows, 1));
-  EXPECT_TRUE(r >= 0 && r < mat.rows && c >= 0 && c < mat.cols) << r << "," << c;
-  return mat.offset + b * mat.batch_stride + r + c * mat.ld;
-}
-// Element (i, l) of op(M) for an operand read transposed or not.
-std::int64_t op_index(const LtMatrix& mat, bool transposed, std::int64_t i, std::int64_t l,
-                      std::int64_t b) {
-  return transposed ? column_major_index(mat, l, i, b) : column_major_index(mat, i, l, b);
+  const std::int64_t op_rows = transposed ? mat.cols : mat.rows;
+  const std::int64_t op_cols = transposed ? mat.rows : mat.cols;
+  EXPECT_TRUE(r >= 0 && r < op_rows && c >= 0 && c < op_cols) << r << "," << c;
+  return op_element(mat, transposed, r, c, b);
 }
 
 // The descriptors that cuBLASLt and cublasGemmEx receive address exactly the elements the
 // row-major problem means: D(j, i) is Y[i, j], op(A)(j, l) is op(W)(l, j), op(B)(l, i) is
 // op(X)(i, l), for every layout, padded leading dimension, offset and batch. A swapped
-// transpose, size or leading dimension fails here, without a GPU.
+// transpose, size or leading dimension fails here, without a GPU; so does a mistake in
+// op_element, the index arithmetic of the CUDA fallback kernel.
 TEST(LtOperands, AddressTheSameElementsAsTheRowMajorProblem) {
   int checked = 0;
   for (GemmLayout layout : {GemmLayout::nt, GemmLayout::nn, GemmLayout::tn, GemmLayout::tt})
@@ -118,10 +116,10 @@ TEST(LtOperands, AddressTheSameElementsAsTheRowMajorProblem) {
         for (std::int64_t b = 0; b < batch; ++b)
           for (std::int64_t i = 0; i < p.m; ++i)
             for (std::int64_t j = 0; j < p.n; ++j) {
-              ASSERT_EQ(column_major_index(o.d, j, i, b), y_index(p, b * p.m + i, j));
+              ASSERT_EQ(checked_op_element(o.d, false, j, i, b), y_index(p, b * p.m + i, j));
               for (std::int64_t l = 0; l < p.k; ++l) {
-                ASSERT_EQ(op_index(o.a, o.trans_a, j, l, b), w_index(p, l, j, b));
-                ASSERT_EQ(op_index(o.b, o.trans_b, l, i, b), x_index(p, i, l, b));
+                ASSERT_EQ(checked_op_element(o.a, o.trans_a, j, l, b), w_index(p, l, j, b));
+                ASSERT_EQ(checked_op_element(o.b, o.trans_b, l, i, b), x_index(p, i, l, b));
                 ++checked;
               }
             }

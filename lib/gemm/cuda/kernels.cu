@@ -5,6 +5,7 @@
 
 #include "gemm/cuda/kernels.hpp"
 #include "gemm/cuda/status.hpp"
+#include "gemm/lt_plan.hpp"
 
 namespace meshgate::gemm::cuda {
 namespace {
@@ -63,28 +64,19 @@ __global__ void broadcast_kernel(T* y, const T* bias, std::int64_t rows, std::in
     y[(i / n) * ldy + i % n] = bias[i % n];
 }
 
-// The problem's index arithmetic (gemm.hpp's x_index, w_index, y_index) in a form kernels take.
-struct Strides {
-  std::int64_t m, n, k;
-  std::int64_t x_offset, x_ld, x_batch, w_offset, w_ld, w_batch, y_ld;
-  bool x_t, w_t;
-};
-
+// D = alpha * op(A) op(B) on the column-major operands that cuBLASLt would be given, one
+// thread per element of D: consecutive threads walk down a column of D, a row of Y in memory.
 template <class T>
-__global__ void simple_gemm_kernel(const T* x, const T* w, T* y, Strides s, std::int64_t batches,
-                                   float alpha) {
-  const std::int64_t count = batches * s.m * s.n;
+__global__ void simple_gemm_kernel(const T* w, const T* x, T* y, LtOperands o, float alpha) {
+  const std::int64_t count = o.batch * o.m * o.n;
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        idx < count; idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = idx / s.n, j = idx % s.n;
-    const std::int64_t b = row / s.m, i = row % s.m;
-    const T* xb = x + s.x_offset + b * s.x_batch;
-    const T* wb = w + s.w_offset + b * s.w_batch;
+    const std::int64_t r = idx % o.m, c = idx / o.m % o.n, b = idx / (o.m * o.n);
     float acc = 0.0f;
-    for (std::int64_t kk = 0; kk < s.k; ++kk)
-      acc += to_float(xb[s.x_t ? kk * s.x_ld + i : i * s.x_ld + kk]) *
-             to_float(wb[s.w_t ? j * s.w_ld + kk : kk * s.w_ld + j]);
-    y[row * s.y_ld + j] = from_float<T>(alpha * acc);
+    for (std::int64_t l = 0; l < o.k; ++l)
+      acc += to_float(w[op_element(o.a, o.trans_a, r, l, b)]) *
+             to_float(x[op_element(o.b, o.trans_b, l, c, b)]);
+    y[op_element(o.d, false, r, c, b)] = from_float<T>(alpha * acc);
   }
 }
 
@@ -121,24 +113,12 @@ void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t rows, 
 
 void launch_simple_gemm(const GemmProblem& p, const void* x, const void* w, void* y,
                         cudaStream_t stream) {
-  if (total_rows(p) * p.n == 0) return;
-  const Strides s{p.m,
-                  p.n,
-                  p.k,
-                  p.x_offset,
-                  x_ld(p),
-                  x_batch_stride(p),
-                  p.w_offset,
-                  w_ld(p),
-                  w_batch_stride(p),
-                  y_ld(p),
-                  x_transposed(p),
-                  w_transposed(p)};
+  const LtOperands o = lt_operands(p);
+  if (o.batch * o.m * o.n == 0) return;
   by_dtype(p.dtype, [&](auto zero) {
     using T = decltype(zero);
-    simple_gemm_kernel<T><<<blocks_for(total_rows(p) * p.n), 256, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), s, p.batch,
-        p.alpha);
+    simple_gemm_kernel<T><<<blocks_for(o.batch * o.m * o.n), 256, 0, stream>>>(
+        static_cast<const T*>(w), static_cast<const T*>(x), static_cast<T*>(y), o, p.alpha);
   });
   MESHGATE_CHECK(cudaGetLastError());
 }

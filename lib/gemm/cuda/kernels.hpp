@@ -15,7 +15,8 @@ void launch_bias_act(DType dtype, void* y, const void* bias, std::int64_t rows, 
 // Y = alpha * op(X) op(W) for every GEMM of the batch with fp32 accumulation, one thread per
 // output element: the last resort when cuBLASLt has no algorithm even without an epilogue.
 // x, w and y are the buffers' starts: the problem's offsets, leading dimensions and batch
-// strides apply. Correct, not fast.
+// strides apply, through the same column-major description (lt_operands) that cuBLASLt gets.
+// Correct, not fast.
 void launch_simple_gemm(const GemmProblem& p, const void* x, const void* w, void* y,
                         cudaStream_t stream);
 // y[r, j] = bias[j]: the bias broadcast into Y so that the GEMM can add it through C, beta = 1.
