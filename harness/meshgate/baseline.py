@@ -29,8 +29,10 @@ import shutil
 import sys
 from typing import Any, Optional
 
+from . import jsonfile, stats
 from . import signals as _signals
 from . import results as _results
+from .markup import visible
 
 RESULTS_SCHEMA = "meshgate.results/1"
 CALIBRATION_SCHEMA = "meshgate.calibration/1"
@@ -46,33 +48,89 @@ class InputError(Exception):
 
 
 def load_results(path: pathlib.Path) -> dict[str, Any]:
-    """Reads a results file and checks the parts of the results CONTRACT the gate relies on."""
+    """Reads a results file and checks the parts of the results CONTRACT the driver relies on
+    (check_results)."""
     path = pathlib.Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read results: {e.strerror or e}") from e
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}: not valid JSON: {e}") from e
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: expected a JSON object with 'schema', 'run' and 'cases'")
+    data = jsonfile.read(path, error=InputError)
+    check_results(data, path)
+    return data
+
+
+# The types of the keys the gate, the history and the reports read, wherever a document has
+# them (the results CONTRACT's types; float stands for any number).
+_RUN_TYPES = {"id": str, "started": str, "commit": str, "backend": str, "machine": dict,
+              "versions": dict}
+_MACHINE_TYPES = {"gpus": list}
+_ROW_TYPES = {"suite": str, "name": str, "kind": str, "tags": list, "message": str,
+              "params": dict, "plan": list, "metrics": dict, "samples": dict, "seconds": float,
+              "file": str, "line": int}
+
+
+def check_results(data: dict[str, Any], source: Any) -> None:
+    """Raises InputError, naming `source` and the case or key, where a results document breaks
+    the CONTRACT in a way the driver would otherwise trip over: another schema, 'cases' not a
+    list of rows with distinct string ids, a key of the wrong type (a string for 'metrics', a
+    number for 'message', ...), a status that is not pass, fail, error or skip, or a sample
+    that is not a finite number (samples are measured times: a string, null, NaN or infinity
+    there is damage, not a measurement)."""
     schema = data.get("schema")
     if schema != RESULTS_SCHEMA:
         raise InputError(
-            f"{path}: schema is {schema!r}, expected {RESULTS_SCHEMA!r}: "
+            f"{source}: schema is {schema!r}, expected {RESULTS_SCHEMA!r}: "
             "pass a results.json written by meshgate-runner or meshgate run"
         )
+    run = data.get("run", {})
+    if not isinstance(run, dict):
+        raise InputError(f"{source}: 'run' must be an object")
+    _check_types(run, _RUN_TYPES, source, "run.")
+    _check_types(run.get("machine", {}), _MACHINE_TYPES, source, "run.machine.")
     cases = data.get("cases")
     if not isinstance(cases, list):
-        raise InputError(f"{path}: 'cases' must be a list of result rows")
+        raise InputError(f"{source}: 'cases' must be a list of result rows")
+    index_of: dict[str, int] = {}
     for i, row in enumerate(cases):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            raise InputError(f"{path}: cases[{i}] has no string 'id'")
-    if not isinstance(data.get("run", {}), dict):
-        raise InputError(f"{path}: 'run' must be an object")
-    return data
+            raise InputError(f"{source}: cases[{i}] has no string 'id'")
+        where = f"cases[{i}] ({visible(row['id'])})"
+        if row["id"] in index_of:
+            raise InputError(f"{source}: {where}: the same id as cases[{index_of[row['id']]}]")
+        index_of[row["id"]] = i
+        _check_types(row, _ROW_TYPES, source, f"{where}: ")
+        if "status" in row and row["status"] not in _results.STATUSES:
+            raise InputError(f"{source}: {where}: status {_shown(row['status'])} is not one of "
+                             f"{', '.join(_results.STATUSES)}")
+        for metric, runs in row.get("samples", {}).items():
+            _check_samples(runs, source, f"{where}: samples.{visible(metric)}")
+
+
+def _has_type(value: Any, kind: type) -> bool:
+    if isinstance(value, bool):  # JSON's true and false are no numbers
+        return False
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+def _check_types(obj: dict[str, Any], types: dict[str, type], source: Any, prefix: str) -> None:
+    for key, kind in types.items():
+        if key in obj and not _has_type(obj[key], kind):
+            raise InputError(f"{source}: {prefix}{key} is {jsonfile.json_name(obj[key])}, "
+                             f"expected {jsonfile.type_name(kind)}")
+
+
+def _check_samples(runs: Any, source: Any, where: str) -> None:
+    """One list per run (or one flat list: a single run) of finite numbers."""
+    if not isinstance(runs, list):
+        raise InputError(f"{source}: {where} is {jsonfile.json_name(runs)}, expected a list of "
+                         "runs' samples")
+    for r, values in enumerate(runs):
+        for j, value in enumerate(values if isinstance(values, list) else [values]):
+            if stats.finite(value) is None:
+                at = f"[{r}][{j}]" if isinstance(values, list) else f"[{r}]"
+                raise InputError(f"{source}: {where}{at} is {_shown(value)}, not a finite number")
+
+
+def _shown(value: Any) -> str:
+    text = visible(json.dumps(value))
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _slug(text: str) -> str:
@@ -85,7 +143,7 @@ def _slug(text: str) -> str:
 
 def machine_class(machine: Optional[dict[str, Any]]) -> str:
     """Stable slug for a `run.machine` object: cpu model, cores, gpu count x model."""
-    machine = machine or {}
+    machine = machine if isinstance(machine, dict) else {}
     parts = []
     cpu = machine.get("cpu")
     if isinstance(cpu, dict):
@@ -95,7 +153,7 @@ def machine_class(machine: Optional[dict[str, Any]]) -> str:
     cores = machine.get("cores") or machine.get("cpus") or machine.get("logical_cpus")
     if isinstance(cores, int) and cores > 0:
         parts.append(f"{cores}c")
-    gpus = machine.get("gpus") or []
+    gpus = machine.get("gpus") if isinstance(machine.get("gpus"), list) else []
     if gpus:
         names = []
         for g in gpus:
@@ -107,7 +165,8 @@ def machine_class(machine: Optional[dict[str, Any]]) -> str:
 
 
 def results_machine_class(results: dict[str, Any]) -> str:
-    return machine_class(results.get("run", {}).get("machine"))
+    run = results.get("run")
+    return machine_class(run.get("machine") if isinstance(run, dict) else None)
 
 
 def case_suite(row: dict[str, Any]) -> str:
@@ -171,12 +230,8 @@ def update_baseline(
         existing = target_dir / f"{suite}.json"
         if not existing.exists() or force:
             continue
-        try:
-            old = json.loads(existing.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise InputError(
-                f"{existing}: existing baseline is unreadable ({e}): pass --force to replace it"
-            ) from e
+        old = jsonfile.read(existing, error=InputError,
+                            hint="the existing baseline is unusable: pass --force to replace it")
         if old.get("schema") != results.get("schema"):
             raise InputError(
                 f"{existing}: baseline schema {old.get('schema')!r} differs from the results' "
@@ -218,22 +273,31 @@ def load_baseline_dir(baseline_dir: pathlib.Path, suites: list[str]) -> tuple[di
     return merged, lacking
 
 
+_RECALIBRATE = "run `meshgate calibrate` again"
+
+
+def read_calibration(path: pathlib.Path) -> dict[str, Any]:
+    """The calibration document in `path`: InputError, with the remedy, when it is not one."""
+    data = jsonfile.read(path, error=InputError, hint=_RECALIBRATE)
+    if data.get("schema") != CALIBRATION_SCHEMA or not isinstance(data.get("cases"), dict):
+        raise InputError(f"{path}: not a {CALIBRATION_SCHEMA} file: {_RECALIBRATE}")
+    return data
+
+
 def load_calibration(path: pathlib.Path) -> dict[str, float]:
     """Noise floor per case id from a calibration.json (empty when the file does not exist)."""
     path = pathlib.Path(path)
     if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: unreadable calibration ({e}): run `meshgate calibrate` again") from e
-    if data.get("schema") != CALIBRATION_SCHEMA or not isinstance(data.get("cases"), dict):
-        raise InputError(f"{path}: not a {CALIBRATION_SCHEMA} file: run `meshgate calibrate` again")
     floors = {}
-    for case_id, entry in data["cases"].items():
+    for case_id, entry in read_calibration(path)["cases"].items():
         value = entry.get("noise_floor") if isinstance(entry, dict) else None
-        if isinstance(value, (int, float)):
-            floors[case_id] = float(value)
+        if value is None:
+            continue
+        if stats.finite(value) is None or value < 0:
+            raise InputError(f"{path}: cases.{visible(case_id)}.noise_floor is {_shown(value)}, not "
+                             f"a noise floor (a fraction >= 0): {_RECALIBRATE}")
+        floors[case_id] = float(value)
     return floors
 
 

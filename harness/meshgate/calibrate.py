@@ -222,8 +222,7 @@ def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], resu
     path = pathlib.Path(path)
     doc: dict[str, Any] = {"schema": _baseline.CALIBRATION_SCHEMA, "machine_class": machine_class, "cases": {}}
     if path.exists():
-        _baseline.load_calibration(path)  # refuses a corrupt file with a remedy
-        doc = json.loads(path.read_text())
+        doc = _baseline.read_calibration(path)
     run = results.get("run", {})
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     for case_id, entry in cases.items():

@@ -8,8 +8,14 @@ report code."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
+import traceback
+
+from .markup import visible
 
 # Command name -> the module (of this package) that registers it, in the order --help lists.
 COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
@@ -55,8 +61,25 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     argv = sys.argv[1:] if argv is None else argv
     only = argv[0] if argv and argv[0] in COMMANDS else None
-    args = build_parser(only).parse_args(argv)
-    return args.func(args)
+    try:
+        args = build_parser(only).parse_args(argv)
+        code = args.func(args)
+        sys.stdout.flush()  # a reader that went away shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # `meshgate list | head -1`: nobody reads any more. stdout goes to /dev/null, so that
+        # Python's flush at exit does not report the pipe again, and the exit code is a
+        # shell's for a process ended by SIGPIPE, which the CONTRACT's codes do not use.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except Exception as e:
+        # A bug, not a verdict: exit 1 would read as a regression to CI. The traceback stays
+        # visible for the bug report.
+        traceback.print_exc()
+        print(f"meshgate{' ' + only if only else ''}: internal error: {type(e).__name__}: "
+              f"{visible(str(e))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -139,20 +139,24 @@ class Comparison:
 
 
 def run_medians(row: Optional[dict[str, Any]]) -> list[float]:
-    """Per-run medians of a row's time samples; one value from metrics when only that exists."""
+    """Per-run medians of a row's time samples (finite numbers only); one value from metrics when
+    only that exists."""
     if not row:
         return []
     samples = (row.get("samples") or {}).get("time_s")
     if isinstance(samples, list) and samples:
         if all(isinstance(r, list) for r in samples):
-            runs = [[float(v) for v in r if isinstance(v, (int, float))] for r in samples]
-            return stats.per_run_medians(runs)
-        if all(isinstance(v, (int, float)) for v in samples):
-            return [stats.median([float(v) for v in samples])]
+            return stats.per_run_medians([_finite(r) for r in samples])
+        values = _finite(samples)
+        if len(values) == len(samples):
+            return [stats.median(values)]
     metric = (row.get("metrics") or {}).get("time_s")
-    if isinstance(metric, dict) and isinstance(metric.get("median"), (int, float)):
-        return [float(metric["median"])]
-    return []
+    median = stats.finite(metric.get("median")) if isinstance(metric, dict) else None
+    return [] if median is None else [median]
+
+
+def _finite(values: list) -> list[float]:
+    return [x for x in map(stats.finite, values) if x is not None]
 
 
 def _measure(v: CaseVerdict, base: list[float], new: list[float]) -> None:

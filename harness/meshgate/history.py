@@ -30,9 +30,11 @@ newer than SCHEMA_VERSION is refused rather than guessed at.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as _dt
 import fnmatch
+import functools
 import json
 import math
 import pathlib
@@ -42,11 +44,11 @@ import sys
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from . import baseline as _baseline
-from . import changepoint
+from . import changepoint, jsonfile, stats
 from . import compare as _compare
 from . import signals as _signals
 from . import svg
-from .markup import html_text, md_cell
+from .markup import html_text, md_cell, visible
 
 DEFAULT_DB = _baseline.REPO_ROOT / "reports" / "history.sqlite"
 SCHEMA_VERSION = 1
@@ -103,19 +105,51 @@ def _create_v1(conn: sqlite3.Connection) -> None:
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_create_v1]
 
 
+def _columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The columns of each table of the database."""
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {t: {r[0] for r in conn.execute("SELECT name FROM pragma_table_info(?)", (t,))}
+            for t in tables}
+
+
+@functools.lru_cache(maxsize=None)
+def _columns_at(version: int) -> dict[str, set[str]]:
+    """The columns of each table MIGRATIONS give a database at `version`."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as conn:
+        for step in MIGRATIONS[:version]:
+            step(conn)
+        return _columns(conn)
+
+
 def _schema_version(conn: sqlite3.Connection, path: pathlib.Path) -> int:
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "schema_version" not in tables:
-        if tables:
+    """The history schema version of the database; HistoryError when it is none (another
+    program's database, tables of another layout) or newer than this code reads."""
+    columns = _columns(conn)
+    if "schema_version" not in columns:
+        if columns:
             raise HistoryError(f"{path}: not a meshgate history database (no schema_version table)")
         return 0
-    row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+    if version is None:
+        return 0
+    if type(version) is not int:
+        raise HistoryError(f"{path}: schema_version holds {version!r}, not a version number: not a "
+                           "meshgate history database")
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            f"{path}: history schema version {version} is newer than this meshgate "
+            f"understands ({SCHEMA_VERSION}); use the meshgate that wrote it, or another --db")
+    lacking = sorted(t for t, cs in _columns_at(version).items() if not cs <= columns.get(t, set()))
+    if lacking:
+        raise HistoryError(f"{path}: not a meshgate history database: table(s) {', '.join(lacking)} "
+                           f"lack columns of history schema version {version}")
+    return version
 
 
 def open_db(path: pathlib.Path, create: bool = True) -> sqlite3.Connection:
     """Opens (or creates) a history database in WAL mode at the current schema version,
-    migrating an older one. A newer one is refused: it holds data this code cannot read."""
+    migrating an older one. A newer one is refused (it holds data this code cannot read), and so
+    is a file that is no history database (_schema_version)."""
     path = pathlib.Path(path)
     if not path.exists():
         if not create:
@@ -123,15 +157,14 @@ def open_db(path: pathlib.Path, create: bool = True) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(str(path), isolation_level=None, timeout=60.0)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            # A file that is no history database is refused before anything in it changes,
+            # its journal mode included; inside the transaction the version is read again.
+            _schema_version(conn, path)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("BEGIN IMMEDIATE")
             version = _schema_version(conn, path)
-            if version > SCHEMA_VERSION:
-                raise HistoryError(
-                    f"{path}: history schema version {version} is newer than this meshgate "
-                    f"understands ({SCHEMA_VERSION}); use the meshgate that wrote it, or another --db")
             if version < SCHEMA_VERSION:
                 for step in MIGRATIONS[version:SCHEMA_VERSION]:
                     step(conn)
@@ -227,9 +260,11 @@ def add(db_path: pathlib.Path, paths: Sequence[pathlib.Path]) -> tuple[int, int,
                      json.dumps(_signals.extract(row, r.run), sort_keys=True)))
                 points += 1
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as e:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if isinstance(e, sqlite3.DatabaseError):  # tables of another layout, a damaged file
+            raise HistoryError(f"{db_path}: not a usable history database: {e}") from None
         raise
     finally:
         conn.close()
@@ -292,11 +327,16 @@ def _matches(case_id: str, patterns: Sequence[str]) -> bool:
 
 def load_series(conn: sqlite3.Connection, patterns: Sequence[str] = ()) -> list[Series]:
     """Every (case, machine class) series of the database, its points grouped by commit in the
-    order of the runs' start times."""
-    rows = conn.execute(
-        "SELECT p.machine_class, p.case_id, p.commit_sha, r.started, p.started_utc, p.status,"
-        " p.message, p.medians, p.signals FROM points p JOIN runs r USING (run_id, commit_sha)"
-        " ORDER BY p.machine_class, p.case_id, p.started_utc, p.run_id")
+    order of the runs' start times. HistoryError, naming the database, when its tables or the
+    JSON of a point are not what `add` writes."""
+    db = conn.execute("PRAGMA database_list").fetchone()[2]
+    try:
+        rows = conn.execute(
+            "SELECT p.machine_class, p.case_id, p.commit_sha, r.started, p.started_utc, p.status,"
+            " p.message, p.medians, p.signals FROM points p JOIN runs r USING (run_id, commit_sha)"
+            " ORDER BY p.machine_class, p.case_id, p.started_utc, p.run_id").fetchall()
+    except sqlite3.DatabaseError as e:
+        raise HistoryError(f"{db}: not a usable history database: {e}") from None
     out: list[Series] = []
     current: Optional[Series] = None
     by_commit: dict[str, CommitPoint] = {}
@@ -313,10 +353,12 @@ def load_series(conn: sqlite3.Connection, patterns: Sequence[str] = ()) -> list[
             current.commits.append(cp)
         cp.runs += 1
         cp.statuses.append(status)
+        point = f"{db}: the point of {visible(case)} at {visible(commit)}"
         if status == "pass":
-            cp.medians.extend(float(v) for v in json.loads(medians) if isinstance(v, (int, float)) and v > 0)
+            values = jsonfile.parse(str(medians), f"{point}: medians", list, error=HistoryError)
+            cp.medians.extend(v for v in map(stats.finite, values) if v is not None and v > 0)
         if status in ("pass", "fail"):
-            cp.signals = json.loads(sig)
+            cp.signals = jsonfile.parse(str(sig), f"{point}: signals", error=HistoryError)
         if status in ("fail", "error") and message:
             cp.message = message
     return sorted(out, key=lambda s: (s.case, s.machine))
@@ -612,14 +654,11 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _open_series(args: argparse.Namespace, command: str, patterns: Sequence[str] = ()) -> Optional[list[Series]]:
     try:
-        conn = open_db(pathlib.Path(args.db), create=False)
+        with contextlib.closing(open_db(pathlib.Path(args.db), create=False)) as conn:
+            return load_series(conn, patterns)
     except HistoryError as e:
         print(f"meshgate history {command}: {e}", file=sys.stderr)
         return None
-    try:
-        return load_series(conn, patterns)
-    finally:
-        conn.close()
 
 
 def _cmd_changes(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ harness/README.md prescribes (error row for the case that was running, then --re
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import queue
@@ -17,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import results
+from . import jsonfile, results
 from .progress import ProgressView, Tally, parse_event
 
 # The runner enforces --case-timeout itself; the driver only steps in when the runner goes
@@ -131,7 +130,7 @@ def normalize_listing(data) -> list[dict]:
         raise ValueError("meshgate-runner list --json did not print a list of cases")
     out = []
     for entry in entries:
-        if not isinstance(entry, dict) or "id" not in entry:
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise ValueError(f"meshgate-runner list --json: entry without an id: {entry!r}")
         perf = entry.get("perf")
         out.append(dict(entry, suite=entry.get("suite", entry["id"].partition("/")[0]),
@@ -154,8 +153,8 @@ def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
                      f"{', '.join(selection.paths) or 'the cases'}, before reporting anything\n")
         raise RunnerInputError(said, 2 if proc.returncode < 0 else proc.returncode)
     try:
-        return normalize_listing(json.loads(proc.stdout))
-    except (json.JSONDecodeError, ValueError) as e:
+        return normalize_listing(jsonfile.parse(proc.stdout, "meshgate-runner list --json", expect=None))
+    except ValueError as e:  # jsonfile.JsonFileError is one too
         raise RunnerInputError(f"meshgate: cannot read the case list: {e}\n", 2) from None
 
 

@@ -40,6 +40,7 @@ from typing import Any, Callable, Optional, Union
 
 from . import baseline as _baseline
 from . import history as _history
+from . import jsonfile
 from . import results as _results
 from . import revisions as _revisions
 
@@ -130,12 +131,8 @@ def read_state(path: pathlib.Path) -> Optional[dict[str, Any]]:
     path = pathlib.Path(path)
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise NightlyError(f"{path}: unreadable nightly state ({e}): fix or delete it, or pass "
-                           f"--last-good REV") from e
-    if not isinstance(data, dict) or data.get("schema") != STATE_SCHEMA or not isinstance(data.get("commit"), str):
+    data = jsonfile.read(path, error=NightlyError, hint="fix or delete it, or pass --last-good REV")
+    if data.get("schema") != STATE_SCHEMA or not isinstance(data.get("commit"), str):
         raise NightlyError(f"{path}: not a {STATE_SCHEMA} file with a 'commit': fix or delete it, "
                            f"or pass --last-good REV")
     return data
@@ -192,13 +189,10 @@ def run_ab_command(base: str, candidate: str, out_dir: pathlib.Path, options: Op
     code = _cli(ab_argv(base, candidate, out_dir, options))
     summary = {0: "no confirmed regression", 1: "confirmed regression or correctness failure"}.get(
         code, "the A/B could not run")
-    comparison = out_dir / "comparison.json"
-    try:
-        data = json.loads(comparison.read_text())
-        counts = ", ".join(f"{n} {v}" for v, n in (data.get("counts") or {}).items() if n)
+    data = _results.load_json(out_dir / "comparison.json")
+    if data is not None and isinstance(data.get("counts"), dict):
+        counts = ", ".join(f"{n} {v}" for v, n in data["counts"].items() if n)
         summary = f"{summary} ({counts or 'no cases'})"
-    except (OSError, json.JSONDecodeError):
-        pass
     report = out_dir / "report.md"
     return TimingVerdict(code, summary, report if report.exists() else None)
 
@@ -214,10 +208,7 @@ def run_bisect_command(good: str, bad: str, case_id: str, out_dir: pathlib.Path,
     exit code and its --json document."""
     out_dir.mkdir(parents=True, exist_ok=True)
     code = _cli(bisect_argv(good, bad, case_id, out_dir, options))
-    try:
-        return code, json.loads((out_dir / "bisect.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return code, None
+    return code, _results.load_json(out_dir / "bisect.json")
 
 
 def _change_key(change: dict[str, Any]) -> str:
@@ -232,11 +223,8 @@ def read_handled(db: pathlib.Path) -> set[str]:
     path = handled_path(db)
     if not path.exists():
         return set()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise NightlyError(f"{path}: unreadable list of handled change points ({e}): fix or delete it") from e
-    if not isinstance(data, dict) or data.get("schema") != HANDLED_SCHEMA or not isinstance(data.get("changes"), list):
+    data = jsonfile.read(path, error=NightlyError, hint="fix or delete it")
+    if data.get("schema") != HANDLED_SCHEMA or not isinstance(data.get("changes"), list):
         raise NightlyError(f"{path}: not a {HANDLED_SCHEMA} file: fix or delete it")
     return {str(k) for k in data["changes"]}
 
@@ -435,11 +423,8 @@ def nightly(options: Options, run_cases: RunCases = run_cases_command, ab: AbFn 
         outcome.signals_code = _baseline.run_check(results_path, pathlib.Path(options.signals), run_dir,
                                                    report_md=run_dir / "report.md")
     log(printed.getvalue().rstrip())
-    try:
-        data = json.loads((run_dir / "signals-check.json").read_text())
-        outcome.signals_headline = data.get("headline", "")
-    except (OSError, json.JSONDecodeError):
-        outcome.signals_headline = "the check could not run"
+    data = _results.load_json(run_dir / "signals-check.json")
+    outcome.signals_headline = data.get("headline", "") if data else "the check could not run"
 
     if outcome.last_good is None:
         outcome.timing_note = (f"first night: no last good commit recorded in {options.state}; "

@@ -3,7 +3,6 @@ status on a terminal, one plain line per finished case otherwise (CI logs)."""
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -11,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
+from . import jsonfile
 from .markup import visible
 from .results import STATUSES
 
@@ -23,12 +23,10 @@ def parse_event(line: str) -> dict | None:
     if not text.startswith("{"):
         return None
     try:
-        event = json.loads(text)
-    except json.JSONDecodeError:
+        event = jsonfile.parse(text, "a progress event", expect=dict)
+    except jsonfile.JsonFileError:
         return None
-    if isinstance(event, dict) and event.get("event") in EVENTS:
-        return event
-    return None
+    return event if event.get("event") in EVENTS else None
 
 
 def format_case_time(seconds: float | None) -> str:

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Iterable, Optional
 
 from . import compare as _compare
-from . import stats, svg
+from . import jsonfile, stats, svg
 from .markup import html_text, md_cell, md_code, visible
 from .results import where
 
@@ -86,7 +86,7 @@ def disagreement_summary(results: dict[str, Any]) -> list[tuple[str, int, int, l
             configs += bool(items)
             count += len(items)
             for i in items:
-                name = i.get("observable", "?") if isinstance(i, dict) else "?"
+                name = str(i.get("observable", "?")) if isinstance(i, dict) else "?"
                 name = name.split("[")[0].split(" of rank ")[0]
                 if name not in observables:
                     observables.append(name)
@@ -756,11 +756,18 @@ def render_run_dir(target: pathlib.Path) -> tuple[pathlib.Path, list[pathlib.Pat
     target = pathlib.Path(target)
     run_dir = target.parent if target.is_file() else target
     path = target if target.is_file() else run_dir / "results.json"
-    if not path.exists() and (run_dir / "results.jsonl").exists():
-        rows = _results.read_rows(run_dir / "results.jsonl")
+    jsonl = run_dir / "results.jsonl"
+    if not path.exists() and jsonl.exists():
+        try:
+            rows = _results.read_rows(jsonl)
+        except jsonfile.JsonFileError as e:
+            raise _baseline.InputError(str(e)) from None
         if not rows:
-            raise _baseline.InputError(f"{run_dir / 'results.jsonl'}: no finished case to report")
-        _results.write_results(path, _results.assemble(None, rows, [], {"id": run_dir.name}))
+            raise _baseline.InputError(f"{jsonl}: no finished case to report")
+        document = _results.assemble(None, rows, [], {"id": run_dir.name})
+        _baseline.check_results(document, jsonl)  # before results.json is written from it
+        _results.write_results(path, document)
+        return run_dir, write_run_report(run_dir, document)
     if not path.exists():
         raise _baseline.InputError(f"{run_dir}: no results.json or results.jsonl: pass a run folder "
                                    "(reports/<run-id>) or a results.json")

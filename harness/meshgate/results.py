@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import __version__, schema
+from . import __version__, jsonfile, schema
 
 STATUSES = ("pass", "fail", "error", "skip")
 SCHEMA = "meshgate.results/1"
@@ -19,9 +19,10 @@ def read_rows(path: Path) -> list[dict]:
     """Rows of a results.jsonl file, in file order; [] when it does not exist.
 
     A runner killed while writing leaves at most a truncated last line: it is dropped, since the
-    row it started was never complete. Bytes that are not UTF-8 are replaced (U+FFFD), and only
-    a newline ends a line: a message may hold U+2028 or U+0085, which str.splitlines would
-    split a row at."""
+    row it started was never complete; any other line that is not JSON raises JsonFileError
+    naming the file and line. JSON that is no row with a string id is skipped, as the runner's
+    --resume skips it. Bytes that are not UTF-8 are replaced (U+FFFD), and only a newline ends
+    a line: a message may hold U+2028 or U+0085, which str.splitlines would split a row at."""
     if not path.exists():
         return []
     rows = []
@@ -32,12 +33,12 @@ def read_rows(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = jsonfile.parse(line, f"{path}:{number}", expect=None)
+        except jsonfile.JsonFileError:
             if number == len(lines):
                 break
-            raise ValueError(f"{path}:{number}: not a JSON result row: {line[:80]!r}") from None
-        if isinstance(row, dict) and "id" in row:
+            raise
+        if isinstance(row, dict) and isinstance(row.get("id"), str):
             rows.append(row)
     return rows
 
@@ -56,12 +57,13 @@ def append_row(path: Path, row: dict) -> None:
 
 
 def load_json(path: Path) -> dict | None:
-    """The JSON object in `path`, or None when the file is missing or not complete JSON."""
+    """The JSON object in `path`, or None when there is none to read: the file is missing, or
+    was left incomplete or damaged (jsonfile.read says how, which callers with a fallback do
+    not need)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        return jsonfile.read(path)
+    except jsonfile.JsonFileError:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def load_results(path: Path) -> dict | None:

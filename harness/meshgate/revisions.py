@@ -35,7 +35,7 @@ import subprocess
 import sys
 from typing import Iterator, NamedTuple, Optional, TextIO
 
-from . import build
+from . import build, jsonfile
 
 WORKTREES = pathlib.Path("build") / "ab"  # under the repository
 STAMP = ".meshgate-built.json"            # in a finished build folder
@@ -161,13 +161,13 @@ def finished_runner(repo: pathlib.Path, commit: str, preset: str) -> Optional[pa
     commit, preset and runner file, clean worktree), else None."""
     build_dir = build_dir_for(repo, commit, preset)
     try:
-        stamp = json.loads((build_dir / STAMP).read_text())
+        stamp = jsonfile.read(build_dir / STAMP)
         runner = build_dir / stamp["runner"]
         if (stamp.get("commit") != commit or stamp.get("preset") != preset
                 or stamp != _stamp(runner, build_dir, commit, preset)
                 or not os.access(runner, os.X_OK)):
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, jsonfile.JsonFileError, KeyError, TypeError):  # no stamp, or a damaged one
         return None
     return runner if _is_clean(worktree_path(repo, commit)) else None
 

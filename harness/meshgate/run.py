@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import build, launch, perfruns, results, summary
+from . import build, jsonfile, launch, perfruns, results, summary
 from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
@@ -237,6 +237,14 @@ def run_command(args: argparse.Namespace) -> int:
         if not (out_dir / "results.jsonl").is_file():
             print(f"meshgate: --resume {args.resume}: no results.jsonl there to continue from",
                   file=sys.stderr)
+            return 2
+        try:
+            # The runner drops lines it cannot read when it resumes: a damaged line is the
+            # user's to repair or remove, before anything is rewritten.
+            results.read_rows(out_dir / "results.jsonl")
+        except jsonfile.JsonFileError as e:
+            print(f"meshgate: --resume {args.resume}: {e}: repair or remove that line to continue "
+                  "the run", file=sys.stderr)
             return 2
         run_id = out_dir.name
     elif args.out:

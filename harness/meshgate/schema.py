@@ -23,6 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
+from . import jsonfile
+
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
 NAMES = ("results-1", "verdicts-1", "cases-1")
 CHECK_ENV = "MESHGATE_CHECK_SCHEMA"
@@ -53,7 +55,7 @@ def load(name: str) -> dict:
     """The schema `name` (one of NAMES) as shipped with the driver."""
     if name not in NAMES:
         raise ValueError(f"unknown schema '{name}' (known: {', '.join(NAMES)})")
-    return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
+    return jsonfile.read(SCHEMA_DIR / f"{name}.schema.json")
 
 
 def errors(instance: Any, schema: dict, root: dict | None = None,
@@ -180,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     for file in args.files:
         try:
-            check(json.loads(Path(file).read_text(encoding="utf-8")), args.name, file)
-        except (OSError, json.JSONDecodeError, SchemaError) as e:
+            check(jsonfile.read(Path(file), expect=None), args.name, file)
+        except (jsonfile.JsonFileError, SchemaError) as e:
             print(e, file=sys.stderr)
             code = 1
     return code

@@ -35,6 +35,7 @@ import pathlib
 import re
 from typing import Any, Iterable, Optional
 
+from . import jsonfile
 from . import results as _results
 
 SCHEMA = "meshgate.signals/1"
@@ -286,16 +287,10 @@ def plan_diff(old: Any, new: Any, label_old: str = "baseline", label_new: str = 
 
 
 def _load_file(path: pathlib.Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise SignalsError(f"{path}: cannot read signals: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise SignalsError(f"{path}: not valid JSON: {e}") from e
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        got = data.get("schema") if isinstance(data, dict) else None
-        raise SignalsError(f"{path}: schema is {got!r}, expected {SCHEMA!r}: rewrite it with "
-                           f"`meshgate baseline update --signals-only RESULTS.json`")
+    data = jsonfile.read(path, error=SignalsError)
+    if data.get("schema") != SCHEMA:
+        raise SignalsError(f"{path}: schema is {data.get('schema')!r}, expected {SCHEMA!r}: "
+                           f"rewrite it with `meshgate baseline update --signals-only RESULTS.json`")
     cases = data.get("cases")
     if not isinstance(cases, dict) or not all(isinstance(v, dict) for v in cases.values()):
         raise SignalsError(f"{path}: 'cases' must map case ids to signal objects")
@@ -376,7 +371,7 @@ def update_dir(results: dict, signals_dir: pathlib.Path, suites: Optional[list[s
                     cases[case_id] = old
                     outcome.kept_absent.append(case_id)
         text = _dump({"schema": SCHEMA, "suite": suite, "cases": dict(sorted(cases.items()))})
-        if path.exists() and path.read_text() == text:
+        if path.exists() and path.read_bytes() == text.encode("utf-8"):
             outcome.unchanged.append(path)
             continue
         _results.write_text_atomic(path, text)

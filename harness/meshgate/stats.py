@@ -41,6 +41,19 @@ EXACT_MWU_MAX_N = 60
 MAD_TO_SIGMA = 1.4826
 
 
+def finite(value: object) -> Optional[float]:
+    """`value` as a float when it is a finite number, else None. A JSON file can hold what is
+    no measurement: true and false (ints to Python), NaN, the infinities and integers too large
+    for a float."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def median(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("median of an empty sequence")

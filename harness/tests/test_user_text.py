@@ -161,7 +161,7 @@ class UndecodableBytesTest(DriverRun):
         document = json.loads((out_dir / "results.json").read_text())
         self.assertEqual(document["cases"][0]["id"], "s/a")
 
-    def test_results_files_with_bad_bytes_and_separators_still_read(self):
+    def test_results_jsonl_with_bad_bytes_and_separators_still_reads(self):
         with tempfile.TemporaryDirectory() as tmp:
             jsonl = Path(tmp) / "results.jsonl"
             rows = [{"id": "s/a", "message": "x\u2028y\x85z\x0cw"}, {"id": "s/b", "message": "ok"}]
@@ -173,8 +173,6 @@ class UndecodableBytesTest(DriverRun):
             self.assertEqual([r["id"] for r in read], ["s/a", "s/b", "s/c"])
             self.assertEqual(read[0]["message"], rows[0]["message"])
             self.assertEqual(read[2]["message"], "cut \ufffd")
-            (Path(tmp) / "results.json").write_bytes(b'{"cases": [], "run": {"id": "\xff"}}')
-            self.assertEqual(results.load_json(Path(tmp) / "results.json")["run"]["id"], "\ufffd")
 
 
 REAL_RUNNER = os.environ.get("MESHGATE_RUNNER", "")
