@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except OSError as e:
+        # The file system said no (an output path that is a folder, a full disk, a missing
+        # permission): the user's to fix, so one line naming the file, not a traceback.
+        # A rename names its destination second: that is the path the user gave.
+        name = e.filename2 if e.filename2 is not None else e.filename
+        where = f"{visible(str(name))}: " if name is not None else ""
+        print(f"meshgate{' ' + only if only else ''}: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except Exception as e:
         # A bug, not a verdict: exit 1 would read as a regression to CI. The traceback stays
         # visible for the bug report.

@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
-import math
 import pathlib
 import sys
 from typing import Any, Optional

@@ -37,6 +37,7 @@ from typing import Any, Iterable, Optional
 
 from . import jsonfile
 from . import results as _results
+from .markup import md_cell, md_code, visible
 
 SCHEMA = "meshgate.signals/1"
 CHECK_SCHEMA = "meshgate.signals-check/1"
@@ -534,7 +535,7 @@ def _short(value: Any, limit: int = 160) -> str:
 
 
 def _md_cell(value: Any) -> str:
-    return "`" + _short(value).replace("`", "'").replace("|", "\\|") + "`"
+    return md_code(_short(value))
 
 
 def _list_block(title: str, items: list[str], limit: int = 40) -> list[str]:
@@ -553,8 +554,8 @@ def _side_by_side(old: Any, new: Any) -> list[str]:
         a = old[i] if i < len(old) else ""
         b = new[i] if i < len(new) else ""
         mark = "" if a == b else " **≠**"
-        cell_a = f"`{a}`" if a != "" else ""
-        cell_b = f"`{b}`" if b != "" else ""
+        cell_a = md_code(a) if a != "" else ""
+        cell_b = md_code(b) if b != "" else ""
         lines.append(f"| {i + 1}{mark} | {cell_a} | {cell_b} |")
     if not old and not new:
         lines.append("| | (no collectives) | (no collectives) |")
@@ -574,15 +575,15 @@ def markdown(chk: Check, update_hint: bool = True) -> str:
         lines += [f"## New failures ({len(failures)})", "", "| case | baseline | this run | message |",
                   "|---|---|---|---|"]
         for c in failures:
-            msg = c.message.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| `{c.id}` | {c.base_status} | **{c.new_status}** | {msg} |")
+            lines.append(f"| {md_code(c.id)} | {md_cell(c.base_status)} | "
+                         f"**{md_cell(c.new_status)}** | {md_cell(c.message)} |")
         lines.append("")
     plan_changed = [c for c in chk.cases if c.plan_changed]
     if plan_changed:
         lines += [f"## Plan changes ({len(plan_changed)})", ""]
         for c in plan_changed:
             status = "" if c.outcome == "changed" else f" ({c.base_status} -> {c.new_status})"
-            lines += [f"### `{c.id}`{status}", ""]
+            lines += [f"### {md_code(c.id)}{status}", ""]
             lines += _side_by_side(c.plan_old, c.plan_new)
             lines += ["", "```diff", plan_diff(c.plan_old, c.plan_new), "```", ""]
     changed = [(c, ch) for c in chk.cases if c.outcome in ("changed", "new_failure")
@@ -591,12 +592,13 @@ def markdown(chk: Check, update_hint: bool = True) -> str:
         lines += [f"## Changed signals ({len(changed)})", "", "| case | signal | baseline -> this run |",
                   "|---|---|---|"]
         for c, ch in changed:
-            lines.append(f"| `{c.id}` | `{ch.signal}` | {_md_cell(ch.old)} -> {_md_cell(ch.new)} |")
+            lines.append(f"| {md_code(c.id)} | {md_code(ch.signal)} | "
+                         f"{_md_cell(ch.old)} -> {_md_cell(ch.new)} |")
         lines.append("")
         for c in chk.cases:
             for ch in c.changes:
                 if ch.signal != "plan" and ch.signal.endswith("plan"):
-                    lines += [f"`{c.id}` `{ch.signal}`:", "", "```diff",
+                    lines += [f"{md_code(c.id)} {md_code(ch.signal)}:", "", "```diff",
                               plan_diff(ch.old, ch.new), "```", ""]
     if chk.exit_code() and update_hint:
         lines += ["If these changes are intended, accept them in the same change: "
@@ -606,20 +608,23 @@ def markdown(chk: Check, update_hint: bool = True) -> str:
         lines += [f"No committed signals for suite(s) {', '.join(chk.lacking_suites)}: their cases "
                   "are new.", ""]
     info = [
-        ("New cases (not gating)", [f"`{c.id}` ({c.new_status})" for c in chk.by_outcome("new")]),
+        ("New cases (not gating)",
+         [f"{md_code(c.id)} ({md_cell(c.new_status)})" for c in chk.by_outcome("new")]),
         ("Skipped here, not compared (missing hardware or ranks)",
-         [f"`{c.id}`: {c.message}" for c in chk.by_outcome("skipped_here")]),
+         [f"{md_code(c.id)}: {md_cell(c.message)}" for c in chk.by_outcome("skipped_here")]),
         ("Skipped when the baseline was recorded, not compared",
-         [f"`{c.id}`" for c in chk.by_outcome("skipped_in_baseline")]),
+         [f"{md_code(c.id)}" for c in chk.by_outcome("skipped_in_baseline")]),
         ("Failing in the baseline and now (not gating)",
-         [f"`{c.id}`: {c.new_status}: {c.message}" for c in chk.by_outcome("still_failing")]),
+         [f"{md_code(c.id)}: {md_cell(c.new_status)}: {md_cell(c.message)}"
+          for c in chk.by_outcome("still_failing")]),
         ("Fixed: failing in the baseline, passing now (update the baseline)",
-         [f"`{c.id}`" for c in chk.by_outcome("fixed")]),
+         [f"{md_code(c.id)}" for c in chk.by_outcome("fixed")]),
         ("In the baseline, not in this run (removed, renamed or not selected)",
-         [f"`{c.id}`" for c in chk.by_outcome("absent")]),
+         [f"{md_code(c.id)}" for c in chk.by_outcome("absent")]),
         ("Signals recorded for the first time (not gating)",
-         [f"`{c.id}` `{a.signal}` = {_md_cell(a.new)}" for c in chk.cases for a in c.added]),
-        ("Not compared", [f"`{c.id}`: {n}" for c in chk.cases for n in c.notes]),
+         [f"{md_code(c.id)} {md_code(a.signal)} = {_md_cell(a.new)}"
+          for c in chk.cases for a in c.added]),
+        ("Not compared", [f"{md_code(c.id)}: {md_cell(n)}" for c in chk.cases for n in c.notes]),
     ]
     for title, items in info:
         if items:
@@ -633,15 +638,17 @@ def text(chk: Check, limit: int = 20) -> str:
     gating = [c for c in chk.cases if c.outcome in GATING]
     for c in gating[:limit]:
         if c.outcome == "new_failure":
-            lines.append(f"new failure  {c.id}: {c.base_status} -> {c.new_status}: {c.message}")
+            lines.append(f"new failure  {visible(c.id)}: {c.base_status} -> {c.new_status}: "
+                         f"{visible(c.message)}")
         else:
-            lines.append(f"changed      {c.id}")
+            lines.append(f"changed      {visible(c.id)}")
         for ch in c.changes:
             if ch.signal.endswith("plan"):
-                lines.append(f"    {ch.signal}:")
-                lines += ["      " + line for line in plan_diff(ch.old, ch.new).splitlines()]
+                lines.append(f"    {visible(ch.signal)}:")
+                lines += ["      " + visible(line) for line in plan_diff(ch.old, ch.new).splitlines()]
             else:
-                lines.append(f"    {ch.signal}: {_short(ch.old, 80)} -> {_short(ch.new, 80)}")
+                lines.append(f"    {visible(ch.signal)}: {visible(_short(ch.old, 80))} -> "
+                             f"{visible(_short(ch.new, 80))}")
     if len(gating) > limit:
         lines.append(f"... and {len(gating) - limit} more case(s) in the report")
     lines.append(f"signals: {chk.headline()} ({chk.counts_line() or 'no cases'})")
@@ -653,9 +660,9 @@ def write_report(out_dir: pathlib.Path, chk: Check) -> list[pathlib.Path]:
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / "signals-report.md"
-    md.write_text(markdown(chk))
+    md.write_text(markdown(chk), encoding="utf-8")
     js = out_dir / "signals-check.json"
-    js.write_text(json.dumps(chk.to_json(), indent=1) + "\n")
+    js.write_text(json.dumps(chk.to_json(), indent=1) + "\n", encoding="utf-8")
     return [md, js]
 
 

@@ -6,6 +6,7 @@ A bug that still raises is reported as an internal error, exit 2, with its trace
 import contextlib
 import io
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -426,6 +427,16 @@ class LastLineOfDefenceTest(unittest.TestCase):
         self.assertIn("Traceback (most recent call last)", err)
         self.assertEqual(err.strip().splitlines()[-1],
                          "meshgate report: internal error: RuntimeError: boom\\x1b[2J")
+
+    def test_an_output_path_the_file_system_refuses_is_one_line(self):
+        # --json naming a folder: the rename onto it fails; the message names the folder.
+        base = Path(__file__).parent / "fixtures" / "gate" / "base.json"
+        with tempfile.TemporaryDirectory() as folder:
+            code, out, err = meshgate("compare", base, base, "--json", folder)
+            self.assertEqual(code, 2)
+            self.assertNotIn("Traceback", err)
+            self.assertEqual(err.strip(), f"meshgate compare: {folder}: Is a directory")
+            self.assertEqual(os.listdir(folder), [])  # no temporary file left behind
 
     def test_ctrl_c_is_not_caught(self):
         with mock.patch("meshgate.report._cmd_report", side_effect=KeyboardInterrupt):

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
@@ -240,6 +241,21 @@ class CheckTest(Workspace):
         code, _, report, _ = self.check(rows)
         self.assertEqual(code, 1)
         self.assertIn("rank 3: std::bad_alloc", report)
+
+    def test_case_ids_and_messages_cannot_break_the_report_or_the_terminal(self):
+        hostile = "layout-x/a|b`c\x1b[2J"
+        signals.update_dir(results_doc(base_rows() + [row(hostile, "layout")]), self.signals_dir)
+        rows = base_rows() + [row(hostile, "layout", status="fail",
+                                  message="got | this\nand <b>that</b> \x1b[31m")]
+        code, out, report, _ = self.check(rows)
+        self.assertEqual(code, 1)
+        self.assertNotIn("\x1b", report)
+        self.assertNotIn("\x1b", out)
+        line = next(l for l in report.splitlines() if "b`c" in l and "**fail**" in l)
+        # Four cells: the pipes inside the id and the message are escaped.
+        self.assertEqual(len(re.findall(r"(?<!\\)\|", line)), 5, line)
+        self.assertIn("\\<b>", line)  # an escaped tag, shown as text
+        self.assertIn("new failure  layout-x/a|b`c\\x1b[2J: pass -> fail: got | this\\nand", out)
 
     def test_identical_signals_with_other_timings_on_another_machine_pass(self):
         rows = with_timing(base_rows(), factor=7.5, seed=3)
