@@ -160,7 +160,10 @@ def open_db(path: pathlib.Path, create: bool = True) -> sqlite3.Connection:
         try:
             # A file that is no history database is refused before anything in it changes,
             # its journal mode included; inside the transaction the version is read again.
-            _schema_version(conn, path)
+            if _schema_version(conn, path) == 0 and not create:
+                # An empty file (or an empty SQLite database): a reader leaves it as it is.
+                raise HistoryError(f"{path}: holds no history yet (add results first: "
+                                   "meshgate history add)")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("BEGIN IMMEDIATE")

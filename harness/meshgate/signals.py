@@ -287,14 +287,26 @@ def plan_diff(old: Any, new: Any, label_old: str = "baseline", label_new: str = 
 # Committed signal files
 
 
+_REWRITE = "rewrite it with `meshgate baseline update --signals-only RESULTS.json`"
+
+
 def _load_file(path: pathlib.Path) -> dict:
     data = jsonfile.read(path, error=SignalsError)
     if data.get("schema") != SCHEMA:
         raise SignalsError(f"{path}: schema is {data.get('schema')!r}, expected {SCHEMA!r}: "
-                           f"rewrite it with `meshgate baseline update --signals-only RESULTS.json`")
+                           f"{_REWRITE}")
     cases = data.get("cases")
     if not isinstance(cases, dict) or not all(isinstance(v, dict) for v in cases.values()):
         raise SignalsError(f"{path}: 'cases' must map case ids to signal objects")
+    # The two signals every check reads first: damage there is unusable input, not a change.
+    for case_id, sig in cases.items():
+        where = f"{path}: cases.{visible(case_id)}"
+        if "status" in sig and sig["status"] not in _results.STATUSES:
+            raise SignalsError(f"{where}.status is {visible(json.dumps(sig['status']))[:40]}, "
+                               f"not one of {', '.join(_results.STATUSES)}: {_REWRITE}")
+        plan = sig.get("plan", [])
+        if not isinstance(plan, list) or not all(isinstance(step, str) for step in plan):
+            raise SignalsError(f"{where}.plan is not a list of strings: {_REWRITE}")
     return data
 
 

@@ -233,6 +233,21 @@ class HostileBaselineFilesTest(RefusalTestCase):
                     self.assertRefused(code, err, damaged, out)
                     self.assertEqual(snapshot(self.dir), before)
 
+    def test_committed_signals_of_the_wrong_type(self):
+        entries = {"a status that is a list": {"status": ["pass"]},
+                   "an unknown status": {"status": "passed"},
+                   "a plan that is a string": {"status": "pass", "plan": "all_reduce(A, sum)"},
+                   "a plan step that is a number": {"status": "pass", "plan": [1]}}
+        for name, entry in entries.items():
+            with self.subTest(entry=name):
+                signals = self.dir / name.replace(" ", "-")
+                damaged = write(signals / "s.json", json.dumps(
+                    {"schema": "meshgate.signals/1", "cases": {"s/a": entry}}).encode())
+                code, out, err = meshgate("baseline", "check", self.good, "--signals", signals,
+                                          "--out", self.dir / "checked")
+                self.assertRefused(code, err, damaged, out)
+                self.assertIn("cases.s/a.", err)
+
     def test_a_damaged_existing_baseline_is_not_replaced_without_force(self):
         for name in ("binary", "UTF-16", "an array at the top", "null at the top", "a directory"):
             with self.subTest(input=name):
@@ -308,6 +323,15 @@ class HostileDatabaseTest(RefusalTestCase):
                     code, out, err = meshgate(*argv, "--db", db)
                     self.assertRefused(code, err, db, out)
                     self.assertEqual(snapshot(self.dir), before)
+
+    def test_an_empty_file_is_no_history_and_readers_leave_it_empty(self):
+        db = write(self.dir / "empty.sqlite", b"")
+        for argv in (["history", "changes"], ["history", "show", "--out", self.dir / "shown"]):
+            with self.subTest(command=argv[1]):
+                code, out, err = meshgate(*argv, "--db", db)
+                self.assertRefused(code, err, db, out)
+                self.assertIn("holds no history yet", err)
+                self.assertEqual(db.stat().st_size, 0)
 
     def test_damaged_json_in_a_point(self):
         damage = {"medians that are not JSON": "UPDATE points SET medians = 'garbage'",
