@@ -118,6 +118,10 @@ PlanArgs parse_args(std::span<const std::string> args) {
       a.options.api = parse_api(value());
     } else if (opt == "--ranks-per-node") {
       a.options.topology.ranks_per_node = parse_int(value(), "--ranks-per-node");
+      if (a.options.topology.ranks_per_node < 1)
+        throw PlanUsageError("--ranks-per-node " +
+                             std::to_string(a.options.topology.ranks_per_node) +
+                             ": a node holds at least one rank");
     } else if (opt == "--json") {
       a.json = true;
     } else {

@@ -152,6 +152,13 @@ class PlanWithBuiltPlannerTest(unittest.TestCase):
         self.assertEqual(doc["comms"], ["all_gather(B, dim=0)", "all_gather(A, dim=0)"])
         self.assertEqual([w["reason"] for w in doc["warnings"]], ["uneven_tensor_shape"])
 
+    def test_a_node_without_ranks_is_a_usage_error(self):
+        done = subprocess.run([str(find_built_planner()), "--mesh", "2x2:A,B", "--from", "R,R",
+                               "--to", "R,R", "--ranks-per-node", "0"], capture_output=True,
+                              text=True, check=False)
+        self.assertEqual(done.returncode, 2, done.stdout)
+        self.assertIn("--ranks-per-node 0: a node holds at least one rank", done.stderr)
+
     def test_plans_a_16k_rank_mesh(self):
         doc = self.plan_json("--mesh", "8x16x8x16:pp,dp,cp,tp", "--flatten", "dp,cp",
                              "--from", "R,P(avg),P(avg),S(1)", "--to", "R,R,R,R",
