@@ -228,11 +228,11 @@ def run_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         selection = build_selection(args, root, DEFAULT_TAGS)
-        runner = build.runner_command(root, args.preset)
-    except (SelectionError, build.BuildError) as e:
+    except SelectionError as e:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     if args.resume:
+        # Checked before the runner is built (minutes, on a fresh checkout).
         out_dir = Path(args.resume).resolve()
         if not (out_dir / "results.jsonl").is_file():
             print(f"meshgate: --resume {args.resume}: no results.jsonl there to continue from",
@@ -246,6 +246,12 @@ def run_command(args: argparse.Namespace) -> int:
             print(f"meshgate: --resume {args.resume}: {e}: repair or remove that line to continue "
                   "the run", file=sys.stderr)
             return 2
+    try:
+        runner = build.runner_command(root, args.preset)
+    except build.BuildError as e:
+        print(f"meshgate: {e}", file=sys.stderr)
+        return 2
+    if args.resume:
         run_id = out_dir.name
     elif args.out:
         run_id, out_dir = default_run_id(root), Path(args.out).resolve()

@@ -398,6 +398,13 @@ class HostileRunFoldersTest(RefusalTestCase):
                 self.assertRefused(code, err, f"{jsonl}:2", out)
                 self.assertEqual(jsonl.read_bytes(), before)
                 self.assertEqual(fake.run_launches(), [])
+        # Found before the runner is built: no build is attempted for a run that cannot resume.
+        folder = self.dir / "before-the-build"
+        jsonl = self.jsonl(folder, next(iter(self.damaged.values())))
+        with mock.patch("meshgate.build.runner_command",
+                        side_effect=AssertionError("the runner was built")):
+            code, out, err = meshgate("run", "--resume", folder)
+        self.assertRefused(code, err, f"{jsonl}:2", out)
 
     def test_a_damaged_baseline_given_to_run(self):
         fake = FakeRunner("passing")
