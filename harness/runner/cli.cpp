@@ -146,15 +146,6 @@ std::string unknown_option_message(const Parser& parser, const CLI::ExtrasError&
   return "unexpected argument '" + arg + "' for " + where;
 }
 
-std::int64_t parse_memory_limit(const std::string& option, const std::string& text) {
-  const std::optional<std::int64_t> bytes = parse_byte_size(text);
-  if (!bytes || *bytes < 1) {
-    throw UsageError(option + " expects a size such as 64GiB or a number of bytes, got '" + text +
-                     "'");
-  }
-  return *bytes;
-}
-
 }  // namespace
 
 std::string usage_text() {

@@ -32,11 +32,12 @@ int local_rank(int world_rank) {
 }
 
 // Owns MPI for the run: the session, the world communicator, and (nccl) the NCCL world the
-// cases run on; the ProcessBackend inside does the work. Members go in reverse order, so every
-// communicator is gone before MPI_Finalize.
-class MpiRun final : public RunBackend {
+// cases run on; the ProcessBackend inside does the work. The destructor ends that first, then
+// the members go in reverse order, so every communicator is gone before MPI_Finalize.
+class MpiRun final : public OwningProcessBackend {
  public:
   MpiRun() : world_(comm::mpi_world()) {}
+  ~MpiRun() override { inner_.reset(); }
 
   bool start(const RunOptions& options, std::ostream& err) {
     if (options.ranks && *options.ranks != world_->size()) {
@@ -59,7 +60,7 @@ class MpiRun final : public RunBackend {
     if (devices == 0) {
       inner_ = std::make_unique<ProcessBackend>(
           "nccl", *world_, *world_, abort_job(), versions_info(mpi_version),
-          "no CUDA device visible to this process: the nccl backend needs one GPU per rank");
+          std::string(kNcclWithoutDevice));
       return true;
     }
     try {
@@ -82,28 +83,6 @@ class MpiRun final : public RunBackend {
 #endif
   }
 
-  std::string_view name() const override {
-    return inner_->name();
-  }
-  bool leader() const override {
-    return inner_->leader();
-  }
-  int world_size(int largest_case) const override {
-    return inner_->world_size(largest_case);
-  }
-  CaseRun run_case(PlannedCase& planned) override {
-    return inner_->run_case(planned);
-  }
-  void share_from_leader(std::vector<std::uint8_t>& flags) override {
-    inner_->share_from_leader(flags);
-  }
-  [[noreturn]] void abort_run(int code) override {
-    inner_->abort_run(code);
-  }
-  nlohmann::ordered_json versions() const override {
-    return inner_->versions();
-  }
-
  private:
   static std::function<void(int)> abort_job() {
     // Every process of the job ends, including ranks blocked inside a collective.
@@ -113,7 +92,6 @@ class MpiRun final : public RunBackend {
   comm::MpiSession session_;
   std::unique_ptr<comm::Communicator> world_;
   std::unique_ptr<comm::Communicator> nccl_;
-  std::unique_ptr<ProcessBackend> inner_;
 };
 
 }  // namespace

@@ -134,6 +134,9 @@ std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string
 
 #ifndef MESHGATE_HAVE_MPI
 std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std::ostream& err) {
+#ifdef MESHGATE_HAVE_NCCL
+  if (options.backend == "nccl") return make_single_process_nccl_backend(options, err);
+#endif
   err << "backend '" << options.backend
       << "' is not available in this runner: it was built without MPI (install libopenmpi-dev "
          "with ci/bootstrap and reconfigure), so only the embedded 'threads' backend is built "

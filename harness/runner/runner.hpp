@@ -119,9 +119,42 @@ class ProcessBackend final : public RunBackend {
   std::optional<std::string> skip_reason_;
 };
 
-// The mpi or nccl backend (process_backend.cpp, built with MPI); without MPI it prints why it
-// is missing and returns nullptr.
+// A backend that owns the world a ProcessBackend runs on (an MPI session, an NCCL
+// communicator) and hands every call to it. A subclass sets `inner_` once its world is up and
+// resets it first in its destructor: the ProcessBackend goes before the world it refers to.
+class OwningProcessBackend : public RunBackend {
+ public:
+  std::string_view name() const override { return inner_->name(); }
+  bool leader() const override { return inner_->leader(); }
+  int world_size(int largest_case) const override { return inner_->world_size(largest_case); }
+  CaseRun run_case(PlannedCase& planned) override { return inner_->run_case(planned); }
+  void share_from_leader(std::vector<std::uint8_t>& flags) override {
+    inner_->share_from_leader(flags);
+  }
+  [[noreturn]] void abort_run(int code) override { inner_->abort_run(code); }
+  nlohmann::ordered_json versions() const override { return inner_->versions(); }
+
+ protected:
+  std::unique_ptr<ProcessBackend> inner_;
+};
+
+// Why every case of an nccl run on a process without a GPU is a skip.
+inline constexpr std::string_view kNcclWithoutDevice =
+    "no CUDA device visible to this process: the nccl backend needs one GPU per rank";
+
+// The mpi or nccl backend (process_backend.cpp, built with MPI). Without MPI, nccl runs as one
+// rank in this process (make_single_process_nccl_backend) when NCCL was found; otherwise it
+// prints why the backend is missing and returns nullptr.
 std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std::ostream& err);
+
+#ifdef MESHGATE_HAVE_NCCL
+// The nccl backend as one rank in this process, with no MPI: a one-rank threads world
+// bootstraps NCCL and carries the runner's own agreement and broadcasts, on the GPU of
+// LOCAL_RANK-style variables or device 0. Cases skip without a GPU. nullptr, after saying why,
+// when --ranks asks for another number of ranks or NCCL cannot start.
+std::unique_ptr<RunBackend> make_single_process_nccl_backend(const RunOptions& options,
+                                                             std::ostream& err);
+#endif
 
 // The backend --backend asks for (threads, or mpi/nccl when this runner was built with them),
 // or nullptr after printing why it cannot be used. Process backends initialise MPI here.

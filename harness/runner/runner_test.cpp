@@ -9,6 +9,9 @@
 
 #include "cli.hpp"
 #include "comm/threads_world.hpp"
+#ifdef MESHGATE_HAVE_NCCL
+#include "comm/nccl_world.hpp"
+#endif
 #include "provenance.hpp"
 #include "results_writer.hpp"
 #include "test_kinds.hpp"
@@ -430,6 +433,44 @@ TEST_F(RunCommandTest, ProcessWorldRunsCasesOnSubgroupsAndOnlyRankZeroWrites) {
   EXPECT_EQ(r["cases"][3]["message"], "needs 4 ranks but the world has 3: run with --ranks 4");
   EXPECT_EQ(r["cases"][4]["status"], "fail");
 }
+
+#ifdef MESHGATE_HAVE_NCCL
+// The nccl backend of a runner without MPI: one rank in this process. Without a GPU every case
+// skips with the reason; a request for more ranks is refused before anything runs.
+TEST_F(RunCommandTest, SingleProcessNcclRunsOneRankAndSkipsWithoutAGpu) {
+  RunOptions o = options({write("n.yaml",
+                                "suite: n\n"
+                                "cases:\n"
+                                "  - {name: one, kind: probe, value: 1, expect: 1}\n")});
+  o.backend = "nccl";
+  o.ranks = 2;
+  std::ostringstream refused;
+  EXPECT_EQ(make_single_process_nccl_backend(o, refused), nullptr);
+  EXPECT_NE(refused.str().find("--ranks 2: this runner was built without MPI"), std::string::npos)
+      << refused.str();
+
+  o.ranks = std::nullopt;
+  std::ostringstream out, err;
+  const std::unique_ptr<RunBackend> backend = make_single_process_nccl_backend(o, err);
+  if (comm::cuda_device_count() > 0) {
+    ASSERT_NE(backend, nullptr) << err.str();
+    EXPECT_EQ(run_command(o, *backend, test_kinds(), out, err), 0) << err.str();
+    EXPECT_EQ(results()["run"]["world_size"], 1);
+    EXPECT_TRUE(results()["run"]["versions"]["nccl"].is_string());
+    EXPECT_EQ(results()["cases"][0]["status"], "pass");
+    return;
+  }
+  ASSERT_NE(backend, nullptr) << err.str();
+  EXPECT_EQ(backend->name(), "nccl");
+  EXPECT_EQ(run_command(o, *backend, test_kinds(), out, err), 0) << err.str();
+  const nlohmann::json r = results();
+  EXPECT_EQ(r["run"]["backend"], "nccl");
+  EXPECT_EQ(r["run"]["world_size"], 1);
+  ASSERT_EQ(r["cases"].size(), 1u);
+  EXPECT_EQ(r["cases"][0]["status"], "skip");
+  EXPECT_EQ(r["cases"][0]["message"], std::string(kNcclWithoutDevice));
+}
+#endif
 
 TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
   std::ostringstream out, err;
