@@ -80,6 +80,10 @@ class RunnerSetup:
         if env.get("SLURM_JOB_ID") and shutil.which("srun"):
             return ["srun", "-n", str(self.ranks)]
         if shutil.which("mpirun") is None:
+            if self.ranks == 1:
+                # One process needs no launcher: the runner starts MPI alone (a singleton), or,
+                # built without MPI, runs its one nccl rank itself.
+                return []
             raise LaunchError(f"--backend {self.backend} needs mpirun on PATH: run ci/bootstrap "
                               f"(installs openmpi-bin)")
         # More ranks than cores is normal on a workstation or a CI container; Open MPI refuses

@@ -59,6 +59,15 @@ class CommandLineTest(unittest.TestCase):
             with self.assertRaisesRegex(launch.LaunchError, "ci/bootstrap"):
                 RunnerSetup(runner=["r"], backend="mpi", ranks=2, env={}).launcher()
 
+    def test_one_rank_without_mpirun_starts_the_runner_alone(self):
+        with mock.patch("shutil.which", return_value=None):
+            self.assertEqual(RunnerSetup(runner=["r"], backend="nccl", ranks=1, env={}).launcher(),
+                             [])
+        with mock.patch("shutil.which", return_value="/usr/bin/mpirun"), \
+                mock.patch("os.geteuid", return_value=1000):
+            self.assertEqual(RunnerSetup(runner=["r"], backend="nccl", ranks=1, env={}).launcher(),
+                             ["mpirun", "-np", "1", "--oversubscribe"])
+
     def test_silence_limit_follows_the_case_timeout(self):
         self.assertEqual(RunnerSetup(runner=["r"]).silence_limit(), 330.0)
         self.assertEqual(RunnerSetup(runner=["r"], case_timeout=2).silence_limit(), 4.0)
