@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/half_float.hpp"
@@ -147,7 +148,7 @@ std::int64_t input_value(std::uint64_t seed, int rank, std::size_t index, DType 
   return static_cast<std::int64_t>(h % 31) - 15;                     // [-15, 15]
 }
 
-std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s) {
+std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s, std::string* first_wrong) {
   const int n = comm.size();
   const int rank = comm.rank();
   const std::size_t es = element_size(s.dtype);
@@ -250,7 +251,21 @@ std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s) {
   comm.copy_to_host(actual.data(), recv, out_count * es);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < out_count; ++i) {
-    if (std::memcmp(&actual[i * es], &expected[i * es], es) != 0) ++wrong;
+    if (std::memcmp(&actual[i * es], &expected[i * es], es) == 0) continue;
+    if (wrong++ == 0 && first_wrong != nullptr) {
+      // Bytes in memory order, so that the poison and a partial write are recognisable.
+      const auto hex = [&](const std::vector<unsigned char>& bytes) {
+        static constexpr char kDigits[] = "0123456789abcdef";
+        std::string text;
+        for (std::size_t b = 0; b < es; ++b) {
+          text += kDigits[bytes[i * es + b] >> 4];
+          text += kDigits[bytes[i * es + b] & 15];
+        }
+        return text;
+      };
+      *first_wrong = "element " + std::to_string(i) + " of " + std::to_string(out_count) +
+                     ": expected bytes " + hex(expected) + ", got " + hex(actual);
+    }
   }
   return wrong;
 }

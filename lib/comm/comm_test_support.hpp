@@ -33,7 +33,10 @@ std::int64_t input_value(std::uint64_t seed, int rank, std::size_t index, DType 
                          ReduceOp reduce);
 
 // Runs spec's collective on `comm` with generated inputs in buffers from comm.allocate() and
-// returns how many output elements of this rank differ from the expected values.
-std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& spec);
+// returns how many output elements of this rank differ from the expected values. With
+// `first_wrong`, the first of them is described there: its index, and the expected and actual
+// bytes (an untouched output still holds the 0x7f poison).
+std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& spec,
+                                std::string* first_wrong = nullptr);
 
 }  // namespace meshgate::comm::testing

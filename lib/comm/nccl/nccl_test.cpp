@@ -86,8 +86,10 @@ TEST(Nccl, EveryCollectiveDtypeAndReduceIsExactOnOneRank) {
                                   std::size_t{4099}, (std::size_t{1} << 20) + 1}) {
           for (bool in_place : {false, true}) {
             const CheckSpec spec{c, d, op, count, in_place, ++seed, 0};
-            if (const std::size_t wrong = run_and_count_wrong(*comm, spec)) {
-              failures.push_back(describe(spec) + ": " + std::to_string(wrong) + " wrong");
+            std::string first;
+            if (const std::size_t wrong = run_and_count_wrong(*comm, spec, &first)) {
+              failures.push_back(describe(spec) + ": " + std::to_string(wrong) + " wrong, " +
+                                 first);
             }
           }
         }

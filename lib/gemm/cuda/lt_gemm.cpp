@@ -271,8 +271,8 @@ struct CudaGemm::State {
   }
 
   // The heuristic's first answer for `out`'s descriptors; with a forced split-K, the first of
-  // its answers that accepts the problem's split-K (the heuristic's own first choice, marked
-  // not forced, when none does). False with `reason` when cuBLASLt has no algorithm. `use_cache`
+  // its answers that accepts the problem's split-K, else the first algorithm of all that does
+  // (the heuristic's own first choice, marked not forced, when none does). False with `reason` when cuBLASLt has no algorithm. `use_cache`
   // off always queries (the overhead measurement).
   bool choose_algorithm(Prepared& out, const LtPlan& plan, bool use_cache, std::string& reason) {
     const HeuristicKey key = key_of(plan);
@@ -323,6 +323,7 @@ struct CudaGemm::State {
       for (int i = 0; i < returned && !out.info.split_k_forced; ++i)
         if (force_split_k(out, results[static_cast<std::size_t>(i)].algo, workspace_needed))
           waves = results[static_cast<std::size_t>(i)].wavesCount;
+      if (!out.info.split_k_forced) force_split_k_from_all_algorithms(out, workspace_needed);
     }
     LtAlgoInfo& info = out.info.algo;
     info.algo_id = algo_attribute<std::int32_t>(out.algo, CUBLASLT_ALGO_CONFIG_ID);
@@ -342,6 +343,45 @@ struct CudaGemm::State {
       g_heuristic_cache.emplace(key, HeuristicEntry{out.algo, info});
     }
     return true;
+  }
+
+  // None of the heuristic's candidates takes the split (its Hopper kernels mostly do not):
+  // every algorithm cuBLASLt has for these types, with each tile it supports, initialised and
+  // checked with the problem's split-K, as cuBLASLt's own auto-tuning examples search; the
+  // first that passes is used.
+  void force_split_k_from_all_algorithms(Prepared& out, std::size_t& workspace_needed) {
+    const cudaDataType_t type = cuda_type(p.dtype);
+    const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    constexpr int kMaxAlgorithms = 256;
+    std::vector<int> ids(kMaxAlgorithms);
+    int count = 0;
+    if (cublasLtMatmulAlgoGetIds(lt.get(), compute, CUDA_R_32F, type, type, type, type,
+                                 kMaxAlgorithms, ids.data(), &count) != CUBLAS_STATUS_SUCCESS)
+      return;
+    for (int i = 0; i < count; ++i) {
+      cublasLtMatmulAlgo_t algo{};
+      if (cublasLtMatmulAlgoInit(lt.get(), compute, CUDA_R_32F, type, type, type, type,
+                                 ids[static_cast<std::size_t>(i)], &algo) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      std::size_t tile_bytes = 0;
+      std::vector<std::uint32_t> tiles;
+      if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
+                                            &tile_bytes) == CUBLAS_STATUS_SUCCESS &&
+          tile_bytes > 0) {
+        tiles.resize(tile_bytes / sizeof(std::uint32_t));
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(),
+                                              tile_bytes, &tile_bytes) != CUBLAS_STATUS_SUCCESS)
+          tiles.clear();
+      }
+      if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+      for (const std::uint32_t tile : tiles) {
+        cublasLtMatmulAlgo_t candidate = algo;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                 sizeof tile) != CUBLAS_STATUS_SUCCESS)
+          continue;
+        if (force_split_k(out, candidate, workspace_needed)) return;
+      }
+    }
   }
 
   // Sets SPLITK_NUM and the reduction scheme the problem asks for on `candidate` and, when the
