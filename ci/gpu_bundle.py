@@ -272,6 +272,16 @@ def _git(root: Path, *args: str) -> str | None:
     return proc.stdout.strip()
 
 
+def checkout_head(root: Path) -> tuple:
+    """(commit, dirty) of the git checkout whose top is root, or (None, False) when root is no
+    checkout's top: a copy of the tree inside another repository must not take its commit."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != root.resolve():
+        return None, False
+    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    return _git(root, "rev-parse", "HEAD"), dirty
+
+
 def _cache_value(build_dir: Path, name: str) -> str | None:
     """A variable of build_dir's CMakeCache.txt or of the compiler descriptions CMake wrote."""
     for line in (build_dir / "CMakeCache.txt").read_text().splitlines():
@@ -346,8 +356,8 @@ def assemble(build_dir: Path, dest: Path, preset: str, limit_mib: float, root: P
         # Copied under the name the binaries ask for, the symlinks here resolved.
         shutil.copyfile(os.path.realpath(path), partial / "lib" / name)
 
-    commit = _git(root, "rev-parse", "HEAD") or "unknown"
-    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    commit, dirty = checkout_head(root)
+    commit = commit or "unknown"
     (partial / "env.sh").write_text(env_script(commit, dirty))
     files = sorted(p for p in partial.rglob("*") if p.is_file())
     objdump = "".join(_run(["objdump", "-p", str(p)]) for p in files if p.parent.name in ("bin", "lib"))
@@ -442,7 +452,7 @@ def check(bundle: Path, root: Path = REPO, out=sys.stdout, err=sys.stderr) -> bo
               f"symbol means an older library than the one built against "
               f"({manifest.get('built_against')}).", file=err)
 
-    head = _git(root, "rev-parse", "HEAD")
+    head, _ = checkout_head(root)
     digest = source_digest(root)
     if digest != manifest.get("source_digest"):
         print(f"warning: the sources here (lib/, harness/runner/, CMake files) differ from those "

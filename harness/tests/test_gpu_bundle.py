@@ -261,6 +261,26 @@ class SourceDigest(unittest.TestCase):
             self.assertNotEqual(gb.source_digest(root), first)
 
 
+@unittest.skipUnless(shutil.which("git"), "needs git")
+class CheckoutHead(unittest.TestCase):
+    def test_only_the_top_of_a_checkout_has_a_commit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            repo = Path(tmp) / "repo"
+            (repo / "copy").mkdir(parents=True)
+            git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            (repo / "a").write_text("1\n")
+            subprocess.run(git + ["add", "a"], check=True)
+            subprocess.run(git + ["commit", "-q", "-m", "a"], check=True)
+            commit, dirty = gb.checkout_head(repo)
+            self.assertRegex(commit, "^[0-9a-f]{40}$")
+            self.assertFalse(dirty)
+            (repo / "a").write_text("2\n")
+            self.assertEqual(gb.checkout_head(repo), (commit, True))
+            # A copy of the tree inside another repository is no checkout of its own.
+            self.assertEqual(gb.checkout_head(repo / "copy"), (None, False))
+
+
 EXECUTABLE = Path("/bin/true")
 
 
