@@ -1,6 +1,7 @@
 """The summary table of a GPU validation run: one row per gemm case with its status, the fused
-path's ratio to the best alternative, what the fused implementation executed, the chosen
-algorithm (id, split-K, workspace), errors and drift. Reads DIR/results.json (or results.jsonl
+path's ratio to the best alternative (hot, and cold-L2), TFLOP/s of every implementation, what
+the fused implementation executed, the chosen algorithm (id, split-K and whether a requested
+split-K was applied, workspace), errors and drift. Reads each DIR/results.json (or results.jsonl
 of a run that did not finish) and writes Markdown to stdout."""
 
 import json
@@ -27,10 +28,25 @@ def row_line(row: dict) -> str:
     entry = impls.get(fused) or {}
     algo = entry.get("algo") or {}
     ratio = m.get("fused_vs_best_alternative")
+    cold = m.get("fused_vs_best_alternative_cold")
     ratio_text = "n/a (fell back)" if fused and ratio is None and "fused_executed" in m else (
         f"{ratio:.3f}" if isinstance(ratio, (int, float)) else "")
-    algorithm = (f"id {algo.get('id')} splitk {algo.get('splitk_num')} ws {algo.get('workspace_bytes')}"
-                 if algo else "")
+    if ratio_text and isinstance(cold, (int, float)):
+        ratio_text += f" (cold {cold:.3f})"
+    tflops = "; ".join(f"{name} {e['gflops'] / 1000:.0f}" for name, e in
+                       sorted(impls.items(), key=lambda item: -(item[1].get("gflops") or 0))
+                       if isinstance(e.get("gflops"), (int, float)) and e["gflops"] > 0)
+    algorithm = (f"id {algo.get('id')} splitk {algo.get('splitk_num')} "
+                 f"ws {algo.get('workspace_bytes')}" if algo else "")
+    # Every configuration that asked for a split-K above 1: did cuBLASLt take it? When it did
+    # not, the heuristic's choice ran and no drift between the splits can show.
+    pinned = (row.get("params") or {}).get("split_k")
+    asked = [algo] if isinstance(pinned, int) and pinned > 1 else []
+    asked += [((cf.get("impls") or {}).get(fused) or {}).get("algo") or {}
+              for cf in m.get("configs") or [] if (cf.get("split_k") or 0) > 1]
+    if asked:
+        applied = sum(1 for a in asked if a.get("split_k_forced"))
+        algorithm += f"; split-K applied in {applied}/{len(asked)} configurations"
     errors = "; ".join(f"{name}: {e.get('max_abs_err'):.3g}" for name, e in sorted(impls.items())
                        if isinstance(e.get("max_abs_err"), (int, float)))
     drift = ", ".join(f"{name} ({d.get('max_ulp_vs_pinned')} ulp)"
@@ -40,17 +56,20 @@ def row_line(row: dict) -> str:
         executed += f" ({entry['fallback_reason']})"
     message = row.get("message", "") if row.get("status") != "pass" else ""
     return "| " + " | ".join(cell(x) for x in (
-        row.get("id", "?"), row.get("status", "?"), ratio_text, executed, algorithm, errors,
-        drift or "none", message)) + " |"
+        row.get("id", "?"), row.get("status", "?"), ratio_text, tflops, executed, algorithm,
+        errors, drift or "none", message)) + " |"
 
 
 def main(argv: list) -> int:
-    if len(argv) != 2:
-        print("usage: gpu_summary.py REPORT_DIR", file=sys.stderr)
+    if len(argv) < 2:
+        print("usage: gpu_summary.py REPORT_DIR...", file=sys.stderr)
         return 2
-    rows = [r for r in rows_of(pathlib.Path(argv[1])) if r.get("kind") == "gemm"]
-    print("| case | status | fused/best | executed | algorithm | max abs error | drift | message |")
-    print("|---|---|---|---|---|---|---|---|")
+    rows = [r for folder in argv[1:] for r in rows_of(pathlib.Path(folder))
+            if r.get("kind") == "gemm"]
+    rows.sort(key=lambda r: r.get("id", ""))
+    print("| case | status | fused/best | TFLOP/s | executed | algorithm | max abs error | drift "
+          "| message |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(row_line(row))
     counts = {}

@@ -157,8 +157,8 @@ class NcclCommunicator final : public Communicator {
                   ReduceOp op) override {
     check_reduce("all_reduce", op, dtype);
     select_device();
-    MESHGATE_NCCL_CHECK(
-        ncclAllReduce(send, recv, count, nccl_type(dtype), nccl_op(op), comm_.get(), stream()));
+    MESHGATE_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), reduction(op),
+                                      comm_.get(), stream()));
   }
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
@@ -170,8 +170,8 @@ class NcclCommunicator final : public Communicator {
                       ReduceOp op) override {
     check_reduce("reduce_scatter", op, dtype);
     select_device();
-    MESHGATE_NCCL_CHECK(
-        ncclReduceScatter(send, recv, count, nccl_type(dtype), nccl_op(op), comm_.get(), stream()));
+    MESHGATE_NCCL_CHECK(ncclReduceScatter(send, recv, count, nccl_type(dtype), reduction(op),
+                                          comm_.get(), stream()));
   }
 
   void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) override {
@@ -265,6 +265,14 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // The NCCL operation for `op` on this communicator. On one rank the average is the sum, and
+  // NCCL's one-rank average is not trusted: on an H100 with NCCL 2.28.9, out-of-place ncclAvg
+  // over one rank got one element of 1048577 (float64: also of 4099) wrong in every float dtype,
+  // for all-reduce and reduce-scatter alike, while ncclSum was exact.
+  ncclRedOp_t reduction(ReduceOp op) const {
+    return op == ReduceOp::avg && size_ == 1 ? ncclSum : nccl_op(op);
+  }
+
   static void check_reduce(std::string_view collective, ReduceOp op, DType dtype) {
     // NCCL's own integer avg truncates (sum, then integer division); meshgate keeps avg to
     // floating-point dtypes so that every backend gives the same results for the same case.

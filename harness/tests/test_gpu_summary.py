@@ -1,0 +1,117 @@
+"""ci/gpu_summary.py on results a GPU machine wrote (an NVIDIA H100 80GB HBM3 running
+cases/gemm/cuda-regression.yaml: three of its cases, samples dropped, host anonymised), and
+ci/gpu-validate's `cases` stage in parts, on a stand-in GPU machine: a fake nvidia-smi and
+nvcc, and a bundle whose runner is the driver tests' fake runner."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from .support import FakeRunner, option_values
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu" / "h100-gemm-cuda-results.json"
+
+
+class GpuSummaryTest(unittest.TestCase):
+    def summary(self, *folders: Path) -> list[str]:
+        done = subprocess.run([sys.executable, str(REPO / "ci" / "gpu_summary.py"),
+                               *map(str, folders)], capture_output=True, text=True, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout.splitlines()
+
+    def test_parts_of_one_run_make_one_sorted_table(self):
+        document = json.loads(FIXTURE.read_text())
+        with tempfile.TemporaryDirectory() as tmp:
+            # One part finished (results.json), one was stopped (results.jsonl only).
+            finished, stopped = Path(tmp, "part-1"), Path(tmp, "part-2")
+            finished.mkdir()
+            stopped.mkdir()
+            first, *rest = document["cases"]
+            (finished / "results.json").write_text(json.dumps(dict(document, cases=rest)))
+            (stopped / "results.jsonl").write_text(json.dumps(first) + "\n")
+            lines = self.summary(stopped, finished)
+        self.assertEqual(lines[0].split(" | ")[3], "TFLOP/s")
+        rows = [line for line in lines if line.startswith("| gemm-cuda/")]
+        self.assertEqual([r.split(" | ")[0] for r in rows],
+                         ["| gemm-cuda/01-large-square-bf16-bias",
+                          "| gemm-cuda/16-misaligned-bias-offset-1",
+                          "| gemm-cuda/30-workspace-and-split-k-drift"])
+        square = rows[0].split(" | ")
+        self.assertEqual(square[2], "0.754 (cold 0.736)")  # fused over the best alternative
+        self.assertEqual(square[3], "lt_epilogue 732; unfused 552; cublas 537; lt_beta_bias 532")
+        self.assertEqual(square[4], "lt_epilogue")
+        # A fused path that fell back has no ratio, and says what ran instead and why.
+        misaligned = rows[1].split(" | ")
+        self.assertEqual(misaligned[2], "n/a (fell back)")
+        self.assertIn("unfused (bias pointer is 2-byte aligned", misaligned[4])
+        # Split-K asked for but not taken by cuBLASLt: said, since no drift can show then.
+        self.assertIn("split-K applied in 0/3 configurations", rows[2])
+        self.assertEqual(lines[-1], "3 pass")
+
+
+@unittest.skipUnless(shutil.which("bash"), "needs bash")
+class CasesInPartsTest(unittest.TestCase):
+    IDS = [f"gemm-cuda/{n:02d}-case" for n in range(1, 6)]
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="meshgate-gpu-validate-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = Path(tmp.name)
+        self.fake = FakeRunner({"cases": [{"id": i, "kind": "gemm", "tags": ["gpu"],
+                                           "outcome": "pass"} for i in self.IDS]})
+        self.addCleanup(self.fake.__exit__)
+        tools = self.dir / "tools"
+        tools.mkdir()
+        for name, text in {"nvidia-smi": "echo 'GPU 0: Stand-in GPU'", "nvcc": "true"}.items():
+            (tools / name).write_text(f"#!/bin/sh\n{text}\n")
+            (tools / name).chmod(0o755)
+        bundle = self.dir / "bundle"
+        (bundle / "bin").mkdir(parents=True)
+        runner = bundle / "bin" / "meshgate-runner"
+        runner.write_text(f"#!/bin/sh\nexec {sys.executable} {self.fake.command[1]} \"$@\"\n")
+        for binary in ("meshgate-runner", "meshgate_gemm_test", "meshgate_comm_nccl_test"):
+            target = bundle / "bin" / binary
+            if not target.exists():
+                target.write_text("#!/bin/sh\nexit 0\n")
+            target.chmod(0o755)
+        (bundle / "env.sh").write_text(f"export MESHGATE_GPU_BUNDLE={bundle}\n"
+                                       f"export MESHGATE_RUNNER={runner}\n")
+        self.env = dict(self.fake.env, PATH=f"{tools}:{os.environ['PATH']}",
+                        MESHGATE_GPU_BUNDLE=str(bundle), MESHGATE_CASE_PIECES="2",
+                        MESHGATE_GPU_VALIDATE_OUT=str(self.dir / "out"))
+
+    def validate(self, *argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(REPO / "ci" / "gpu-validate"), *argv], env=self.env,
+                              capture_output=True, text=True, check=False)
+
+    def test_every_case_runs_in_exactly_one_part_and_the_summary_joins_them(self):
+        done = self.validate("cases")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        parts = [option_values(argv, "--case") for argv in self.fake.run_launches()]
+        self.assertEqual(parts, [self.IDS[0::2], self.IDS[1::2]])
+        out = self.dir / "out"
+        self.assertTrue((out / "cases" / "part-1" / "results.json").is_file())
+        self.assertTrue((out / "cases" / "part-2" / "results.json").is_file())
+        summary = (out / "summary.md").read_text().splitlines()
+        self.assertEqual([line.split(" | ")[0][2:] for line in summary
+                          if line.startswith("| gemm-cuda/")], self.IDS)
+        self.assertEqual(summary[-1], "5 pass")
+
+    def test_one_part_alone_and_a_part_that_does_not_exist(self):
+        done = self.validate("cases", "2")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual([option_values(argv, "--case") for argv in self.fake.run_launches()],
+                         [self.IDS[1::2]])
+        done = self.validate("cases", "3")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("cases 3: a part from 1 to 2 (MESHGATE_CASE_PIECES)", done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
