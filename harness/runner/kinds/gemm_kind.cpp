@@ -470,6 +470,7 @@ class GemmCase final : public PreparedCase {
     nlohmann::json impls = nlohmann::json::object();
     nlohmann::json configs = nlohmann::json::array();
     nlohmann::json drift = nlohmann::json::object();
+    std::vector<SplitKRequest> split_k_requests;
     for (std::size_t c = 0; c < r.configs.size(); ++c) {
       const Config& config = r.configs[c];
       const g::GemmProblem q = problem_of(config);
@@ -484,6 +485,9 @@ class GemmCase final : public PreparedCase {
         entry["fingerprint"] = g::fingerprint(q, y);
         entry["ulp_vs_reference"] = ulp_json(ulp_to_reference(q, rows, ref, y));
         entry.update(comparison_json(cmp));
+        if (config.split_k > 1 && entry.contains("algo"))
+          split_k_requests.push_back({name, config.label, config.split_k,
+                                      entry["algo"].value("split_k_forced", false)});
         const std::string where = r.configs.size() > 1 ? " [" + config.label + "]" : "";
         if (!cmp.ok) failures.push_back(name + where + " vs fp64 reference: " + cmp.describe());
         outcome.plan.push_back(c == 0 ? plan_line : "[" + config.label + "] " + plan_line);
@@ -555,6 +559,7 @@ class GemmCase final : public PreparedCase {
         << d["max_ulp_vs_pinned"].get<std::uint64_t>() << " ulp)";
       flags.push_back(s.str());
     }
+    if (std::string flag = split_k_flag(split_k_requests); !flag.empty()) flags.push_back(flag);
     if (perf_) measure_all(outcome, flags);
     outcome.metrics["flags"] = flags;
     if (!perf_) release();
@@ -788,6 +793,16 @@ std::unique_ptr<PreparedCase> parse_gemm_case_with(CaseNode& node, bool expect_e
       resolve(s, [&](std::string_view key, const Error& e) { reject_value(node, key, e.what()); });
   return std::make_unique<GemmCase>(std::move(s), std::move(resolved), warmup, iters, has_perf,
                                     node.file(), node.case_id(), std::move(run_cpu));
+}
+
+std::string split_k_flag(const std::vector<SplitKRequest>& requests) {
+  std::string names;
+  for (const SplitKRequest& r : requests)
+    if (!r.applied) names += (names.empty() ? "" : ", ") + r.impl + " [" + r.config + "]";
+  if (names.empty()) return "";
+  return "split-K not applied: " + names +
+         " ran the library's own choice (no algorithm took the split), so these configurations "
+         "cannot show split-K drift";
 }
 
 std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error) {

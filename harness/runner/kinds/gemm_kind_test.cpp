@@ -140,6 +140,19 @@ TEST_F(GemmKind, SplitKDriftWithinToleranceChangesTheFingerprint) {
   EXPECT_TRUE(plan_names_config);
 }
 
+// cuBLASLt may take no algorithm with the split asked for (on an H100 none took split_k 4 or 8
+// of the drift cases): that is flagged, or the drift check would pass for want of a split.
+TEST(GemmSplitKFlag, NamesTheRequestsTheLibraryDidNotApply) {
+  EXPECT_EQ(split_k_flag({}), "");
+  EXPECT_EQ(split_k_flag({{"lt_epilogue", "workspace=32MiB split_k=4", 4, true}}), "");
+  EXPECT_EQ(split_k_flag({{"lt_epilogue", "workspace=0B split_k=4", 4, false},
+                          {"unfused", "workspace=0B split_k=4", 4, true},
+                          {"lt_epilogue", "workspace=32MiB split_k=4", 4, false}}),
+            "split-K not applied: lt_epilogue [workspace=0B split_k=4], lt_epilogue "
+            "[workspace=32MiB split_k=4] ran the library's own choice (no algorithm took the "
+            "split), so these configurations cannot show split-K drift");
+}
+
 TEST_F(GemmKind, SameConfigurationsNoDrift) {
   const CaseRun r = run_case(
       "{name: c, kind: gemm, m: 8, n: 8, k: 64, dtype: bfloat16, epilogue: bias, "
