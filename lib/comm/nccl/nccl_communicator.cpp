@@ -266,9 +266,11 @@ class NcclCommunicator final : public Communicator {
 
  private:
   // The NCCL operation for `op` on this communicator. On one rank the average is the sum, and
-  // NCCL's one-rank average is not trusted: on an H100 with NCCL 2.28.9, out-of-place ncclAvg
-  // over one rank got one element of 1048577 (float64: also of 4099) wrong in every float dtype,
-  // for all-reduce and reduce-scatter alike, while ncclSum was exact.
+  // NCCL's own one-rank average leaves a tail of the output unwritten: its one-rank kernel
+  // (src/device/onerank.cu, NCCL 2.28) gives each of min(32, bytes / 16 KiB) blocks
+  // floor(count / blocks) elements rounded up to 16-byte packs, which can stop short of count.
+  // On an H100 with NCCL 2.28.9 that is exactly what the exactness test saw: out of place, one
+  // element wrong at count 1048577 in every float dtype and at 4099 in float64 only.
   ncclRedOp_t reduction(ReduceOp op) const {
     return op == ReduceOp::avg && size_ == 1 ? ncclSum : nccl_op(op);
   }
