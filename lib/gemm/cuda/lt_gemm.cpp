@@ -321,9 +321,8 @@ struct CudaGemm::State {
     if (p.split_k > 1) {
       check_lt_split_k(p);
       for (int i = 0; i < returned && !out.info.split_k_forced; ++i)
-        if (force_split_k(out, results[static_cast<std::size_t>(i)].algo, workspace_needed))
-          waves = results[static_cast<std::size_t>(i)].wavesCount;
-      if (!out.info.split_k_forced) force_split_k_from_all_algorithms(out, workspace_needed);
+        force_split_k(out, results[static_cast<std::size_t>(i)].algo, workspace_needed, waves);
+      if (!out.info.split_k_forced) force_split_k_from_all_algorithms(out, workspace_needed, waves);
     }
     LtAlgoInfo& info = out.info.algo;
     info.algo_id = algo_attribute<std::int32_t>(out.algo, CUBLASLT_ALGO_CONFIG_ID);
@@ -346,10 +345,12 @@ struct CudaGemm::State {
   }
 
   // None of the heuristic's candidates takes the split (its Hopper kernels mostly do not):
-  // every algorithm cuBLASLt has for these types, with each tile it supports, initialised and
-  // checked with the problem's split-K, as cuBLASLt's own auto-tuning examples search; the
-  // first that passes is used.
-  void force_split_k_from_all_algorithms(Prepared& out, std::size_t& workspace_needed) {
+  // every algorithm cuBLASLt has for these types, with each tile and then each stage count it
+  // supports, initialised and checked with the problem's split-K, as cuBLASLt's auto-tuning
+  // examples search; the first that passes is used. An unset stage count comes first, since
+  // cuBLASLt then picks one itself.
+  void force_split_k_from_all_algorithms(Prepared& out, std::size_t& workspace_needed,
+                                         float& waves) {
     const cudaDataType_t type = cuda_type(p.dtype);
     const cublasComputeType_t compute = p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     constexpr int kMaxAlgorithms = 256;
@@ -363,41 +364,59 @@ struct CudaGemm::State {
       if (cublasLtMatmulAlgoInit(lt.get(), compute, CUDA_R_32F, type, type, type, type,
                                  ids[static_cast<std::size_t>(i)], &algo) != CUBLAS_STATUS_SUCCESS)
         continue;
-      std::size_t tile_bytes = 0;
-      std::vector<std::uint32_t> tiles;
-      if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, nullptr, 0,
-                                            &tile_bytes) == CUBLAS_STATUS_SUCCESS &&
-          tile_bytes > 0) {
-        tiles.resize(tile_bytes / sizeof(std::uint32_t));
-        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(),
-                                              tile_bytes, &tile_bytes) != CUBLAS_STATUS_SUCCESS)
-          tiles.clear();
-      }
+      std::vector<std::uint32_t> tiles = capability_list(algo, CUBLASLT_ALGO_CAP_TILE_IDS);
       if (tiles.empty()) tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
-      for (const std::uint32_t tile : tiles) {
-        cublasLtMatmulAlgo_t candidate = algo;
-        if (cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
-                                                 sizeof tile) != CUBLAS_STATUS_SUCCESS)
-          continue;
-        if (force_split_k(out, candidate, workspace_needed)) return;
-      }
+      std::vector<std::uint32_t> stages = capability_list(algo, CUBLASLT_ALGO_CAP_STAGES_IDS);
+      stages.insert(stages.begin(), CUBLASLT_MATMUL_STAGES_UNDEFINED);
+      for (const std::uint32_t tile : tiles)
+        for (const std::uint32_t stage : stages) {
+          cublasLtMatmulAlgo_t candidate = algo;
+          if (cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                   sizeof tile) != CUBLAS_STATUS_SUCCESS ||
+              cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                   &stage, sizeof stage) != CUBLAS_STATUS_SUCCESS)
+            continue;
+          if (force_split_k(out, candidate, workspace_needed, waves)) return;
+        }
     }
   }
 
+  // An algorithm capability that is a list of ids (tiles, stage counts); empty when it has none.
+  static std::vector<std::uint32_t> capability_list(const cublasLtMatmulAlgo_t& algo,
+                                                    cublasLtMatmulAlgoCapAttributes_t attribute) {
+    std::size_t bytes = 0;
+    std::vector<std::uint32_t> ids;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, nullptr, 0, &bytes) !=
+            CUBLAS_STATUS_SUCCESS ||
+        bytes == 0)
+      return ids;
+    ids.resize(bytes / sizeof(std::uint32_t));
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attribute, ids.data(), bytes, &bytes) !=
+        CUBLAS_STATUS_SUCCESS)
+      ids.clear();
+    return ids;
+  }
+
   // Sets SPLITK_NUM and the reduction scheme the problem asks for on `candidate` and, when the
-  // algorithm supports split-K and cublasLtMatmulAlgoCheck accepts it within the workspace,
-  // makes it `out`'s algorithm (split_k_forced says so).
-  bool force_split_k(Prepared& out, cublasLtMatmulAlgo_t candidate, std::size_t& workspace_needed) {
+  // algorithm supports split-K with that scheme and cublasLtMatmulAlgoCheck accepts it within
+  // the workspace, makes it `out`'s algorithm (split_k_forced says so).
+  bool force_split_k(Prepared& out, cublasLtMatmulAlgo_t candidate, std::size_t& workspace_needed,
+                     float& waves) {
     std::int32_t supported = 0;
+    std::uint32_t schemes = 0;
     std::size_t written = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&candidate, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
-                                          sizeof supported, &written) != CUBLAS_STATUS_SUCCESS ||
-        supported == 0)
-      return false;
-    const auto splits = static_cast<std::int32_t>(p.split_k);
     const std::uint32_t scheme = p.split_k_partials == DType::f32
                                      ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
                                      : CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    if (cublasLtMatmulAlgoCapGetAttribute(&candidate, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
+                                          sizeof supported, &written) != CUBLAS_STATUS_SUCCESS ||
+        supported == 0 ||
+        cublasLtMatmulAlgoCapGetAttribute(&candidate, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                          &schemes, sizeof schemes,
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        (schemes & scheme) == 0)
+      return false;
+    const auto splits = static_cast<std::int32_t>(p.split_k);
     if (cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
                                              sizeof splits) != CUBLAS_STATUS_SUCCESS ||
         cublasLtMatmulAlgoConfigSetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
@@ -410,6 +429,7 @@ struct CudaGemm::State {
       return false;
     out.algo = candidate;
     workspace_needed = checked.workspaceSize;
+    waves = checked.wavesCount;
     out.info.split_k_forced = true;
     return true;
   }
