@@ -217,8 +217,17 @@ def _merge_launches(session_docs: list[dict[str, dict]], ids: list[str]) -> dict
             "cases": [rows[i] for i in ids if i in rows]}
 
 
-def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], results: dict[str, Any], machine_class: str) -> dict:
-    """Merges `cases` into the calibration file at `path` (atomic write); returns the document."""
+def stored_calibration(baselines_root: pathlib.Path, machine_class: str) -> pathlib.Path:
+    """Where the calibration of `machine_class` is stored; InputError when a file there is not
+    one that new cases can be merged into (it stays as it is)."""
+    path = pathlib.Path(baselines_root) / machine_class / _baseline.CALIBRATION_FILE
+    _baseline.load_calibration(path)  # the noise floors `compare` would read, checked
+    return path
+
+
+def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], results: dict[str, Any],
+                      machine_class: str) -> pathlib.Path:
+    """Merges `cases` into the calibration file at `path` (atomic write); returns the path."""
     path = pathlib.Path(path)
     doc: dict[str, Any] = {"schema": _baseline.CALIBRATION_SCHEMA, "machine_class": machine_class, "cases": {}}
     if path.exists():
@@ -231,7 +240,7 @@ def store_calibration(path: pathlib.Path, cases: dict[str, dict[str, Any]], resu
     doc["machine"] = run.get("machine", {})
     doc["updated"] = stamp
     _results.write_json_atomic(path, doc)
-    return doc
+    return path
 
 
 def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, sessions: int, k: int,
@@ -295,24 +304,36 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     if not ids:
         print("meshgate calibrate: no performance case (with a `perf:` block) is selected", file=sys.stderr)
         return 2
+    try:
+        mclass = args.machine_class or _baseline.machine_class(launch.runner_machine(runner))
+    except launch.LaunchError as e:
+        print(f"meshgate calibrate: {e}", file=sys.stderr)
+        return 2
     out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("calibrate")
-    return calibrate_with(side, ids, launcher, out_dir, args.sessions, args.k, args.seed, args.machine_class,
+    return calibrate_with(side, ids, launcher, out_dir, args.sessions, args.k, args.seed, mclass,
                           pathlib.Path(args.baselines), store=not args.no_store, max_gate=args.max_gate)
 
 
 def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.LaunchFn, out_dir: pathlib.Path,
                    sessions: int, k: int, seed: int, machine_class: Optional[str], baselines_root: pathlib.Path,
                    store: bool = True, max_gate: float = stats.MAX_GATE, trials: int = SIMULATION_TRIALS) -> int:
-    """Runs the A/A sessions, writes reports/<id>/ and stores the calibration; exit code."""
+    """Runs the A/A sessions, writes reports/<id>/ and stores the calibration; exit code.
+    `machine_class` None takes the class from the sessions' results; a known one lets a stored
+    calibration that cannot be merged into stop the command before the sessions run."""
     out_dir = pathlib.Path(out_dir)
+    if store and machine_class:
+        try:
+            stored_calibration(baselines_root, machine_class)
+        except _baseline.InputError as e:
+            print(f"meshgate calibrate: {e}", file=sys.stderr)
+            return 2
     cases, results = calibrate_sessions(side, ids, launch, out_dir, sessions, k, seed, max_gate, trials)
     _results.write_results(out_dir / "results.json", results)
     mclass = machine_class or _baseline.results_machine_class(results)
     stored = None
     if store and cases:
-        stored = pathlib.Path(baselines_root) / mclass / _baseline.CALIBRATION_FILE
         try:
-            store_calibration(stored, cases, results, mclass)
+            stored = store_calibration(stored_calibration(baselines_root, mclass), cases, results, mclass)
         except _baseline.InputError as e:
             print(f"meshgate calibrate: {e}", file=sys.stderr)
             return 2

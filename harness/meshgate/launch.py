@@ -162,6 +162,25 @@ def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
         raise RunnerInputError(f"meshgate: cannot read the case list: {e}\n", 2) from None
 
 
+def runner_machine(runner: list[str], env: dict | None = None) -> dict:
+    """The machine as the runner's results will describe it (`meshgate-runner version --json`),
+    for what the driver must know of it before running anything. LaunchError when the runner
+    cannot say."""
+    proc = subprocess.run(runner + ["version", "--json"], capture_output=True, text=True,
+                          encoding="utf-8", errors="replace", env=env)
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip() or LaunchOutcome(returncode=proc.returncode).death()
+        raise LaunchError(f"{' '.join(runner)} version --json failed: {said}")
+    try:
+        info = jsonfile.parse(proc.stdout, "meshgate-runner version --json")
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+    if not isinstance(info.get("machine"), dict):
+        raise LaunchError(f"{' '.join(runner)} version --json does not describe the machine: "
+                          f"a runner older than this driver (rebuild it)")
+    return info["machine"]
+
+
 @dataclass
 class LaunchOutcome:
     """What one runner process did."""

@@ -164,11 +164,15 @@ nlohmann::ordered_json build_info() {
   backends.push_back("nccl");
 #endif
   const CommitInfo commit = commit_info();
+  const nlohmann::ordered_json versions = versions_info();
+  // The machine as a run's results describe it, so that the driver can name the machine class
+  // (and check what is stored for it) before it runs anything.
   return {{"version", MESHGATE_VERSION},
           {"commit", commit.commit},
           {"dirty", commit.dirty},
           {"backends", backends},
-          {"cuda", versions_info()["cuda"]}};
+          {"cuda", versions["cuda"]},
+          {"machine", machine_info(versions)}};
 }
 
 std::string version_text() {

@@ -38,9 +38,9 @@ nlohmann::ordered_json run_info(const std::string& run_id, const std::string& st
                                 const std::string& backend, int world_size,
                                 const nlohmann::ordered_json& versions);
 
-// What this runner is: {"version", "commit", "dirty", "backends": [...], "cuda"}; the
-// backends are those compiled in (threads always, mpi and nccl when built with them) and cuda
-// the CUDA runtime it links, null without one.
+// What this runner is: {"version", "commit", "dirty", "backends": [...], "cuda", "machine"};
+// the backends are those compiled in (threads always, mpi and nccl when built with them), cuda
+// the CUDA runtime it links (null without one) and machine what a threads run's results say.
 nlohmann::ordered_json build_info();
 
 // build_info() in one line for `meshgate-runner --version`.

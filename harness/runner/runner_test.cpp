@@ -493,6 +493,8 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
   EXPECT_TRUE(run["machine"]["gpus"].is_array());
   for (const auto& gpu : run["machine"]["gpus"]) EXPECT_TRUE(gpu.is_string());
   EXPECT_EQ(run["machine"]["fingerprint"].get<std::string>().size(), 16u);
+  // `version --json` describes the same machine, so the driver can name its class up front.
+  EXPECT_EQ(nlohmann::json::parse(build_info()["machine"].dump()), run["machine"]);
   EXPECT_TRUE(run["versions"]["meshgate"].is_string());
 #ifdef MESHGATE_HAVE_NCCL
   // A CUDA build records its CUDA runtime (e.g. "13.0") even on the threads backend.

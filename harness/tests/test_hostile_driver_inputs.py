@@ -278,6 +278,30 @@ class HostileBaselineFilesTest(RefusalTestCase):
                     self.assertIn("run `meshgate calibrate` again", err)
 
 
+class HostileStoredCalibrationTest(RefusalTestCase):
+    """`meshgate calibrate` refuses a stored calibration it could not merge into before it
+    launches a single A/A session, instead of after all of them."""
+
+    def test_damaged_stored_calibration_stops_before_the_sessions(self):
+        floors = {"NaN": float("nan"), "negative": -0.5}
+        cases = dict(HOSTILE, **{f"a noise floor that is {name}": json.dumps(
+            {"schema": "meshgate.calibration/1", "cases": {"s/a": {"noise_floor": v}}}).encode()
+            for name, v in floors.items()})
+        for name in ("binary", "truncated", "an array at the top", "a directory",
+                     *(f"a noise floor that is {n}" for n in floors)):
+            with self.subTest(input=name), FakeRunner("perf") as fake, fake.environ():
+                root = fake.dir / "baselines"
+                stored = write(root / "fake" / "calibration.json", cases[name])  # the fake's class
+                before = snapshot(root)
+                code, out, err = meshgate("calibrate", "--baselines", root, "--out",
+                                          fake.dir / "report", "--sessions", "1")
+                self.assertRefused(code, err, stored, out)
+                self.assertIn("run `meshgate calibrate` again", err)
+                self.assertEqual(fake.run_launches(), [])
+                self.assertFalse((fake.dir / "report").exists())
+                self.assertEqual(snapshot(root), before)
+
+
 class HostileDatabaseTest(RefusalTestCase):
     """`meshgate history` on files that are no meshgate history database."""
 

@@ -2,6 +2,7 @@ import io
 import json
 import math
 import signal
+import sys
 import time
 import unittest
 from pathlib import Path
@@ -181,6 +182,22 @@ class ListCasesTest(unittest.TestCase):
         self.assertEqual(caught.exception.returncode, 2)
         self.assertIn("the runner crashed with SIGSEGV while loading cases/evil.yaml",
                       caught.exception.stderr)
+
+
+class RunnerMachineTest(unittest.TestCase):
+    def test_the_machine_of_version_json(self):
+        with FakeRunner("passing") as fake, fake.environ():
+            machine = launch.runner_machine(fake.command)
+        self.assertEqual(machine["cpu"], "Fake CPU")
+
+    def test_a_runner_that_cannot_say_is_a_launch_error(self):
+        for script, said in (("print('{\"version\": \"0.1.0\"}')", "does not describe the machine"),
+                             ("print('not json')", "not valid JSON"),
+                             ("import sys; print('no such command', file=sys.stderr); sys.exit(2)",
+                              "no such command")):
+            with self.subTest(said=said), self.assertRaises(launch.LaunchError) as e:
+                launch.runner_machine([sys.executable, "-c", script])
+            self.assertIn(said, str(e.exception))
 
 
 class RecoveryTest(unittest.TestCase):
