@@ -2,7 +2,10 @@
 path's ratio to the best alternative (hot, and cold-L2), TFLOP/s of every implementation, what
 the fused implementation executed, the chosen algorithm (id, split-K and whether a requested
 split-K was applied, workspace), errors and drift. Reads each DIR/results.json (or results.jsonl
-of a run that did not finish) and writes Markdown to stdout."""
+of a run that did not finish) and writes Markdown to stdout.
+  gpu_summary.py --all-pass DIR...  instead checks that the runs hold at least one case and
+                                    that every case passed (a skip counts against it: on a GPU
+                                    machine nothing may be skipped for want of one)."""
 
 import json
 import pathlib
@@ -60,9 +63,27 @@ def row_line(row: dict) -> str:
         errors, drift or "none", message)) + " |"
 
 
+def all_pass(folders: list) -> int:
+    rows = [r for folder in folders for r in rows_of(pathlib.Path(folder))]
+    others = [r for r in rows if r.get("status") != "pass"]
+    for row in others:
+        print(f"{row.get('id', '?')}: {row.get('status', '?')}: {row.get('message', '')}",
+              file=sys.stderr)
+    if not rows:
+        print(f"no case ran in {', '.join(map(str, folders))}", file=sys.stderr)
+    print(f"{len(rows) - len(others)} of {len(rows)} case(s) pass")
+    return 0 if rows and not others else 1
+
+
 def main(argv: list) -> int:
+    if len(argv) >= 2 and argv[1] == "--all-pass":
+        argv = argv[1:]
+        if len(argv) < 2:
+            print("usage: gpu_summary.py --all-pass REPORT_DIR...", file=sys.stderr)
+            return 2
+        return all_pass(argv[1:])
     if len(argv) < 2:
-        print("usage: gpu_summary.py REPORT_DIR...", file=sys.stderr)
+        print("usage: gpu_summary.py [--all-pass] REPORT_DIR...", file=sys.stderr)
         return 2
     rows = [r for folder in argv[1:] for r in rows_of(pathlib.Path(folder))
             if r.get("kind") == "gemm"]

@@ -1,7 +1,7 @@
 """ci/gpu_summary.py on results a GPU machine wrote (an NVIDIA H100 80GB HBM3 running
 cases/gemm/cuda-regression.yaml: three of its cases, samples dropped, host anonymised), and
-ci/gpu-validate's `cases` stage in parts, on a stand-in GPU machine: a fake nvidia-smi and
-nvcc, and a bundle whose runner is the driver tests' fake runner."""
+ci/gpu-validate's `cases` stage in parts and its `nccl` stage, on a stand-in GPU machine: a
+fake nvidia-smi and nvcc, and a bundle whose runner is the driver tests' fake runner."""
 
 import json
 import os
@@ -58,13 +58,19 @@ class GpuSummaryTest(unittest.TestCase):
 @unittest.skipUnless(shutil.which("bash"), "needs bash")
 class CasesInPartsTest(unittest.TestCase):
     IDS = [f"gemm-cuda/{n:02d}-case" for n in range(1, 6)]
+    ONE_RANK = [{"id": "collectives-one-rank/all-reduce-float32-avg", "kind": "collective",
+                 "tags": ["smoke", "one-rank"], "outcome": "pass"},
+                {"id": "redistribute-single-dim/one-rank-s0-to-r", "kind": "redistribute",
+                 "tags": ["smoke", "one-rank"], "outcome": "pass"},
+                {"id": "collectives-smoke/all-gather-3-ranks", "kind": "collective",
+                 "tags": ["smoke"], "outcome": "skip"}]
 
     def setUp(self):
         tmp = tempfile.TemporaryDirectory(prefix="meshgate-gpu-validate-")
         self.addCleanup(tmp.cleanup)
         self.dir = Path(tmp.name)
         self.fake = FakeRunner({"cases": [{"id": i, "kind": "gemm", "tags": ["gpu"],
-                                           "outcome": "pass"} for i in self.IDS]})
+                                           "outcome": "pass"} for i in self.IDS] + self.ONE_RANK})
         self.addCleanup(self.fake.__exit__)
         tools = self.dir / "tools"
         tools.mkdir()
@@ -111,6 +117,33 @@ class CasesInPartsTest(unittest.TestCase):
         done = self.validate("cases", "3")
         self.assertEqual(done.returncode, 1)
         self.assertIn("cases 3: a part from 1 to 2 (MESHGATE_CASE_PIECES)", done.stderr)
+
+    def test_nccl_runs_the_one_rank_cases_on_the_nccl_backend_and_all_must_pass(self):
+        done = self.validate("nccl")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        [argv] = self.fake.run_launches()
+        self.assertEqual(option_values(argv, "--backend"), ["nccl"])
+        self.assertEqual(option_values(argv, "--tag"), ["one-rank"])
+        self.assertIn("2 of 2 case(s) pass", done.stdout)
+
+        # A case skipped on the GPU machine (e.g. no device visible to NCCL) fails the stage.
+        scenario = json.loads(self.fake.scenario.read_text())
+        scenario["cases"][-2].update(outcome="skip", message="no CUDA device visible")
+        self.fake.scenario.write_text(json.dumps(scenario))
+        done = self.validate("nccl")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        log = (self.dir / "out" / "nccl.log").read_text()
+        self.assertIn("redistribute-single-dim/one-rank-s0-to-r: skip: no CUDA device visible", log)
+        self.assertIn("1 of 2 case(s) pass", log)
+        self.assertIn("did not pass every case", done.stderr)
+
+    def test_all_pass_needs_a_case(self):
+        (self.dir / "empty").mkdir()
+        (self.dir / "empty" / "results.json").write_text(json.dumps({"cases": []}))
+        done = subprocess.run([sys.executable, str(REPO / "ci" / "gpu_summary.py"), "--all-pass",
+                               str(self.dir / "empty")], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("no case ran in", done.stderr)
 
 
 if __name__ == "__main__":
