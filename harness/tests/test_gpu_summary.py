@@ -118,6 +118,16 @@ class CasesInPartsTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1)
         self.assertIn("cases 3: a part from 1 to 2 (MESHGATE_CASE_PIECES)", done.stderr)
 
+    def test_a_skipped_gpu_case_fails_its_part(self):
+        scenario = json.loads(self.fake.scenario.read_text())
+        scenario["cases"][3].update(outcome="skip", message="no CUDA device visible")
+        self.fake.scenario.write_text(json.dumps(scenario))
+        self.assertEqual(self.validate("cases", "1").returncode, 0)  # cases 1, 3 and 5
+        done = self.validate("cases", "2")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn(f"{self.IDS[3]}: skip: no CUDA device visible", done.stderr)
+        self.assertIn("cases 2/2: not every GPU case passed", done.stderr)
+
     def test_nccl_runs_the_one_rank_cases_on_the_nccl_backend_and_all_must_pass(self):
         done = self.validate("nccl")
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
