@@ -81,16 +81,20 @@ class CasesInPartsTest(unittest.TestCase):
         (bundle / "bin").mkdir(parents=True)
         runner = bundle / "bin" / "meshgate-runner"
         runner.write_text(f"#!/bin/sh\nexec {sys.executable} {self.fake.command[1]} \"$@\"\n")
+        # The test binaries log their arguments and print what FAKE_GTEST_OUTPUT holds.
+        self.gtest_log = self.dir / "gtest-args"
         for binary in ("meshgate-runner", "meshgate_gemm_test", "meshgate_comm_nccl_test"):
             target = bundle / "bin" / binary
             if not target.exists():
-                target.write_text("#!/bin/sh\nexit 0\n")
+                target.write_text(f"#!/bin/sh\necho \"{binary} $*\" >>{self.gtest_log}\n"
+                                  "printf '%s\\n' \"$FAKE_GTEST_OUTPUT\"\n")
             target.chmod(0o755)
         (bundle / "env.sh").write_text(f"export MESHGATE_GPU_BUNDLE={bundle}\n"
                                        f"export MESHGATE_RUNNER={runner}\n")
         self.env = dict(self.fake.env, PATH=f"{tools}:{os.environ['PATH']}",
                         MESHGATE_GPU_BUNDLE=str(bundle), MESHGATE_CASE_PIECES="2",
-                        MESHGATE_GPU_VALIDATE_OUT=str(self.dir / "out"))
+                        MESHGATE_GPU_VALIDATE_OUT=str(self.dir / "out"),
+                        FAKE_GTEST_OUTPUT="[  PASSED  ] 3 tests.")
 
     def validate(self, *argv: str) -> subprocess.CompletedProcess:
         return subprocess.run(["bash", str(REPO / "ci" / "gpu-validate"), *argv], env=self.env,
@@ -127,6 +131,18 @@ class CasesInPartsTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
         self.assertIn(f"{self.IDS[3]}: skip: no CUDA device visible", done.stderr)
         self.assertIn("cases 2/2: not every GPU case passed", done.stderr)
+
+    def test_tests_run_the_gpu_tests_and_a_skipped_one_fails_the_stage(self):
+        done = self.validate("tests")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertEqual(self.gtest_log.read_text().splitlines(), [
+            "meshgate_gemm_test --gtest_filter=LtGemm.*:LtPlan.*:LtOperands.* --gtest_brief=0",
+            # the test of a machine without a GPU is left out, not counted as a skip
+            "meshgate_comm_nccl_test --gtest_filter=-Nccl.WithoutAGpuNcclWorldSaysSo --gtest_brief=0"])
+        self.env["FAKE_GTEST_OUTPUT"] = "[  SKIPPED ] LtGemm.Bias"
+        done = self.validate("tests")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("gemm-tests skipped GPU tests on a GPU machine", done.stderr)
 
     def test_nccl_runs_the_one_rank_cases_on_the_nccl_backend_and_all_must_pass(self):
         done = self.validate("nccl")
