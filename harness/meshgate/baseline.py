@@ -273,7 +273,7 @@ def load_baseline_dir(baseline_dir: pathlib.Path, suites: list[str]) -> tuple[di
     return merged, lacking
 
 
-_RECALIBRATE = "run `meshgate calibrate` again"
+_RECALIBRATE = "remove it and run `meshgate calibrate` again"
 
 
 def read_calibration(path: pathlib.Path) -> dict[str, Any]:

@@ -296,7 +296,7 @@ class HostileStoredCalibrationTest(RefusalTestCase):
                 code, out, err = meshgate("calibrate", "--baselines", root, "--out",
                                           fake.dir / "report", "--sessions", "1")
                 self.assertRefused(code, err, stored, out)
-                self.assertIn("run `meshgate calibrate` again", err)
+                self.assertIn("remove it and run `meshgate calibrate` again", err)
                 self.assertEqual(fake.run_launches(), [])
                 self.assertFalse((fake.dir / "report").exists())
                 self.assertEqual(snapshot(root), before)
