@@ -28,9 +28,12 @@ class SingleProcessNccl final : public OwningProcessBackend {
              "process; build it with MPI (libopenmpi-dev) and start it under mpirun for more\n";
       return false;
     }
+    // The NCCL that would run is recorded even when no GPU lets it: a skip says where.
+    const std::string nccl_version = comm::nccl_library_version();
     if (comm::cuda_device_count() == 0) {
       inner_ = std::make_unique<ProcessBackend>("nccl", *control_, *control_, nullptr,
-                                                versions_info(), std::string(kNcclWithoutDevice));
+                                                versions_info(std::nullopt, nccl_version),
+                                                std::string(kNcclWithoutDevice));
       return true;
     }
     try {
@@ -40,8 +43,7 @@ class SingleProcessNccl final : public OwningProcessBackend {
       return false;
     }
     inner_ = std::make_unique<ProcessBackend>(
-        "nccl", *nccl_, *control_, nullptr,
-        versions_info(std::nullopt, comm::nccl_library_version()));
+        "nccl", *nccl_, *control_, nullptr, versions_info(std::nullopt, nccl_version));
     return true;
   }
 

@@ -56,10 +56,12 @@ class MpiRun final : public OwningProcessBackend {
       return true;
     }
 #ifdef MESHGATE_HAVE_NCCL
+    // The NCCL that would run is recorded even when no GPU lets it: a skip says where.
+    const std::string nccl_version = comm::nccl_library_version();
     const int devices = comm::cuda_device_count();
     if (devices == 0) {
       inner_ = std::make_unique<ProcessBackend>(
-          "nccl", *world_, *world_, abort_job(), versions_info(mpi_version),
+          "nccl", *world_, *world_, abort_job(), versions_info(mpi_version, nccl_version),
           std::string(kNcclWithoutDevice));
       return true;
     }
@@ -69,9 +71,8 @@ class MpiRun final : public OwningProcessBackend {
       if (world_->rank() == 0) err << "cannot start the nccl backend: " << e.what() << '\n';
       return false;
     }
-    inner_ =
-        std::make_unique<ProcessBackend>("nccl", *nccl_, *world_, abort_job(),
-                                         versions_info(mpi_version, comm::nccl_library_version()));
+    inner_ = std::make_unique<ProcessBackend>("nccl", *nccl_, *world_, abort_job(),
+                                              versions_info(mpi_version, nccl_version));
     return true;
 #else
     (void)local_rank;

@@ -466,6 +466,7 @@ TEST_F(RunCommandTest, SingleProcessNcclRunsOneRankAndSkipsWithoutAGpu) {
   const nlohmann::json r = results();
   EXPECT_EQ(r["run"]["backend"], "nccl");
   EXPECT_EQ(r["run"]["world_size"], 1);
+  EXPECT_EQ(r["run"]["versions"]["nccl"], comm::nccl_library_version());  // what would have run
   ASSERT_EQ(r["cases"].size(), 1u);
   EXPECT_EQ(r["cases"][0]["status"], "skip");
   EXPECT_EQ(r["cases"][0]["message"], std::string(kNcclWithoutDevice));
