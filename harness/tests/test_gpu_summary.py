@@ -122,6 +122,19 @@ class CasesInPartsTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1)
         self.assertIn("cases 3: a part from 1 to 2 (MESHGATE_CASE_PIECES)", done.stderr)
 
+    def test_several_stages_in_one_call_and_names_checked_first(self):
+        done = self.validate("check", "cases", "2", "nccl")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        launches = self.fake.run_launches()
+        self.assertEqual([option_values(argv, "--case") for argv in launches[:1]], [self.IDS[1::2]])
+        self.assertEqual(option_values(launches[1], "--tag"), ["one-rank"])
+        for argv in (["check", "cases", "nccl", "cuda"], ["check", "2"], []):
+            done = self.validate(*argv)
+            self.assertEqual(done.returncode, 2, argv)
+            self.assertNotIn("Stand-in GPU", done.stdout)  # nothing ran, not even check
+        self.assertIn("unknown stage '2'", self.validate("check", "2").stderr)
+        self.assertEqual(len(self.fake.run_launches()), 2)
+
     def test_a_skipped_gpu_case_fails_its_part(self):
         scenario = json.loads(self.fake.scenario.read_text())
         scenario["cases"][3].update(outcome="skip", message="no CUDA device visible")
