@@ -132,7 +132,8 @@ class CasesInPartsTest(unittest.TestCase):
             done = self.validate(*argv)
             self.assertEqual(done.returncode, 2, argv)
             self.assertNotIn("Stand-in GPU", done.stdout)  # nothing ran, not even check
-        self.assertIn("unknown stage '2'", self.validate("check", "2").stderr)
+        self.assertIn("part 2 follows no 'cases'", self.validate("check", "2").stderr)
+        self.assertIn("unknown stage 'cuda'", self.validate("cuda").stderr)
         self.assertEqual(len(self.fake.run_launches()), 2)
 
     def test_a_skipped_gpu_case_fails_its_part(self):
