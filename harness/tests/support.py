@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import sys
 import tempfile
+import unittest
 from pathlib import Path
 from unittest import mock
 
@@ -47,6 +50,26 @@ class FakeRunner:
 
     def run_launches(self) -> list[list[str]]:
         return [argv for argv in self.launches() if argv[0] == "run"]
+
+
+class DriverRun(unittest.TestCase):
+    """`meshgate run` in-process on the fake runner, reports included."""
+
+    def run_driver(self, scenario: dict, *argv: str) -> tuple[int, str, str, Path]:
+        """(exit code, stdout, stderr, the run's folder) of `meshgate run --out DIR ARGV`."""
+        from meshgate import cli
+
+        fake = FakeRunner(scenario)
+        self.addCleanup(fake.__exit__)
+        root = fake.dir / "repo"
+        (root / "cases").mkdir(parents=True)
+        fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
+        out_dir = fake.dir / "run"
+        out, err = io.StringIO(), io.StringIO()
+        with fake.environ(), mock.patch("meshgate.build.source_root", return_value=root), \
+                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cli.main(["run", "--out", str(out_dir), *argv])
+        return code, out.getvalue(), err.getvalue(), out_dir
 
 
 def option_values(argv: list[str], flag: str) -> list[str]:

@@ -3,41 +3,27 @@ results.json, report.md, junit.xml, report.html and the summary. The bound is ge
 seconds of this process, so a busy machine does not trip it); a step that went quadratic again
 costs minutes at this size and fails it."""
 
-import contextlib
-import io
 import json
 import time
 import unittest
 import xml.etree.ElementTree as ET
-from unittest import mock
 
-from meshgate import cli
-
-from .support import FakeRunner
+from .support import DriverRun
 
 CASES = 20000
 CPU_BOUND_S = 60.0
 
 
-class LargeRunTest(unittest.TestCase):
+class LargeRunTest(DriverRun):
     def test_twenty_thousand_cases_run_and_report_in_linear_time(self):
         scenario = {"cases": [
             {"id": f"big/case-{i}", "kind": "layout", "tags": ["smoke"],
              "outcome": "fail" if i % 1000 == 7 else "pass", "message": "expected 8:1"}
             for i in range(CASES)]}
-        fake = FakeRunner(scenario)
-        self.addCleanup(fake.__exit__)
-        root = fake.dir / "repo"
-        (root / "cases").mkdir(parents=True)
-        fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
-        out_dir = fake.dir / "run"
-        out = io.StringIO()
-        with fake.environ(), mock.patch("meshgate.build.source_root", return_value=root), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            start = time.process_time()
-            code = cli.main(["run", "--out", str(out_dir)])
-            cpu_seconds = time.process_time() - start
-        self.assertEqual(code, 1, out.getvalue()[-2000:])
+        start = time.process_time()
+        code, out, err, out_dir = self.run_driver(scenario)
+        cpu_seconds = time.process_time() - start
+        self.assertEqual(code, 1, (out + err)[-2000:])
         document = json.loads((out_dir / "results.json").read_text())
         self.assertEqual([c["id"] for c in document["cases"]],
                          [c["id"] for c in scenario["cases"]])
@@ -45,8 +31,7 @@ class LargeRunTest(unittest.TestCase):
         self.assertEqual(junit.get("tests"), str(CASES))
         self.assertEqual(junit.get("failures"), str(CASES // 1000))
         failed = CASES // 1000
-        self.assertIn(f"meshgate: {CASES} cases  pass {CASES - failed}  fail {failed}",
-                      out.getvalue())
+        self.assertIn(f"meshgate: {CASES} cases  pass {CASES - failed}  fail {failed}", out + err)
         self.assertLess(cpu_seconds, CPU_BOUND_S,
                         f"{CASES} cases took {cpu_seconds:.1f} CPU s in the driver: a step has "
                         f"gone quadratic")

@@ -13,12 +13,11 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from unittest import mock
 
 from meshgate import cli, results
 from meshgate.markup import html_text, md_cell, md_code, visible
 
-from .support import FakeRunner
+from .support import DriverRun
 
 REPO = Path(__file__).resolve().parents[2]
 # Raw characters no report may contain: C0 controls but tab and newline, DEL, C1 controls,
@@ -54,23 +53,6 @@ class VisibleTest(unittest.TestCase):
 
     def test_html_text_escapes_markup_and_controls(self):
         self.assertEqual(html_text("<b>&\"\x1b\n"), "&lt;b&gt;&amp;&quot;\\x1b\n")
-
-
-class DriverRun(unittest.TestCase):
-    """`meshgate run` in-process on the fake runner, reports included."""
-
-    def run_driver(self, scenario: dict, *argv: str) -> tuple[int, str, str, Path]:
-        fake = FakeRunner(scenario)
-        self.addCleanup(fake.__exit__)
-        root = fake.dir / "repo"
-        (root / "cases").mkdir(parents=True)
-        fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
-        out_dir = fake.dir / "run"
-        out, err = io.StringIO(), io.StringIO()
-        with fake.environ(), mock.patch("meshgate.build.source_root", return_value=root), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(["run", "--out", str(out_dir), *argv])
-        return code, out.getvalue(), err.getvalue(), out_dir
 
 
 class HostileNamesTest(DriverRun):
