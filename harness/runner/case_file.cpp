@@ -1,6 +1,7 @@
 #include "case_file.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -91,8 +92,10 @@ std::string flow_text(const YAML::Node& value) {
 // a shared node would make every case's pool hold the whole file.
 class CaseBuilder {
  public:
-  CaseBuilder(const Bindings& bindings, const CaseErrors& errs, std::size_t& nodes_left)
-      : bindings_(bindings), errs_(errs), nodes_left_(nodes_left) {}
+  // varying[a]: whether matrix key a has more than one value.
+  CaseBuilder(const Bindings& bindings, const std::vector<bool>& varying, const CaseErrors& errs,
+              std::size_t& nodes_left)
+      : bindings_(bindings), varying_(varying), errs_(errs), nodes_left_(nodes_left) {}
 
   // False when the file's budget of case nodes ran out (nothing more should be built).
   bool within_budget() const { return within_budget_; }
@@ -106,6 +109,7 @@ class CaseBuilder {
       if (key == "matrix") continue;
       YAML::Node value = copy(it->second, key, true);
       if (key == "tags") add_default_tags(value, lookup(defaults, "tags"));
+      if (key == "name") append_unnamed_values(value, it->second);
       out.force_insert(copy(it->first, key, false), value);
     }
     // Defaults go under the case: the case's own keys win, tags are united (above).
@@ -120,6 +124,38 @@ class CaseBuilder {
   }
 
  private:
+  // A matrix key that varies but that the name does not mention adds "-<value>" to the name, in
+  // matrix key order (as pytest's parametrize ids): `name: gemm` with `dtype: [f32, bf16]` gives
+  // gemm-f32 and gemm-bf16 rather than two cases with one id. Keys with a single value leave
+  // the name alone, so that adding one never renames a case.
+  void append_unnamed_values(YAML::Node& name, const YAML::Node& written) {
+    if (!name.IsScalar() || !written.IsScalar()) return;
+    std::string text = name.Scalar();
+    for (std::size_t a = 0; a < bindings_.size(); ++a) {
+      if (varying_[a] && written.Scalar().find("${" + bindings_[a].first + "}") == std::string::npos) {
+        text += "-" + name_part(flow_text(bindings_[a].second));
+      }
+    }
+    if (text != name.Scalar()) name = text;  // set_scalar keeps the node's position
+  }
+
+  // A value as a piece of a case name: what names cannot hold ('/', spaces, braces, ...)
+  // becomes '-'.
+  static std::string name_part(const std::string& value) {
+    std::string part;
+    for (const char c : value) {
+      const bool kept = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                        c == '+' || c == '-';
+      if (kept) {
+        part += c;
+      } else if (!part.empty() && part.back() != '-') {
+        part += '-';
+      }
+    }
+    while (!part.empty() && part.back() == '-') part.pop_back();
+    return part.empty() ? "_" : part;
+  }
+
   void add_default_tags(YAML::Node& tags, const YAML::Node& default_tags) {
     if (!tags.IsSequence() || !default_tags.IsSequence()) return;
     for (const YAML::Node& tag : default_tags) {
@@ -212,6 +248,7 @@ class CaseBuilder {
   }
 
   const Bindings& bindings_;
+  const std::vector<bool>& varying_;
   const CaseErrors& errs_;
   std::size_t& nodes_left_;
   bool within_budget_ = true;
@@ -494,6 +531,8 @@ void load_checked_text(const std::string& text, const std::string& file, LoadedC
                    " per case; split the case or shorten its lists");
       continue;
     }
+    std::vector<bool> varying;
+    for (const auto& axis : *axes) varying.push_back(axis.second.size() > 1);
     for (std::size_t c = 0; c < *combinations; ++c) {
       // The first matrix key varies slowest.
       std::vector<std::size_t> picks(axes->size());
@@ -507,7 +546,7 @@ void load_checked_text(const std::string& text, const std::string& file, LoadedC
         bindings.emplace_back((*axes)[a].first, (*axes)[a].second[picks[a]]);
       }
       const std::size_t before = out.errors.size();
-      CaseBuilder builder(bindings, errs, nodes_left);
+      CaseBuilder builder(bindings, varying, errs, nodes_left);
       const YAML::Node expanded = builder.build(case_node, defaults);
       if (!builder.within_budget()) {
         errs.add(case_node.Mark(), axes->empty() ? "cases" : "matrix",
@@ -546,7 +585,7 @@ void check_unique_ids(LoadedCases& loaded) {
       duplicates.push_back(location(spec.file, name.Mark()) + ": case '" + spec.id +
                            "': key 'name': duplicate case id, first defined at " +
                            location(it->second->file, lookup(it->second->node, "name").Mark()) +
-                           "; names must be unique in a suite (use ${...} with a matrix)");
+                           "; names must be unique in a suite");
     }
   }
   loaded.errors.insert(loaded.errors.end(), duplicates.begin(), duplicates.end());

@@ -104,15 +104,37 @@ TEST(CaseFile, DuplicateNamesNameBothLines) {
   ASSERT_EQ(loaded.errors.size(), 1u);
   EXPECT_EQ(loaded.errors[0],
             "suite.yaml:4:11: case 's/a': key 'name': duplicate case id, first defined at "
-            "suite.yaml:3:12; names must be unique in a suite (use ${...} with a matrix)");
+            "suite.yaml:3:12; names must be unique in a suite");
 }
 
-TEST(CaseFile, MatrixWithoutNameVariableDuplicates) {
+TEST(CaseFile, MatrixKeysTheNameDoesNotMentionAreAppendedToIt) {
   const LoadedCases loaded = load(
+      "suite: s\n"
       "cases:\n"
+      "  - name: a-${y}\n"
+      "    kind: echo\n"
+      "    matrix: {x: [1, 2], y: [p, q], z: [only], w: [[2, 4], {k: v/w}]}\n");
+  ASSERT_TRUE(loaded.errors.empty()) << loaded.errors[0];
+  std::vector<std::string> ids;
+  for (const CaseSpec& spec : loaded.cases) ids.push_back(spec.id);
+  // y is in the name, z has a single value: neither is appended; x and w are, in key order.
+  EXPECT_EQ(ids, (std::vector<std::string>{"s/a-p-1-2x4", "s/a-p-1-k-v-w", "s/a-q-1-2x4",
+                                           "s/a-q-1-k-v-w", "s/a-p-2-2x4", "s/a-p-2-k-v-w",
+                                           "s/a-q-2-2x4", "s/a-q-2-k-v-w"}));
+  // The name keeps its position for messages.
+  EXPECT_EQ(loaded.cases[0].node["name"].Mark().line, 2);
+}
+
+TEST(CaseFile, AppendedMatrixValuesCanStillCollide) {
+  const LoadedCases loaded = load(
+      "suite: s\n"
+      "cases:\n"
+      "  - {name: a-1, kind: echo}\n"
       "  - {name: a, kind: echo, matrix: {x: [1, 2]}}\n");
   ASSERT_EQ(loaded.errors.size(), 1u);
-  EXPECT_NE(loaded.errors[0].find("duplicate case id"), std::string::npos);
+  EXPECT_NE(loaded.errors[0].find("case 's/a-1': key 'name': duplicate case id"),
+            std::string::npos)
+      << loaded.errors[0];
 }
 
 TEST(CaseFile, UnknownMatrixVariableIsAnError) {
