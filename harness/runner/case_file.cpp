@@ -132,7 +132,8 @@ class CaseBuilder {
     if (!name.IsScalar() || !written.IsScalar()) return;
     std::string text = name.Scalar();
     for (std::size_t a = 0; a < bindings_.size(); ++a) {
-      if (varying_[a] && written.Scalar().find("${" + bindings_[a].first + "}") == std::string::npos) {
+      if (varying_[a] &&
+          written.Scalar().find("${" + bindings_[a].first + "}") == std::string::npos) {
         text += "-" + name_part(flow_text(bindings_[a].second));
       }
     }

@@ -132,8 +132,7 @@ TEST(CaseFile, AppendedMatrixValuesCanStillCollide) {
       "  - {name: a-1, kind: echo}\n"
       "  - {name: a, kind: echo, matrix: {x: [1, 2]}}\n");
   ASSERT_EQ(loaded.errors.size(), 1u);
-  EXPECT_NE(loaded.errors[0].find("case 's/a-1': key 'name': duplicate case id"),
-            std::string::npos)
+  EXPECT_NE(loaded.errors[0].find("case 's/a-1': key 'name': duplicate case id"), std::string::npos)
       << loaded.errors[0];
 }
 
