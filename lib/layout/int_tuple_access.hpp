@@ -129,6 +129,11 @@ class IntTupleAccess {
 inline std::int64_t floor_div(std::int64_t a, std::int64_t b, std::string_view where) {
   if (a >= 0 && b > 0) return a / b;  // the common case needs no sign fix-up
   if (b == 0) throw_division_by_zero("//", a, where);
+  // INT64_MIN / -1 traps in hardware (SIGFPE); its true quotient 2^63 does not fit anyway.
+  if (b == -1) {
+    if (a == INT64_MIN) throw_overflow("//", a, b, where);
+    return -a;
+  }
   std::int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -138,9 +143,16 @@ inline std::int64_t floor_div(std::int64_t a, std::int64_t b, std::string_view w
 inline std::int64_t floor_mod(std::int64_t a, std::int64_t b, std::string_view where) {
   if (a >= 0 && b > 0) return a % b;
   if (b == 0) throw_division_by_zero("%", a, where);
+  if (b == -1) return 0;  // INT64_MIN % -1 traps in hardware like the division
   std::int64_t r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
+}
+
+// Python's `-(-a // b)`, the ceiling of a / b, without negating a (which overflows at INT64_MIN).
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b, std::string_view where) {
+  const std::int64_t q = floor_div(a, b, where);
+  return floor_mod(a, b, where) == 0 ? q : q + 1;
 }
 
 // Python's repr of an IntTuple ("8", "(8,)", "(2, 3)", "()"), for messages that quote the

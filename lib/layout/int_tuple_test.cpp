@@ -165,6 +165,20 @@ TEST(IntTuple, Crd2IdxErrors) {
             ErrorKind::value);
 }
 
+// Python divides INT64_MIN by -1 exactly; in int64 the quotient does not fit and the
+// instruction traps, so the modes of size or stride -1 must be handled before dividing.
+TEST(IntTuple, DivisionOfInt64MinByMinusOneIsAnError) {
+  const Error crd = error_of([] { (void)crd2idx(IntTuple(INT64_MIN), T("(2,-1)")); });
+  EXPECT_EQ(crd.kind(), ErrorKind::value);
+  EXPECT_TRUE(contains(crd, "integer overflow in crd2idx")) << crd.what();
+  const Error idx = error_of([] { (void)idx2crd(IntTuple(INT64_MIN), IntTuple(4), IntTuple(-1)); });
+  EXPECT_EQ(idx.kind(), ErrorKind::value);
+  EXPECT_TRUE(contains(idx, "integer overflow in idx2crd")) << idx.what();
+  // The remainder by -1 is 0 in Python and needs no division.
+  EXPECT_EQ(idx2crd(IntTuple(INT64_MIN + 1), IntTuple(-1), IntTuple(-1)), IntTuple(0));
+  EXPECT_EQ(crd2idx(IntTuple(INT64_MIN), T("(-1,1)"), T("(0,5)")), 0);
+}
+
 TEST(IntTuple, Idx2CrdExamples) {
   EXPECT_EQ(idx2crd(IntTuple(11), T("(2,(2,3))")), T("(1,(1,2))"));
   EXPECT_EQ(idx2crd(IntTuple(5), T("(2,3)")), T("(1,2)"));

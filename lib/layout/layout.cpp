@@ -166,7 +166,7 @@ void compose_int_mode(const FlatModes& flat_a, std::int64_t s, std::int64_t d, N
       out_stride.push_back(Node{mul(rest_stride, curr_stride, where), 0});
     }
     rest_shape = floor_div(rest_shape, new_shape, where);
-    rest_stride = -floor_div(-rest_stride, curr_shape, where);
+    rest_stride = ceil_div(rest_stride, curr_shape, where);
   }
   if (rest_shape != 1 || out_shape.size() == shape_root + 1) {
     out_shape.push_back(Node{rest_shape, 0});

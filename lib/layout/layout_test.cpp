@@ -137,6 +137,9 @@ TEST(Layout, Int64OverflowIsAnError) {
       error_of([] { (void)composition(L("(2,2):(4611686018427387904,1)"), L("2:4")); }).kind(),
       ErrorKind::value);
   EXPECT_EQ(coalesce(L("(2,2):(4611686018427387904,1)")), L("(2,2):(4611686018427387904,1)"));
+  // The ceiling of INT64_MIN / 2 is -2^62; negating INT64_MIN first would flip its sign.
+  EXPECT_EQ(composition(L("(4,2):(1,4)"), L("8:-9223372036854775808")),
+            L("8:-4611686018427387904"));
 }
 
 TEST(Layout, MakeLayoutAndFlatten) {
