@@ -452,10 +452,16 @@ def compare_with_baseline(results_path: pathlib.Path, baseline_dir: pathlib.Path
 
 
 def _summary_line(comparison: Comparison) -> str:
-    counts = ", ".join(f"{comparison.count(v)} {v}" for v in VERDICTS if comparison.count(v))
+    """The headline, then the counts of the verdicts it does not already name."""
+    named = {"FAIL": ("regression", "correctness"), "INCONCLUSIVE": UNJUDGED_VERDICTS}.get(
+        comparison.headline_class(), ())
+    counts = ", ".join(f"{comparison.count(v)} {v}" for v in VERDICTS if comparison.count(v) and v not in named)
     plans = len(comparison.plan_changes())
     extra = f", {plans} plan change{'s' if plans != 1 else ''}" if plans else ""
-    return f"compare: {comparison.headline()} ({counts or 'no cases'}{extra})"
+    if not comparison.cases:
+        counts = "no cases"
+    details = (counts + extra).lstrip(", ")
+    return f"compare: {comparison.headline()}" + (f" ({details})" if details else "")
 
 
 def format_table(comparison: Comparison) -> str:
@@ -484,8 +490,9 @@ def format_table(comparison: Comparison) -> str:
 
 
 def default_report_dir(prefix: str) -> pathlib.Path:
+    """reports/<prefix>-<UTC time>, claimed: two commands in the same second get two folders."""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return build.source_root() / "reports" / f"{prefix}-{stamp}"
+    return _results.claim_run_dir(build.source_root() / "reports", f"{prefix}-{stamp}")[1]
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:

@@ -377,7 +377,7 @@ def _verdict(value: Union[TimingVerdict, int]) -> TimingVerdict:
 
 def default_out(repo: pathlib.Path, now: Optional[_dt.datetime] = None) -> pathlib.Path:
     now = now or _dt.datetime.now(_dt.timezone.utc)
-    return pathlib.Path(repo) / "reports" / f"nightly-{now.strftime('%Y%m%d-%H%M%S')}"
+    return _results.claim_run_dir(pathlib.Path(repo) / "reports", f"nightly-{now.strftime('%Y%m%d-%H%M%S')}")[1]
 
 
 def run_argv(options: Options) -> list[str]:

@@ -15,6 +15,21 @@ STATUSES = ("pass", "fail", "error", "skip")
 SCHEMA = "meshgate.results/1"
 
 
+def claim_run_dir(parent: Path, run_id: str) -> tuple[str, Path]:
+    """A folder of its own for a run or report: parent/<run-id>, or <run-id>-2, -3, ... when
+    another one started in the same second. mkdir without exist_ok is the atomic claim, so two
+    never share (and overwrite) one folder."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10000):
+        candidate = run_id if n == 1 else f"{run_id}-{n}"
+        try:
+            (parent / candidate).mkdir()
+        except FileExistsError:
+            continue
+        return candidate, parent / candidate
+    raise RuntimeError(f"no free run folder for {run_id} under {parent}")
+
+
 def read_rows(path: Path) -> list[dict]:
     """Rows of a results.jsonl file, in file order; [] when it does not exist.
 

@@ -107,21 +107,6 @@ def stop_on_signals():
             signal.signal(sig, old)
 
 
-def claim_run_dir(reports: Path, run_id: str) -> tuple[str, Path]:
-    """A folder of its own for this run: reports/<run-id>, or <run-id>-2, -3, ... when another
-    run started in the same second. mkdir without exist_ok is the atomic claim, so two
-    runs never share (and overwrite) one folder."""
-    reports.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 10000):
-        candidate = run_id if n == 1 else f"{run_id}-{n}"
-        try:
-            (reports / candidate).mkdir()
-        except FileExistsError:
-            continue
-        return candidate, reports / candidate
-    raise RuntimeError(f"no free run folder for {run_id} under {reports}")
-
-
 def _finished_document(out_dir: Path, run_id: str, recovery: launch.RecoveryResult,
                        plan_ids: list[str], header: dict) -> dict:
     """Results of one (possibly relaunched) run of the runner in `out_dir`."""
@@ -256,7 +241,7 @@ def run_command(args: argparse.Namespace) -> int:
     elif args.out:
         run_id, out_dir = default_run_id(root), Path(args.out).resolve()
     else:
-        run_id, out_dir = claim_run_dir(root / "reports", default_run_id(root))
+        run_id, out_dir = results.claim_run_dir(root / "reports", default_run_id(root))
     setup = RunnerSetup(runner=runner, backend=args.backend, ranks=args.ranks,
                         case_timeout=args.case_timeout, memory_limit=args.memory_limit)
     try:

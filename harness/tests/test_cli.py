@@ -135,7 +135,7 @@ class RunDefaultsTest(CliTestCase):
 
     def test_runs_started_in_the_same_second_get_folders_of_their_own(self):
         reports = self.root / "reports-claim"
-        claimed = [run.claim_run_dir(reports, "20261121-071500-59fa4d3") for _ in range(3)]
+        claimed = [results.claim_run_dir(reports, "20261121-071500-59fa4d3") for _ in range(3)]
         self.assertEqual([c[0] for c in claimed],
                          ["20261121-071500-59fa4d3", "20261121-071500-59fa4d3-2", "20261121-071500-59fa4d3-3"])
         self.assertTrue(all(path.is_dir() and path.name == rid for rid, path in claimed))

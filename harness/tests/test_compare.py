@@ -12,6 +12,7 @@ import json
 import pathlib
 import tempfile
 import unittest
+import unittest.mock
 
 from meshgate import baseline, compare
 
@@ -223,6 +224,13 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual((c.headline_class(), c.exit_code()), ("INCONCLUSIVE", 0))
         c = compare.compare_results(base, self.doc([self.timed("s/a", [1.3] * 5), skipped]))
         self.assertEqual((c.headline(), c.exit_code()), ("FAIL: 1 regression", 1))
+        # The summary line adds the counts the headline does not already give.
+        self.assertEqual(compare._summary_line(c), "compare: FAIL: 1 regression (1 missing, 1 skip)")
+        c = compare.compare_results(self.doc([self.timed("s/a", five)]), self.doc([self.timed("s/a", [1.3] * 5)]))
+        self.assertEqual(compare._summary_line(c), "compare: FAIL: 1 regression")
+        c = compare.compare_results(base, self.doc([self.timed("s/a", [1.0]), skipped]))
+        self.assertEqual(compare._summary_line(c),
+                         "compare: INCONCLUSIVE: 1 inconclusive, 1 missing, no regression found (1 skip)")
 
     def test_a_max_gate_below_the_minimum_effect_is_named_as_such(self):
         v = compare.judge([1.0, 1.01, 0.99, 1.0, 1.005], [1.0, 1.01, 0.99, 1.0, 1.005], max_gate=0.01)
@@ -263,6 +271,13 @@ class CompareCliTest(unittest.TestCase):
 
             code, _, _ = run_cli(["compare", str(FIXTURES / "base.json"), str(FIXTURES / "base.json"), "--out", str(out)])
             self.assertEqual(code, 0)
+
+    def test_default_report_folders_of_the_same_second_differ(self):
+        with tempfile.TemporaryDirectory() as tmp, \
+                unittest.mock.patch.object(compare.build, "source_root", return_value=pathlib.Path(tmp)):
+            folders = [compare.default_report_dir("compare") for _ in range(3)]
+            self.assertEqual(len(set(folders)), 3, folders)
+            self.assertTrue(all(f.is_dir() and f.parent == pathlib.Path(tmp) / "reports" for f in folders))
 
     def test_unusable_input_exits_2_naming_the_file(self):
         with tempfile.TemporaryDirectory() as tmp:
