@@ -41,7 +41,7 @@ from . import signals as _signals
 from . import results as _results
 from . import schema as _schema
 from . import stats
-from .markup import pct
+from .markup import case_column_width, pct
 
 VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness", "skip")
 # Verdicts in the order a reader wants them: what needs action first.
@@ -466,14 +466,15 @@ def _summary_line(comparison: Comparison) -> str:
 
 def format_table(comparison: Comparison) -> str:
     """Plain-text verdict table for the terminal."""
-    lines = [f"{'case':<48} {'verdict':<13} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
+    w = case_column_width(c.id for c in comparison.cases)
+    lines = [f"{'case':<{w}} {'verdict':<13} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
     order = {v: i for i, v in enumerate(VERDICT_ORDER)}
     for c in sorted(comparison.cases, key=lambda c: order.get(c.verdict, 99)):
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
         ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
         p = f"{c.p:.2g}" if c.p is not None else "-"
         k = f"{c.runs_base}/{c.runs_new}" if (c.runs_base or c.runs_new) else "-"
-        lines.append(f"{c.id:<48} {c.verdict:<13} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
+        lines.append(f"{c.id:<{w}} {c.verdict:<13} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
         if c.verdict == "pass" and c.rules_out is not None:
             wide = "; wide CI" if c.wide_ci else ""
             lines.append(f"    no regression >= {max(c.rules_out, 0.0005) * 100:.1f} % (gate {c.min_effect * 100:.1f} %){wide}")

@@ -49,7 +49,7 @@ from . import changepoint, jsonfile, stats
 from . import compare as _compare
 from . import signals as _signals
 from . import svg
-from .markup import html_text, md_cell, visible
+from .markup import case_column_width, html_text, md_cell, visible
 
 def default_db() -> pathlib.Path:
     """reports/history.sqlite where the driver works (build.source_root)."""
@@ -451,9 +451,10 @@ def _fmt_p(p: Optional[float]) -> str:
 def changes_table(changes: list[Change], series_count: int) -> str:
     if not changes:
         return f"no change points in {series_count} series"
-    lines = [f"{'case':<48} {'kind':<7} {'first bad':<12} {'last good':<12} {'ratio':>7} {'p':>8}  detail"]
+    w = case_column_width(c.case for c in changes)
+    lines = [f"{'case':<{w}} {'kind':<7} {'first bad':<12} {'last good':<12} {'ratio':>7} {'p':>8}  detail"]
     for c in changes:
-        lines.append(f"{c.case:<48} {c.kind:<7} {c.commit[:12]:<12} {(c.last_good or '-')[:12]:<12} "
+        lines.append(f"{c.case:<{w}} {c.kind:<7} {c.commit[:12]:<12} {(c.last_good or '-')[:12]:<12} "
                      f"{_fmt_ratio(c.ratio):>7} {_fmt_p(c.p):>8}  {c.detail}")
         if len({x.machine for x in changes}) > 1:
             lines.append(f"    machine {c.machine}")
@@ -482,13 +483,14 @@ def series_table(series_list: list[Series], changes: list[Change]) -> str:
             lines.append(f"{_date(c.started):<10} {c.commit[:12]:<12} {c.status:<6} {len(c.medians):>4} "
                          f"{value:>10}  {' '.join(marks.get(i, []))}".rstrip())
         return "\n".join(lines)
-    lines.append(f"{'case':<48} {'commits':>7} {'last':<10} {'status':<6} {'median':>10}  changes")
+    w = case_column_width(s.case for s in series_list)
+    lines.append(f"{'case':<{w}} {'commits':>7} {'last':<10} {'status':<6} {'median':>10}  changes")
     for s in series_list:
         last = s.commits[-1]
         value = next((svg.format_seconds(c.value) for c in reversed(s.commits) if c.value is not None), "-")
         cs = by_series.get((s.case, s.machine), [])
         summary = ", ".join(f"{c.kind}@{c.commit[:8]}" for c in cs[-3:]) + (" ..." if len(cs) > 3 else "")
-        lines.append(f"{s.case:<48} {len(s.commits):>7} {_date(last.started):<10} {last.status:<6} {value:>10}  {summary}")
+        lines.append(f"{s.case:<{w}} {len(s.commits):>7} {_date(last.started):<10} {last.status:<6} {value:>10}  {summary}")
     if len({s.machine for s in series_list}) > 1:
         lines.append("(series of different machine classes are listed separately)")
     return "\n".join(lines)

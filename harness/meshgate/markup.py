@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Optional
+from typing import Iterable, Optional
 
 # Everything visible() escapes, less tab and newline, which multi-line text keeps.
 _ACTING = ("\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
@@ -69,3 +69,9 @@ def pct(fraction: Optional[float], digits: int = 1) -> str:
     if fraction is None:
         return "-"
     return f"{fraction * 100:.{digits}f} %"
+
+
+def case_column_width(ids: Iterable[str]) -> int:
+    """Width of a terminal table's case column: the longest id, at least 48, so that columns
+    to its right stay aligned whatever the ids."""
+    return max([48] + [len(i) for i in ids])

@@ -232,6 +232,14 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual(compare._summary_line(c),
                          "compare: INCONCLUSIVE: 1 inconclusive, 1 missing, no regression found (1 skip)")
 
+    def test_table_columns_stay_aligned_for_long_ids(self):
+        long_id = "redistribute-flattened/" + "x" * 60
+        five = [1.0, 1.01, 0.99, 1.0, 1.005]
+        c = compare.compare_results(self.doc([self.timed(long_id, five), self.timed("s/a", five)]),
+                                    self.doc([self.timed(long_id, five), self.timed("s/a", five)]))
+        header, *rows = [line for line in compare.format_table(c).splitlines() if not line.startswith(" ")][:3]
+        self.assertEqual({line.index("pass") for line in rows}, {header.index("verdict")})
+
     def test_a_max_gate_below_the_minimum_effect_is_named_as_such(self):
         v = compare.judge([1.0, 1.01, 0.99, 1.0, 1.005], [1.0, 1.01, 0.99, 1.0, 1.005], max_gate=0.01)
         self.assertEqual(v.verdict, "inconclusive")
