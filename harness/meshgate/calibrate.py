@@ -360,7 +360,7 @@ def register(subparsers: Any) -> None:
         description="Runs the selected performance cases of this checkout's build in interleaved A/A "
                     "sessions judged by the gate's own rule, and reports per case the noise floor, the "
                     "gate, the measured false-alarm rate after confirmation, how often A/A passes, and "
-                    "the minimum regression detected with 80 %% power after confirmation. Stores them "
+                    "the minimum regression detected with 80 % power after confirmation. Stores them "
                     "in baselines/<machine-class>/calibration.json.")
     add_selection_arguments(parser)
     add_backend_arguments(parser)

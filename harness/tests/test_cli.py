@@ -450,6 +450,26 @@ class HelpTextTest(unittest.TestCase):
         walk(cli.build_parser(), "meshgate")
         self.assertEqual(missing, [])
 
+    def test_rendered_help_shows_single_percent_signs(self):
+        """argparse formats option help with %, but descriptions verbatim: '%%' is right in
+        the one and shows doubled in the other."""
+        import argparse
+
+        from meshgate import cli
+
+        doubled = []
+
+        def walk(parser, prefix):
+            if "%%" in parser.format_help():
+                doubled.append(prefix)
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    for name, sub in action.choices.items():
+                        walk(sub, f"{prefix} {name}")
+
+        walk(cli.build_parser(), "meshgate")
+        self.assertEqual(doubled, [])
+
     def test_version_names_driver_and_runner(self):
         from meshgate import version
 
