@@ -218,6 +218,7 @@ void run_cpu(Impl impl, const GemmProblem& p, const GemmInputs& in, HostTensor& 
     for (const BlasArgument& a : cpu_blas_arguments(p)) check_fits_cpu_blas(a);
   validate(p, in);
   validate_output(p, y);
+  if (device_of(impl) == Device::cpu && !has_elements(p)) return;
   switch (impl) {
     case Impl::cpu_reference:
       return run_reference(p, in, y);

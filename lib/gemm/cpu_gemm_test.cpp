@@ -105,6 +105,16 @@ TEST(CpuGemmEdges, EmptyOutputsAndKZeroBroadcastTheBias) {
       HostTensor y(p.dtype, 0);
       EXPECT_NO_THROW(run_cpu(impl, p, make_inputs(p), y)) << label(impl, p);
     }
+    // No elements, however many rows or batches: nothing to do, done at once (the loops over
+    // 2^40 empty batches once ran for hours).
+    const GemmProblem empty_batches{.m = 1, .n = 0, .k = 0, .batch = std::int64_t{1} << 40};
+    HostTensor none(DType::f32, 0);
+    const GemmInputs no_inputs = make_inputs(empty_batches);
+    run_cpu(impl, empty_batches, no_inputs, none);
+    EXPECT_EQ(fingerprint(empty_batches, none), fingerprint(GemmProblem{.n = 0}, none));
+    EXPECT_EQ(ulp_summary(empty_batches, none, none).compared, 0);
+    EXPECT_EQ(compare_outputs(empty_batches, none, none, tolerance_for(empty_batches)).rows_checked,
+              0);
     const GemmProblem p{.m = 17, .n = 3, .k = 0, .epilogue = Epilogue::bias};
     const GemmInputs in = make_inputs(p);
     HostTensor y(DType::f32, 51);

@@ -272,6 +272,9 @@ std::int64_t y_elements(const GemmProblem& p) {
 std::int64_t total_rows(const GemmProblem& p) {
   return p.batch * p.m;
 }
+bool has_elements(const GemmProblem& p) {
+  return total_rows(p) > 0 && p.n > 0;
+}
 
 double flops(const GemmProblem& p) {
   return 2.0 * static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
@@ -356,7 +359,7 @@ std::string fingerprint(const GemmProblem& p, const HostTensor& y) {
   const auto* bytes = static_cast<const unsigned char*>(y.data());
   const std::size_t size = element_size(p.dtype);
   const std::size_t row_bytes = static_cast<std::size_t>(p.n) * size;
-  for (std::int64_t r = 0; r < total_rows(p); ++r) {
+  for (std::int64_t r = 0; has_elements(p) && r < total_rows(p); ++r) {
     const unsigned char* row = bytes + static_cast<std::size_t>(y_index(p, r, 0)) * size;
     for (std::size_t b = 0; b < row_bytes; ++b) h = (h ^ row[b]) * 0x100000001b3ull;
   }
@@ -394,7 +397,7 @@ UlpSummary ulp_summary(const GemmProblem& p, const HostTensor& expected, const H
   validate_output(p, y);
   UlpSummary s;
   long double sum = 0;
-  for (std::int64_t r = 0; r < total_rows(p); ++r)
+  for (std::int64_t r = 0; has_elements(p) && r < total_rows(p); ++r)
     for (std::int64_t j = 0; j < p.n; ++j) {
       const std::int64_t i = y_index(p, r, j);
       const std::uint64_t d = ulp_distance(p.dtype, expected.get(i), y.get(i));

@@ -98,6 +98,10 @@ std::int64_t w_elements(const GemmProblem& p);
 std::int64_t y_elements(const GemmProblem& p);  // batch * M * ldy
 // batch * M: the output rows of every GEMM of the batch, numbered batch-major.
 std::int64_t total_rows(const GemmProblem& p);
+// Whether Y has any logical element (total_rows and N both above 0). Without one there is
+// nothing to compute, check, hash or compare, however large the other sizes or the batch are:
+// every loop over rows or batches is skipped, so that no work grows with them.
+bool has_elements(const GemmProblem& p);
 // 2 * M * N * K.
 double flops(const GemmProblem& p);
 

@@ -133,6 +133,10 @@ std::vector<double> reference_rows(const GemmProblem& p, const GemmInputs& in,
 }
 
 std::vector<double> reference(const GemmProblem& p, const GemmInputs& in) {
+  if (!has_elements(p)) {
+    validate(p, in);
+    return {};
+  }
   std::vector<std::int64_t> rows(
       static_cast<std::size_t>(std::max<std::int64_t>(total_rows(p), 0)));
   for (std::int64_t i = 0; i < total_rows(p); ++i) rows[i] = i;
@@ -149,15 +153,19 @@ void run_reference(const GemmProblem& p, const GemmInputs& in, HostTensor& y) {
 
 std::vector<std::int64_t> rows_to_check(const GemmProblem& p, double max_macs) {
   std::vector<std::int64_t> rows;
+  // Rows of N = 0 elements have nothing to check, however many there are.
+  if (!has_elements(p)) return rows;
   const std::int64_t total = total_rows(p);
-  if (total <= 0) return rows;
   const double row_macs = std::max(1.0, static_cast<double>(p.n) * static_cast<double>(p.k));
   const auto budget = static_cast<std::int64_t>(std::max(2.0, max_macs / row_macs));
   if (budget >= total) {
     for (std::int64_t i = 0; i < total; ++i) rows.push_back(i);
     return rows;
   }
-  for (std::int64_t r = 0; r < budget; ++r) rows.push_back(r * (total - 1) / (budget - 1));
+  // r * (total - 1) / (budget - 1) without forming the product, which overflows int64 once
+  // total * budget does: total - 1 = q * (budget - 1) + rem, and rem * r < budget^2.
+  const std::int64_t q = (total - 1) / (budget - 1), rem = (total - 1) % (budget - 1);
+  for (std::int64_t r = 0; r < budget; ++r) rows.push_back(q * r + rem * r / (budget - 1));
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
   return rows;
 }
@@ -222,6 +230,7 @@ Comparison compare_outputs(const GemmProblem& p, const HostTensor& expected, con
   validate_output(p, expected);
   validate_output(p, y);
   Comparator c(tol, p.n);
+  if (!has_elements(p)) return c.finish();
   for (std::int64_t i = 0; i < total_rows(p); ++i)
     c.row(
         i, [&](std::int64_t j) { return static_cast<double>(expected.get(y_index(p, i, j))); },

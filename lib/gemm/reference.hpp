@@ -22,7 +22,8 @@ std::vector<double> reference(const GemmProblem& p, const GemmInputs& in);  // a
 void run_reference(const GemmProblem& p, const GemmInputs& in, HostTensor& y);
 
 // Rows (of total_rows(p)) worth checking when the full reference is too expensive: all rows while
-// batch * M * N * K <= max_macs, otherwise the first, the last and evenly spread rows in between.
+// batch * M * N * K <= max_macs, otherwise the first, the last and evenly spread rows in between;
+// none when Y has no elements (has_elements).
 std::vector<std::int64_t> rows_to_check(const GemmProblem& p, double max_macs = 1 << 28);
 
 struct Tolerance {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
 
@@ -107,6 +109,21 @@ TEST(GemmReference, RowsToCheckSamplesLargeProblems) {
   }
   const std::vector<std::int64_t> outside{4};
   EXPECT_THROW(reference_rows(p, in, outside), Error);
+}
+
+// Spreading the budget over more rows than int64 can multiply by it once gave negative rows;
+// rows of N = 0 elements are never listed, however many there are.
+TEST(GemmReference, RowsToCheckOfHugeAndEmptyOutputs) {
+  const GemmProblem tall{.m = std::int64_t{1} << 60, .n = 1, .k = 0};
+  const std::vector<std::int64_t> rows = rows_to_check(tall, 1000);
+  ASSERT_EQ(rows.size(), 1000u);
+  EXPECT_EQ(rows.front(), 0);
+  EXPECT_EQ(rows.back(), tall.m - 1);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  EXPECT_TRUE(std::adjacent_find(rows.begin(), rows.end()) == rows.end());
+  EXPECT_TRUE(rows_to_check(GemmProblem{.m = std::int64_t{1} << 40, .n = 0, .k = 1}).empty());
+  EXPECT_TRUE(
+      rows_to_check(GemmProblem{.m = 1, .n = 0, .k = 0, .batch = std::int64_t{1} << 40}).empty());
 }
 
 TEST(GemmCompare, FlagsNanOffByToleranceAndDirection) {
