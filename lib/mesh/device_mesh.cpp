@@ -335,6 +335,18 @@ DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<s
 DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string> names,
                                    std::vector<std::int64_t> rank_map, LayoutModel model,
                                    std::optional<std::int64_t> current_rank) {
+  // The same sizes create() accepts: a size below 1 has no ranks to group, and a negative one
+  // would make the default rank map's length negative.
+  if (layout.rank() == 0) {
+    throw Error(ErrorKind::value, "mesh layout " + to_string(layout) +
+                                      " has no dims: give at least one mesh dim");
+  }
+  for (std::int64_t s : leaves(layout.shape())) {
+    if (s < 1) {
+      throw Error(ErrorKind::value, "mesh layout " + to_string(layout) +
+                                        " has a size below 1: every mesh dim needs a rank");
+    }
+  }
   check_names(names, layout.rank());
   if (rank_map.empty()) rank_map = arange(default_rank_count(layout));
   return make_root(model, layout, std::move(names), std::move(rank_map), current_rank);

@@ -117,6 +117,14 @@ TEST_P(BothModels, ConstructorChecks) {
       ErrorKind::runtime, "mesh_shape and mesh_dim_names should have same length");
   expect_error([&] { mesh({}, {}, model()); }, ErrorKind::value, "mesh shape is empty");
   expect_error([&] { mesh({2, 0}, {}, model()); }, ErrorKind::value, "below 1");
+  // An explicit layout takes the same sizes: a negative one would size the default rank map
+  // negatively, a 0-dim layout has no dims to group.
+  for (const char* bad : {"-2:1", "0:1", "(2,(3,0)):(1,(2,6))"}) {
+    expect_error([&] { DeviceMesh::from_layout(parse_layout(bad), {}, {}, model()); },
+                 ErrorKind::value, "has a size below 1");
+  }
+  expect_error([&] { DeviceMesh::from_layout(parse_layout("():()"), {}, {}, model()); },
+               ErrorKind::value, "has no dims");
 
   // An explicit layout defaults to the world it tiles with its complement: 0..7 here.
   const DeviceMesh m =

@@ -129,6 +129,35 @@ TEST(MeshKind, TheDefaultRankMapOfALayoutFitsEveryDimsGroups) {
   EXPECT_EQ(outcome.status, Status::pass) << outcome.message << outcome.rejection.value_or("");
 }
 
+// A layout mesh takes the sizes a shape mesh takes; a negative size would make the default rank
+// map's length negative, and a 0-dim layout has nothing to group.
+TEST(MeshKind, LayoutSizesBelowOneAreInputErrors) {
+  EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {layout: \"-2:1\"}, expect: {shape: [2]}}"),
+            "t.yaml:3:42: case 's/a': key 'mesh.layout': mesh sizes must be positive");
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,(0,2)):(1,(2,2))\"}, expect: "
+                        "{shape: [2]}}")
+                .find("key 'mesh.layout': mesh sizes must be positive"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"():()\"}, expect: {shape: []}}")
+                .find("key 'mesh.layout': a mesh has at least one dim"),
+            std::string::npos);
+}
+
+// The default rank map of a layout is a multiple of every dim's complement span, which can be
+// far above the cosize the memory estimate counts: refused before it is allocated.
+TEST(MeshKind, ADefaultRankMapBeyondTheRankLimitIsAnInputError) {
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,2,2,2):(853,421,211,101)\"}, "
+                        "expect: {shape: [2, 2, 2, 2]}}")
+                .find("key 'mesh.layout': the layout (2,2,2,2):(853,421,211,101) needs a rank map "
+                      "of 15306114286 ranks"),
+            std::string::npos);
+  // The same bound as a written range: a rank map within it is built.
+  EXPECT_EQ(run_case("{name: a, kind: mesh, mesh: {layout: \"(2,2):(5,1)\"}, expect: {shape: "
+                     "[2, 2]}}")
+                .status,
+            Status::pass);
+}
+
 TEST(MeshKind, ModelDifferencesNameKnownClasses) {
   EXPECT_NE(input_error("{name: a, kind: mesh, compare_models: true, model_differences: "
                         "[breakage], mesh: {shape: [2]}}")

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "diagnostics.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/memory_estimates.hpp"
 #include "layout/mesh_layout.hpp"
 
 namespace meshgate::runner {
@@ -33,7 +34,7 @@ std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at
       const std::int64_t last = std::stoll(text.substr(dots + 2), &used_last);
       // A bound on the range keeps a typo such as "0..10000000000" from exhausting memory.
       if (used_first == dots && used_last == text.size() - dots - 2 && 0 <= first &&
-          first <= last && last < (1 << 20)) {
+          first <= last && last < kMaxCaseRanks) {
         std::vector<std::int64_t> ranks;
         for (std::int64_t r = first; r <= last; ++r) ranks.push_back(r);
         return ranks;
@@ -93,6 +94,23 @@ void check_rank_count(const MeshSpec& spec, const CaseNode& at, const YAML::Node
   }
 }
 
+// Without ranks, a layout mesh gets the smallest rank map that its mesh tensor and every dim's
+// process groups fit: a multiple of the span of each dim's complement, far above the cosize
+// when those spans share no factor ((2,2,2,2):(853,421,211,101) needs 1.5e10 ranks for a
+// cosize of 1587). Memory estimates count the size and cosize only, so a rank map beyond both
+// and beyond the bound of a written range of ranks is refused before it is allocated.
+void check_default_rank_count(const MeshSpec& spec, CaseNode& at) {
+  const std::int64_t count = DeviceMesh::default_rank_count(*spec.layout);
+  if (static_cast<double>(count) <= std::max(kMaxCaseRanks, rank_map_estimate(spec))) return;
+  reject_value(at, "layout",
+               "the layout " + to_string(*spec.layout) + " needs a rank map of " +
+                   std::to_string(count) +
+                   " ranks (the smallest that its mesh tensor and the process groups of every dim "
+                   "fit, a multiple of the span of each dim's complement), more than the " +
+                   std::to_string(static_cast<std::int64_t>(kMaxCaseRanks)) +
+                   " a case may hold: use strides that divide each other");
+}
+
 }  // namespace
 
 std::int64_t MeshSpec::size() const {
@@ -135,6 +153,10 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
     } catch (const meshgate::Error& err) {
       reject_value_at(m, v, "layout", err.what());
     }
+    if (spec.layout->rank() == 0) reject_value_at(m, v, "layout", "a mesh has at least one dim");
+    for (const std::int64_t s : leaves(spec.layout->shape())) {
+      if (s <= 0) reject_value_at(m, v, "layout", "mesh sizes must be positive");
+    }
   }
   if (YAML::Node v = m.raw("names"); v && !v.IsNull()) {
     spec.names = read_dim_names(v, m, "names");
@@ -159,6 +181,8 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
                           "]: list every rank once");
     }
     check_rank_count(spec, m, v);
+  } else if (spec.layout) {
+    check_default_rank_count(spec, m);
   }
   return spec;
 }
