@@ -130,6 +130,16 @@ Resolved resolve(const GemmSpec& s, OnError&& on_error) {
   check_field("m", [&](g::GemmProblem& q) { q.m = s.m; });
   check_field("n", [&](g::GemmProblem& q) { q.n = s.n; });
   check_field("k", [&](g::GemmProblem& q) { q.k = s.k; });
+  guard("alpha", [&] {
+    // The product's scale is a float (cuBLASLt's CUDA_R_32F scale type): a finite alpha beyond
+    // its range would become infinity without a word.
+    if (std::isfinite(s.alpha) && !std::isfinite(static_cast<float>(s.alpha))) {
+      std::ostringstream message;
+      message << "gemm alpha = " << s.alpha
+              << " is outside float32's range (the scale type): use |alpha| <= 3.4e38";
+      throw Error(ErrorKind::value, message.str());
+    }
+  });
   check_field("alpha", [&](g::GemmProblem& q) { q.alpha = static_cast<float>(s.alpha); });
   check_field("bias_offset", [&](g::GemmProblem& q) { q.bias_offset = s.bias_offset; });
   check_field("x_offset", [&](g::GemmProblem& q) { q.x_offset = s.x_offset; });

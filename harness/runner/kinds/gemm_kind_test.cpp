@@ -268,6 +268,11 @@ TEST_F(GemmKind, BadSchemaValuesNameTheirKey) {
         << blas;
   }
   EXPECT_EQ(error_in(ld + ", impls: [cpu_reference]}"), "");
+  // A finite alpha that float32 cannot hold is named as written, not as the infinity it became.
+  const std::string alpha = error_of(", alpha: 1.0e39");
+  EXPECT_NE(alpha.find("key 'alpha': ValueError: gemm alpha = 1e+39 is outside float32's range"),
+            std::string::npos)
+      << alpha;
   const std::string tf32 = plan(
                                "{name: c, kind: gemm, m: 2, n: 2, k: 2, dtype: bfloat16, "
                                "epilogue: bias, tf32: true}")
