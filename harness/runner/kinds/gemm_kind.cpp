@@ -743,10 +743,13 @@ class GemmCase final : public PreparedCase {
   }
 
   // CUDA cases run in a child process unless the case says otherwise: a sticky device fault
-  // then costs one error row, not the rest of the suite.
+  // then costs one error row, not the rest of the suite. A case is a CUDA case when it lists a
+  // CUDA implementation, whatever its `device` (which only picks the default impls).
   bool isolated() const {
     if (spec_.isolate) return *spec_.isolate;
-    return spec_.device == "cuda";
+    return resolved_.device == g::Device::cuda ||
+           std::any_of(resolved_.impls.begin(), resolved_.impls.end(),
+                       [](g::Impl i) { return g::device_of(i) == g::Device::cuda; });
   }
 
   Outcome run_in_child() {

@@ -182,6 +182,22 @@ TEST_F(GemmKind, SameConfigurationsNoDrift) {
   EXPECT_TRUE(r.outcome.message.empty()) << r.outcome.message;
 }
 
+// A case that lists a CUDA implementation is a CUDA case, isolated by default, whatever its
+// `device` says (that key only picks the default impls).
+TEST_F(GemmKind, CudaImplsAreIsolatedWhateverTheDevice) {
+  const auto isolated = [](const std::string& keys) {
+    PlannedCases planned =
+        plan("{name: c, kind: gemm, m: 4, n: 4, k: 4, dtype: float32, epilogue: bias" + keys + "}");
+    EXPECT_TRUE(planned.errors.empty()) << ::testing::PrintToString(planned.errors);
+    return planned.cases.at(0).prepared->params()["isolate"].get<bool>();
+  };
+  EXPECT_FALSE(isolated(""));
+  EXPECT_TRUE(isolated(", device: cuda"));
+  EXPECT_TRUE(isolated(", impls: [cpu_reference, lt_epilogue]"));
+  EXPECT_TRUE(isolated(", device: cpu, impls: [cublas]"));
+  EXPECT_FALSE(isolated(", device: cuda, impls: [lt_epilogue], isolate: false"));
+}
+
 // An output with no elements is a pass at once however many empty rows it has: the reference
 // once picked negative rows to check (an error), after minutes and gigabytes of row lists.
 TEST_F(GemmKind, ManyEmptyRowsPassAtOnce) {
