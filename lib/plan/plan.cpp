@@ -257,6 +257,13 @@ TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placem
     s.kind = StepKind::local_chunk;
     s.dst_tensor_dim = tgt.dim();
   } else if (cur.is_replicate() && tgt.is_partial()) {
+    // Partial._partition_value: sum divides, avg/min/max keep the value; a product has no
+    // partition that reduces back to the value.
+    if (!trivial && tgt.reduce_op() == ReduceOp::product) {
+      throw Error(ErrorKind::value,
+                  "Replicate to Partial(product) conversion is not supported (mesh dim " +
+                      std::to_string(m) + "): keep the tensor Replicate() there");
+    }
     s.kind = StepKind::local_partial;
     s.reduce_op = tgt.reduce_op();
   } else if (cur.is_shard() && tgt.is_partial()) {

@@ -143,8 +143,8 @@ struct Plan {
 // padding and even-ness, depend on it; empty = all zeros) from `src` to `dst`, which must share
 // mesh, shape and element size. Identical placements give an empty plan.
 // Errors as the reference: Error(runtime) for S -> P, Error(assertion) for P(x) -> P(y),
-// Error(runtime) "Can not redistribute" for R -> P under Api::public_, Error(value) for mixed
-// partial types or mismatched specs.
+// Error(runtime) "Can not redistribute" for R -> P under Api::public_, Error(value) for
+// R -> P(product), mixed partial types or mismatched specs.
 Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
                        std::span<const std::int64_t> coordinate = {},
                        const PlanOptions& options = {});

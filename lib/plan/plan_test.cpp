@@ -54,7 +54,7 @@ Strings all_steps(const DeviceMesh& mesh, const std::vector<TransformStep>& step
 struct PairCase {
   const char* from;
   const char* to;
-  const char* step;  // "" = no step; "!runtime" / "!assertion" = that error
+  const char* step;  // "" = no step; "!runtime" / "!assertion" / "!value" = that error
 };
 
 TEST(SingleDim, OpTable) {
@@ -74,6 +74,9 @@ TEST(SingleDim, OpTable) {
       {"R", "S(1)", "chunk(A, dim=1)"},
       {"R", "P(sum)", "partial(A, sum)"},
       {"R", "P(avg)", "partial(A, avg)"},
+      {"R", "P(max)", "partial(A, max)"},
+      {"R", "P(min)", "partial(A, min)"},
+      {"R", "P(product)", "!value"},
       {"S(0)", "P(sum)", "!runtime"},
       {"S(1)", "P(avg)", "!runtime"},
       {"P(sum)", "P(avg)", "!assertion"},
@@ -91,7 +94,9 @@ TEST(SingleDim, OpTable) {
         plan(m, c.from, c.to, {8, 6});
         ADD_FAILURE() << "no error";
       } catch (const Error& e) {
-        EXPECT_EQ(e.kind(), expected == "!runtime" ? ErrorKind::runtime : ErrorKind::assertion);
+        EXPECT_EQ(e.kind(), expected == "!runtime"     ? ErrorKind::runtime
+                            : expected == "!assertion" ? ErrorKind::assertion
+                                                       : ErrorKind::value);
       }
       continue;
     }
@@ -144,6 +149,7 @@ TEST(SingleDim, SizeOneDimsIssueNothingAndRaiseNothing) {
   EXPECT_EQ(comm_strings(p.steps, m), (Strings{"all_reduce(B, sum)"}));
   EXPECT_EQ(p.unmerged.size(), 2u);
   EXPECT_NO_THROW(plan(m, "P(sum),R", "P(avg),R", {8}));
+  EXPECT_NO_THROW(plan(m, "R,R", "P(product),R", {8}));
   EXPECT_TRUE(comm_strings(plan(m, "P(sum),R", "R,R", {8}).steps, m).empty());
 }
 
