@@ -496,7 +496,10 @@ FlattenSpec read_flatten(const YAML::Node& value, const CaseNode& at, std::strin
     if (k == "dims") {
       f.dims = read_dim_names(item.second, at, key);
     } else if (k == "name") {
-      f.name = item.second.Scalar();
+      // null is _flatten(None), the default name; anything else must be one dim name.
+      if (item.second.IsNull()) continue;
+      if (!item.second.IsScalar()) at.fail_at(item.second, key, "name is one dim name");
+      f.name = read_dim_names(item.second, at, key).front();
     } else {
       at.fail_at(item.first, key, "unknown key '" + k + "' (known: dims, name)");
     }
@@ -561,6 +564,23 @@ Op read_op(const YAML::Node& item, const CaseNode& at) {
       "unknown op '" + name + "' (known: slice, flatten, unflatten, submeshes, concatenate)");
 }
 
+// A nested list of ranks whose ints all sit `depth` lists deep, as the observable it is compared
+// with: groups (dims -> groups -> ranks) or submeshes (submeshes -> ranks). A flat or scalar
+// value would only fail at run time; here it is an input error at the offending entry.
+nlohmann::json read_rank_lists(const YAML::Node& value, const CaseNode& at, std::string_view key,
+                               int depth, std::string_view what) {
+  const auto check = [&](const auto& self, const YAML::Node& node, int left) -> void {
+    if (left == 0) {
+      if (!node.IsScalar()) at.fail_at(node, key, "expected a rank in " + std::string(what));
+      return;
+    }
+    if (!node.IsSequence()) at.fail_at(node, key, "expected " + std::string(what));
+    for (const auto& item : node) self(self, item, left - 1);
+  };
+  check(check, value, depth);
+  return read_nested_ints(value, at, key);
+}
+
 std::int64_t read_rank_key(const YAML::Node& key, const CaseNode& at, std::string_view where) {
   try {
     std::size_t used = 0;
@@ -585,10 +605,14 @@ void read_expect(CaseNode& e, MeshCase& c) {
     c.expect.shape = read_int_list(v, e, "shape");
   if (YAML::Node v = e.raw("names"); v && !v.IsNull())
     c.expect.names = read_dim_names(v, e, "names");
-  if (YAML::Node v = e.raw("groups"); v && !v.IsNull())
-    c.expect.groups = read_nested_ints(v, e, "groups");
-  if (YAML::Node v = e.raw("submeshes"); v && !v.IsNull())
-    c.expect.submeshes = read_nested_ints(v, e, "submeshes");
+  if (YAML::Node v = e.raw("groups"); v && !v.IsNull()) {
+    c.expect.groups = read_rank_lists(
+        v, e, "groups", 3, "one list of rank groups per dim, e.g. [[[0, 2], [1, 3]], [[0, 1], [2, 3]]]");
+  }
+  if (YAML::Node v = e.raw("submeshes"); v && !v.IsNull()) {
+    c.expect.submeshes =
+        read_rank_lists(v, e, "submeshes", 2, "one list of ranks per submesh, e.g. [[0, 1], [2, 3]]");
+  }
   c.expect.warnings = e.optional<std::int64_t>("warnings");
   if (YAML::Node v = e.raw("coordinates"); v && !v.IsNull()) {
     if (!v.IsMap())

@@ -129,6 +129,35 @@ TEST(MeshKind, TheDefaultRankMapOfALayoutFitsEveryDimsGroups) {
   EXPECT_EQ(outcome.status, Status::pass) << outcome.message << outcome.rejection.value_or("");
 }
 
+// A flatten name of the wrong type is not the default name, and expected groups or submeshes
+// nested other than the observable they are compared with are input errors, not failures.
+TEST(MeshKind, MistypedFlattenNamesAndRankListsAreInputErrors) {
+  EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: "
+                        "[{flatten: {name: [x, y]}}], expect: {names: [dp_tp]}}"),
+            "t.yaml:3:90: case 's/a': key 'ops.flatten': name is one dim name");
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, flatten: "
+                        "[{dims: [dp, tp], name: {n: 1}}], expect: {names: [dp, tp]}}")
+                .find("key 'flatten': name is one dim name"),
+            std::string::npos);
+  // name: null is _flatten(None): the dims joined by "_".
+  EXPECT_EQ(run_case("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: "
+                     "[{flatten: {name: null}}], expect: {names: [dp_tp]}}")
+                .status,
+            Status::pass);
+  for (const char* groups : {"5", "[[0, 4], [1, 5]]", "[[[0, 4], [1, [5]]]]"}) {
+    EXPECT_NE(input_error(std::string("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, "
+                                      "tp]}, expect: {groups: ") +
+                          groups + "}}")
+                  .find("key 'expect.groups': expected "),
+              std::string::npos)
+        << groups;
+  }
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: "
+                        "[{submeshes: tp}], expect: {submeshes: [0, 1, 2, 3]}}")
+                .find("key 'expect.submeshes': expected one list of ranks per submesh"),
+            std::string::npos);
+}
+
 // A layout mesh takes the sizes a shape mesh takes; a negative size would make the default rank
 // map's length negative, and a 0-dim layout has nothing to group.
 TEST(MeshKind, LayoutSizesBelowOneAreInputErrors) {
