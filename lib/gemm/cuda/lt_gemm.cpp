@@ -488,9 +488,14 @@ struct CudaGemm::State {
     const void* b = has_bias(p.epilogue) ? bias_ptr() : nullptr;
     const std::int64_t rows = total_rows(p);
     if (!pr.info.ran_gemm) {
-      // K = 0: the product is zero and Y = act(bias); empty Y: nothing to do.
+      // K = 0: the product is zero and Y = act(bias); empty Y: nothing to do. Only the logical
+      // elements are zeroed: the padding of a wider ldy is no part of the output and keeps
+      // what it held, as on every other path.
       if (rows * p.n == 0) return CUBLAS_STATUS_SUCCESS;
-      MESHGATE_CHECK(cudaMemsetAsync(y.get(), 0, y_bytes(), stream.get()));
+      const std::size_t es = element_size(p.dtype);
+      MESHGATE_CHECK(cudaMemset2DAsync(y.get(), static_cast<std::size_t>(y_ld(p)) * es, 0,
+                                       static_cast<std::size_t>(p.n) * es,
+                                       static_cast<std::size_t>(rows), stream.get()));
       cuda::launch_bias_act(p.dtype, y.get(), b, rows, p.n, y_ld(p), p.epilogue, stream.get());
       return CUBLAS_STATUS_SUCCESS;
     }

@@ -2,6 +2,7 @@
 // binary still passes on CI machines that only prove the CUDA sources compile.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include <cuda_runtime_api.h>
@@ -88,6 +89,20 @@ TEST_F(LtGemm, EdgeShapes) {
       EXPECT_TRUE(c.ok) << describe(info) << " " << p.m << "x" << p.n << "x" << p.k << ": "
                         << c.describe();
     }
+  // K = 0 with a padded Y: the bias broadcast fills the logical elements only.
+  const GemmProblem k0{.m = 5, .n = 3, .k = 0, .epilogue = Epilogue::bias, .ldy = 8};
+  const GemmInputs k0_in = make_inputs(k0);
+  for (Impl impl : impls_for(Device::cuda)) {
+    const HostTensor y = run_cuda(impl, k0, k0_in);
+    for (std::int64_t i = 0; i < k0.m; ++i)
+      for (std::int64_t j = 0; j < k0.ldy; ++j) {
+        const float v = y.get(y_index(k0, i, j));
+        if (j < k0.n)
+          EXPECT_EQ(v, k0_in.bias.get(j)) << to_string(impl) << " Y[" << i << "," << j << "]";
+        else
+          EXPECT_TRUE(std::isnan(v)) << to_string(impl) << " padding Y[" << i << "," << j << "]";
+      }
+  }
   const GemmProblem empty{.m = 0, .n = 17, .k = 17};
   EXPECT_EQ(run_cuda(Impl::lt_epilogue, empty, make_inputs(empty)).size(), 0);
 }
