@@ -158,6 +158,19 @@ class CasesInPartsTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
         self.assertIn("gemm-tests skipped GPU tests on a GPU machine", done.stderr)
 
+    def test_a_bundle_needs_no_compiler_on_the_gpu_machine(self):
+        tools = self.dir / "tools"
+        (tools / "nvcc").unlink()
+        self.env["PATH"] = f"{tools}:/usr/bin:/bin"
+        done = self.validate("check", "tests")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertIn("Stand-in GPU", done.stdout)
+        # Building is what needs it, and says so.
+        self.env["MESHGATE_GPU_BUNDLE"] = "none"
+        done = self.validate("build")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("nvcc not found", done.stderr)
+
     def test_nccl_runs_the_one_rank_cases_on_the_nccl_backend_and_all_must_pass(self):
         done = self.validate("nccl")
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
