@@ -229,6 +229,22 @@ Value read_expect(ResultType type, const YAML::Node& value, const CaseNode& at) 
   throw std::logic_error("unhandled result type");
 }
 
+// How deep the ranks of an op that lists them are nested: all_ranks a list, global_ranks a list
+// per complement offset, remap the tensor [-1, *top_level_sizes].
+std::size_t rank_list_depth(const OpInfo& op, const std::vector<Arg>& args) {
+  if (op.name == "all_ranks") return 1;
+  if (op.name == "global_ranks") return 2;
+  return 1 + layout_arg(args, 0).rank();
+}
+
+// Whether every entry of `v` is an int exactly `depth` lists deep.
+bool nested_to_depth(const nlohmann::json& v, std::size_t depth) {
+  if (depth == 0) return v.is_number_integer();
+  return v.is_array() && std::all_of(v.begin(), v.end(), [&](const nlohmann::json& item) {
+           return nested_to_depth(item, depth - 1);
+         });
+}
+
 std::string signature(const OpInfo& op) {
   static constexpr std::string_view names[] = {"layout", "int_tuple", "int", "int_list"};
   std::string out = "[";
@@ -381,6 +397,14 @@ std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_erro
       expected = read_expect(op->result, expect, node);
     } catch (const meshgate::Error& e) {
       node.fail_at(expect, "expect", e.what());
+    }
+    if (op->result == ResultType::int_lists) {
+      const std::size_t depth = rank_list_depth(*op, args);
+      if (!nested_to_depth(std::get<nlohmann::json>(*expected), depth)) {
+        node.fail_at(expect, "expect",
+                     "expected ranks nested " + std::to_string(depth) +
+                         (depth == 1 ? " list" : " lists") + " deep, as " + name + " gives them");
+      }
     }
   } else if (!expect_error) {
     node.fail("expect", "is required (or expect_error) for a layout case");

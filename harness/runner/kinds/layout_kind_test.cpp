@@ -45,5 +45,26 @@ TEST(LayoutKind, ArgsThatAreNoListAreNamedAsSuch) {
                   .errors.empty());
 }
 
+// The ranks an op lists are compared structurally, so an expectation nested otherwise is a wrong
+// type at `expect`, not a failure at run time.
+TEST(LayoutKind, RankListsNestedOtherwiseThanTheResultAreInputErrors) {
+  EXPECT_EQ(input_error("{name: a, kind: layout, op: all_ranks, args: [\"(2,3):(1,2)\"], "
+                        "expect: 5}"),
+            "t.yaml:3:75: case 's/a': key 'expect': expected ranks nested 1 list deep, as "
+            "all_ranks gives them");
+  EXPECT_NE(input_error("{name: a, kind: layout, op: global_ranks, args: [\"4:1\", 8], expect: "
+                        "[0, 1, 2, 3, 4, 5, 6, 7]}")
+                .find("expected ranks nested 2 lists deep, as global_ranks gives them"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: layout, op: remap, args: [\"(2,2):(2,1)\", [0, 1, 2, "
+                        "3]], expect: [[0, 1], [2, 3]]}")
+                .find("expected ranks nested 3 lists deep, as remap gives them"),
+            std::string::npos);
+  EXPECT_TRUE(plan_case("{name: a, kind: layout, op: remap, args: [\"2:2\", [10, 20, 30, 40]], "
+                        "expect: [[10, 30], [20, 40]]}",
+                        kinds())
+                  .errors.empty());
+}
+
 }  // namespace
 }  // namespace meshgate::runner
