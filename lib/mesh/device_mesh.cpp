@@ -175,6 +175,7 @@ struct DeviceMesh::Root {
   std::vector<std::int64_t> rank_map;
   std::int64_t current_rank = 0;
   std::vector<std::string> names;  // the root mesh's: flattened dims may not reuse them
+  Layout layout;                   // the root mesh's, in the model's form
 
   struct Flattened {
     std::string name;
@@ -311,7 +312,9 @@ DeviceMesh DeviceMesh::make_root(LayoutModel model, const Layout& layout,
   root->names = names;
   MeshAxes axes;
   if (model == LayoutModel::two_level) axes = mesh_axes_from_layout(layout);
-  return make(root, layout, std::move(axes), std::move(names), true);
+  DeviceMesh mesh = make(root, layout, std::move(axes), std::move(names), true);
+  root->layout = mesh.layout_;
+  return mesh;
 }
 
 DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<std::string> names,
@@ -499,9 +502,12 @@ DeviceMesh DeviceMesh::slice(std::span<const std::string> names) const {
   const std::vector<std::string> wanted(names.begin(), names.end());
   if (wanted == names_) return *this;
 
-  // Flattened names are valid only when slicing from the root itself.
+  // Flattened names are valid only when slicing from the root, which the reference tests with
+  // `self != self._get_root_mesh()`: by value (rank map, layout, names), so a mesh of the family
+  // equal to the root, e.g. the concatenation of all its dims in order, slices them too.
+  const bool from_root = is_root() || (layout_ == root_->layout && names_ == root_->names);
   std::vector<Root::Flattened> flattened;
-  if (is_root()) {
+  if (from_root) {
     std::lock_guard lock(root_->mutex);
     flattened = root_->flattened;
   }

@@ -68,7 +68,8 @@ class DeviceMesh {
   const std::vector<std::int64_t>& rank_map() const;
   // The root of its family itself (the mesh init_device_mesh returned, or a slice naming all
   // its dims, which returns it). A mesh equal to the root by value but built from it, e.g. by
-  // concatenate, is not the root, as in the reference: only the root slices flattened dims.
+  // concatenate, is not the root; it still slices the root's flattened dims, as the reference
+  // decides that by value.
   bool is_root() const;
   std::int64_t current_rank() const;
 
@@ -83,7 +84,8 @@ class DeviceMesh {
   // mesh shape). Error(runtime) when the rank is in no row and there is more than one row.
   RankTensor mesh_for_rank(std::int64_t rank) const;
 
-  // mesh[names]: own names, or flattened names registered on the root (root only).
+  // mesh[names]: own names, or flattened names registered on the root (from a mesh equal to the
+  // root only).
   DeviceMesh slice(std::span<const std::string> names) const;
   // _flatten(name): default name joins dim names with "_"; registered on the root.
   DeviceMesh flatten(std::optional<std::string> name = std::nullopt) const;

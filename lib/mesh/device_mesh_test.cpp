@@ -423,6 +423,14 @@ TEST_P(BothModels, ConcatenateKeepsOrderAndCanTranspose) {
   EXPECT_EQ(DeviceMesh::concatenate(in_order).layout(), m.layout());
   EXPECT_EQ(DeviceMesh::concatenate(in_order), m);
   EXPECT_FALSE(DeviceMesh::concatenate(in_order).is_root()) << "equal by value, not the root";
+  // The reference tests `self != self._get_root_mesh()` by value, so the mesh equal to the root
+  // slices the root's flattened dims; the transposed concatenation is no such mesh.
+  slice(m, {"cp", "tp"}).flatten();
+  const DeviceMesh cp_tp = slice(DeviceMesh::concatenate(in_order), {"dp", "cp_tp"});
+  EXPECT_EQ(cp_tp.groups("cp_tp"), m.groups("cp_tp"));
+  EXPECT_EQ(cp_tp.shape(), (Sizes{2, 4}));
+  expect_error([&] { slice(cat, {"cp_tp"}); }, ErrorKind::key,
+               "Valid mesh_dim_names are ['tp', 'dp'].");
 }
 
 TEST_P(BothModels, ConcatenateErrors) {
