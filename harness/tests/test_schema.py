@@ -155,7 +155,7 @@ class VerdictsSchemaTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = pathlib.Path(tmp) / "v.json"
             proc = subprocess.run([sys.executable, str(ROOT / "meshgate"), "compare", str(GATE / "base.json"),
-                                   str(GATE / "new.json"), "--json", str(path)],
+                                   str(GATE / "new.json"), "--json", str(path), "--out", str(pathlib.Path(tmp) / "report")],
                                   capture_output=True, text=True)
             self.assertIn(proc.returncode, (0, 1), proc.stderr)
             schema.check(json.loads(path.read_text()), "verdicts-1", path)
