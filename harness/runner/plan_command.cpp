@@ -119,6 +119,11 @@ PlanArgs parse_args(std::span<const std::string> args) {
                              " sizes but " + std::to_string(a.mesh_names.size()) +
                              " names; write e.g. 2x2x2:A,B,C");
       }
+      try {
+        check_comm_string_names(a.mesh_names);
+      } catch (const Error& e) {
+        throw PlanUsageError("--mesh " + v + ": " + e.what());
+      }
       std::int64_t ranks = 1;
       for (std::int64_t size : a.mesh_shape) {
         if (size < 1) {

@@ -83,5 +83,22 @@ TEST(PlanCommand, ATensorTooLargeToCountIsAPlainSizeError) {
             "2^62, the most a plan counts a padded buffer in; give smaller sizes\n");
 }
 
+// Before, "--mesh 2x2:A," planned with an empty dim name and printed "all_reduce(, sum)", and a
+// dim named "A+B" printed like the merged group of A and B.
+TEST(PlanCommand, DimNamesThatCommStringsCannotNameAreUsageErrors) {
+  for (const char* mesh : {"2x2:A,", "2x2:A+B,C", "2x2:A, B", "2x2:A(0),B"}) {
+    const Result r = plan({"--mesh", mesh, "--from", "P(sum),P(sum)", "--to", "R,R"});
+    EXPECT_EQ(r.code, 2) << mesh;
+    EXPECT_NE(r.err.find(std::string("--mesh ") + mesh + ": ValueError: mesh dim "),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("cannot name unambiguously"), std::string::npos) << r.err;
+  }
+  const Result spaced =
+      plan({"--mesh", "2x2:data parallel,tp", "--from", "P(sum),P(sum)", "--to", "R,R"});
+  EXPECT_EQ(spaced.code, 0) << spaced.err;
+  EXPECT_NE(spaced.out.find("all_reduce(data parallel, sum)"), std::string::npos) << spaced.out;
+}
+
 }  // namespace
 }  // namespace meshgate::runner

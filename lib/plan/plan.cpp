@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -1363,6 +1364,21 @@ std::string to_string(const TransformStep& s, const DeviceMesh& mesh) {
       return kind + "(" + dims + ", " + std::string(to_string(s.reduce_op)) + ")";
   }
   return kind;
+}
+
+void check_comm_string_names(std::span<const std::string> names) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const bool blank_end =
+        !name.empty() && (std::isspace(static_cast<unsigned char>(name.front())) ||
+                          std::isspace(static_cast<unsigned char>(name.back())));
+    if (!name.empty() && name.find_first_of("+,()") == std::string::npos && !blank_end) continue;
+    throw Error(
+        ErrorKind::value,
+        "mesh dim " + std::to_string(i) + " is named '" + name +
+            "', which a comm string such as all_reduce(A+B, sum) cannot name unambiguously: "
+            "give every dim a non-empty name without '+', ',', '(', ')' or blanks at its ends");
+  }
 }
 
 std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,

@@ -216,5 +216,9 @@ std::string to_string(const TransformStep& step, const DeviceMesh& mesh);
 // executor issues and `expect.comms` lists.
 std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,
                                       const DeviceMesh& mesh);
+// Error(value) naming the dim when a mesh dim name cannot stand in a comm string: an empty
+// name, one with '+', ',', '(' or ')' (which would read as another group or another argument:
+// a dim "A+B" prints like the merged group of A and B) or with blanks at either end.
+void check_comm_string_names(std::span<const std::string> names);
 
 }  // namespace meshgate

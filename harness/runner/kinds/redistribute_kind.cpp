@@ -705,6 +705,12 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
   // The mesh, flattens and placements must make sense before anything runs; what only the
   // planner or the executor can reject (e.g. S(0) -> P(sum)) is rejected when the case runs.
   check_runnable_mesh(node, c->mesh_spec);
+  try {
+    check_comm_string_names(c->mesh_spec.names);
+  } catch (const meshgate::Error& err) {
+    CaseNode mesh_node = node.child("mesh");
+    reject_value(mesh_node, "names", err.what());
+  }
   std::optional<DeviceMesh> mesh;
   try {
     mesh = c->mesh_spec.build();

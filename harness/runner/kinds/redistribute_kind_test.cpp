@@ -156,5 +156,18 @@ TEST(RedistributeKind, ImpossibleExpectationsAreInputErrorsNamingTheEntry) {
   EXPECT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
 }
 
+// Before, a dim named "A+B" issued "all_reduce(A+B, sum)" on its own, which reads as the merged
+// group of A and B, and an empty name issued "all_reduce(, sum)".
+TEST(RedistributeKind, DimNamesThatCommStringsCannotNameAreRejected) {
+  for (const char* names : {"[\"A+B\", C]", "[\"\", C]", "[A, \"C,D\"]", "[\"A \", B]"}) {
+    const std::string error =
+        input_error(std::string("{name: a, kind: redistribute, mesh: {shape: [2, 2], names: ") +
+                    names + "}, tensor: {shape: [4]}, from: [P(sum), P(sum)], to: [R, R]}");
+    EXPECT_NE(error.find("key 'mesh.names': ValueError: mesh dim "), std::string::npos)
+        << names << "\n"
+        << error;
+  }
+}
+
 }  // namespace
 }  // namespace meshgate::runner
