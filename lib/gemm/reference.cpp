@@ -85,8 +85,13 @@ std::vector<double> reference_rows(const GemmProblem& p, const GemmInputs& in,
   // op(W) of each batch that has a requested row, transposed to [N,K] so that the inner loop
   // runs over contiguous memory. Upcasting to float is exact for every dtype and a float product
   // is exact in double.
+  // One entry per run of rows in the same batch, not one per row: a tall output's rows would
+  // otherwise double what the reference holds per row.
   std::vector<std::int64_t> batches;
-  for (const std::int64_t row : rows) batches.push_back(p.m > 0 ? row / p.m : 0);
+  for (const std::int64_t row : rows) {
+    const std::int64_t batch = p.m > 0 ? row / p.m : 0;
+    if (batches.empty() || batches.back() != batch) batches.push_back(batch);
+  }
   std::sort(batches.begin(), batches.end());
   batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
   std::vector<std::vector<float>> w_of(batches.size());

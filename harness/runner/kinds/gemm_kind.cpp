@@ -462,10 +462,10 @@ class GemmCase final : public PreparedCase {
   // Host memory of a run, an upper bound: what lives through the whole run (X, W and the bias
   // as stored, padding, offsets and the batch included; one output per implementation, all
   // kept for the pairwise comparison, and one for timing; the fp64 reference of the checked
-  // rows), the largest working set one step holds while it runs (the reference's fp32 op(W)
-  // per batch; cpu_reference's whole fp64 result; a BLAS implementation's fp32 copies of X and
-  // W and its fp32 product buffers; the cache flush of cold timing) and a fixed overhead. The
-  // key named is the one the largest part grows with.
+  // rows and their list), the largest working set one step holds while it runs (the
+  // reference's fp32 op(W) per batch; cpu_reference's whole fp64 result and row list; a BLAS
+  // implementation's fp32 copies of X and W and its fp32 product buffers; the cache flush of
+  // cold timing) and a fixed overhead. The key named is the one the largest part grows with.
   MemoryEstimate memory_estimate() const override {
     const g::GemmProblem& p = resolved_.problem;
     const std::vector<g::Impl>& impls = resolved_.impls;
@@ -501,7 +501,8 @@ class GemmCase final : public PreparedCase {
     const double total_rows = batch * m;
     const double checked_rows =
         std::min(total_rows, std::max(2.0, std::ldexp(1.0, 30) / std::max(1.0, n * k)));
-    const MemoryPart reference{8.0 * n * checked_rows,
+    // Per checked row: N fp64 values and the row's index in the list of rows to check.
+    const MemoryPart reference{8.0 * (n + 1) * checked_rows,
                                largest_factor({{"m", m}, {"n", n}, {"batch", batch}})};
 
     struct Working {
@@ -519,7 +520,7 @@ class GemmCase final : public PreparedCase {
     working.push_back({{w_as_fp32(checked_rows), largest_factor({{"k", k}, {"n", n}})},
                        "fp32 op(W) of the checked rows"});
     if (uses([](g::Impl i) { return i == g::Impl::cpu_reference; }))
-      working.push_back({{w_as_fp32(batch) + 8.0 * total_rows * n,
+      working.push_back({{w_as_fp32(batch) + 8.0 * total_rows * (n + 1),
                           largest_factor({{"m", m}, {"n", n}, {"k", k}, {"batch", batch}})},
                          "cpu_reference's fp64 result and fp32 op(W)"});
     if (uses(g::uses_cpu_blas)) {
