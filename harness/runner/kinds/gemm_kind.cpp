@@ -498,7 +498,8 @@ class GemmCase final : public PreparedCase {
     const MemoryPart outputs{es * y_stored * outputs_count,
                              largest_factor({{"m", m}, y_ld, {"batch", batch}})};
     // As many rows as rows_to_check(p, 2^30) picks, without listing them.
-    const double total_rows = batch * m;
+    // Rows of no element are never listed nor computed (gemm::has_elements).
+    const double total_rows = n > 0 ? batch * m : 0.0;
     const double checked_rows =
         std::min(total_rows, std::max(2.0, std::ldexp(1.0, 30) / std::max(1.0, n * k)));
     // Per checked row: N fp64 values and the row's index in the list of rows to check.
