@@ -595,6 +595,38 @@ void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh&
   }
 }
 
+// Every backend refuses an avg reduction of an integer dtype (it would have to round), so a
+// case whose plans issue one can never run: a rejection of its dtype, not a failed kernel. The
+// unmerged plan runs beside every case and holds each avg reduction that a merged or min_cost
+// plan issues (merging turns avg into sum); its steps do not depend on the rank's coordinate.
+// Plans the planner rejects (S -> P, ...) are left to the run, which reports that error.
+void check_avg_dtype(const RedistributeCase& c, const CaseNode& tensor, const DeviceMesh& mesh) {
+  if (comm::is_floating(c.dtype)) return;
+  const auto es = static_cast<std::int64_t>(comm::element_size(c.dtype));
+  const DTensorSpec src = DTensorSpec::create(mesh, parse_placements(c.from_text), c.shape, es);
+  const DTensorSpec dst = DTensorSpec::create(mesh, parse_placements(c.to_text), c.shape, es);
+  std::vector<TransformStep> steps;
+  try {
+    PlanOptions plain = c.options;
+    plain.optimize = false;
+    plain.planner = Planner::greedy;
+    steps = plan_redistribute(src, dst, {}, plain).steps;
+  } catch (const meshgate::Error&) {
+  }
+  if (c.steps) {
+    for (TransformStep& s : steps_from_text(src, *c.steps)) steps.push_back(std::move(s));
+  }
+  for (const TransformStep& s : steps) {
+    const bool reduces = s.kind == StepKind::all_reduce || s.kind == StepKind::reduce_scatter;
+    if (!reduces || s.group_size <= 1 || s.reduce_op != ReduceOp::avg) continue;
+    reject_value(tensor, "dtype",
+                 "the plan issues " + to_string(s, mesh) + ", and an avg reduction of " +
+                     std::string(comm::to_string(c.dtype)) +
+                     " is supported by no backend (it would round): use a floating-point dtype, "
+                     "or P(sum)");
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& redistribute_case_keys() {
@@ -758,6 +790,7 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
       reject_value(node, "steps", err.what());
     }
   }
+  check_avg_dtype(*c, tensor, *mesh);
   if (expect_node) check_expect(*c, *expect_node, *mesh);
 
   nlohmann::json flat = nlohmann::json::array();

@@ -169,5 +169,32 @@ TEST(RedistributeKind, DimNamesThatCommStringsCannotNameAreRejected) {
   }
 }
 
+// Before, these ran and were reported as a fail of the kernel ("rejected: RuntimeError: backend
+// 'threads' does not support all_reduce(avg) for int64"), naming no file, line or key.
+TEST(RedistributeKind, AnAvgReductionOfAnIntegerDtypeIsAnInputErrorNamingTheDtype) {
+  const std::string head = "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, ";
+  for (const char* body : {
+           "tensor: {shape: [4], dtype: int64}, from: [P(avg), R], to: [R, R]}",
+           "tensor: {shape: [4], dtype: int32}, from: [R, P(avg)], to: [R, S(0)]}",
+           "flatten: [[A, B]], tensor: {shape: [4], dtype: int64}, from: [P(avg), P(avg)], to: "
+           "[R, R]}",
+       }) {
+    const std::string error = input_error(head + body);
+    EXPECT_NE(error.find("key 'tensor.dtype': the plan issues "), std::string::npos) << body << "\n"
+                                                                                     << error;
+    EXPECT_NE(error.find("avg reduction of int"), std::string::npos) << error;
+  }
+  // No avg collective: the integer dtype runs.
+  for (const char* body : {
+           "tensor: {shape: [4], dtype: int64}, from: [P(avg), R], to: [P(avg), S(0)]}",
+           "tensor: {shape: [4], dtype: int64}, from: [R, R], to: [P(avg), R]}",
+           "tensor: {shape: [4], dtype: int64}, from: [P(sum), P(sum)], to: [R, R]}",
+       }) {
+    PlannedCase c = plan_one(head + body);
+    const CaseRun run = execute_case(c, std::nullopt);
+    EXPECT_EQ(run.outcome.status, Status::pass) << body << "\n" << run.outcome.message;
+  }
+}
+
 }  // namespace
 }  // namespace meshgate::runner
