@@ -16,8 +16,9 @@
 // `expect.comms`, `expect.warnings` and `expect.local_shape` describe one rank, the mesh's
 // lowest (rank 0 whenever the mesh holds it); the result row's `plan` is that rank's too, sent
 // to every rank, and `plans_differ_between_ranks` says whether another rank's plan issues other
-// collectives. Every rank splits the groups that the merged and the unmerged plans of every
-// coordinate use, in one order, before running anything, and every world-wide call here
+// collectives; `expect.distinct_plans` asserts how many different comm lists the ranks' plans
+// issue (1: all the same). Every rank splits the groups that the merged and the unmerged plans of
+// every coordinate use, in one order, before running anything, and every world-wide call here
 // (splits, count sums, the report's broadcast, timing barriers and max) is made the same number
 // of times on every rank whatever its plan.
 //
@@ -104,7 +105,8 @@ enum Count : std::size_t {
   plan_mismatch,  // a rank issued collectives other than its own plan's
   merged_unmerged_differ,
   local_shape_mismatch,
-  warnings_mismatch,  // the reference rank's plan against expect.warnings
+  warnings_mismatch,        // the reference rank's plan against expect.warnings
+  distinct_plans_mismatch,  // the comm lists of all ranks' plans against expect.distinct_plans
   count_slots
 };
 
@@ -163,6 +165,8 @@ class RedistributeCase final : public PreparedCase {
   std::optional<std::vector<std::string>> expect_comms;
   std::optional<Shape> expect_local_shape;
   std::optional<std::int64_t> expect_warnings;
+  // How many different comm lists the plans of the mesh's ranks issue (1: every rank the same).
+  std::optional<std::int64_t> expect_distinct_plans;
   std::optional<std::vector<std::string>> steps;  // a plan written out, replacing planning
   std::int64_t expect_wrong_shapes = 0;           // ranks
   std::int64_t expect_wrong_elements = 0;
@@ -298,6 +302,11 @@ class RedistributeCase final : public PreparedCase {
     if (c[warnings_mismatch]) {
       problems.push_back("expect.warnings " + std::to_string(*expect_warnings) + " but " + who +
                          "'s plan has " + std::to_string(r.warnings));
+    }
+    if (c[distinct_plans_mismatch]) {
+      problems.push_back("expect.distinct_plans " + std::to_string(*expect_distinct_plans) +
+                         " but the ranks' plans issue " + std::to_string(r.distinct_plans) +
+                         " different lists of collectives");
     }
     if (!problems.empty()) {
       o.status = Status::fail;
@@ -440,6 +449,10 @@ class RedistributeCase final : public PreparedCase {
           c[warnings_mismatch] = 1;
         }
         if (expect_local_shape && out.shape != *expect_local_shape) c[local_shape_mismatch] = 1;
+        if (expect_distinct_plans &&
+            static_cast<std::int64_t>(r.distinct_plans) != *expect_distinct_plans) {
+          c[distinct_plans_mismatch] = 1;
+        }
       }
     } else {
       join_group_splits(world, mesh, groups);
@@ -635,7 +648,7 @@ const std::vector<std::string>& redistribute_case_keys() {
     for (std::string key :
          {"flatten", "tensor", "tensor.shape", "tensor.dtype", "from", "to", "optimize", "api",
           "planner", "expect", "expect.comms", "expect.local_shape", "expect.warnings",
-          "expect.wrong_shapes", "expect.wrong_elements", "steps"})
+          "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps"})
       k.push_back(std::move(key));
     return k;
   }();
@@ -720,6 +733,12 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
     }
     if (c->expect_warnings && *c->expect_warnings < 0) {
       expect.fail("warnings", "must be a count >= 0, got " + std::to_string(*c->expect_warnings));
+    }
+    c->expect_distinct_plans = expect.optional<std::int64_t>("distinct_plans");
+    if (c->expect_distinct_plans && *c->expect_distinct_plans < 1) {
+      expect.fail("distinct_plans",
+                  "must be a count >= 1 (1: every rank issues the same collectives), got " +
+                      std::to_string(*c->expect_distinct_plans));
     }
   }
   c->steps = node.optional<std::vector<std::string>>("steps");

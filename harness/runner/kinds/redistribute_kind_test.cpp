@@ -196,5 +196,24 @@ TEST(RedistributeKind, AnAvgReductionOfAnIntegerDtypeIsAnInputErrorNamingTheDtyp
   }
 }
 
+// 9 rows over A leave 5 rows on A=0 (two gathers) and 4 on A=1 (one merged gather). Before, no
+// key could say that the ranks' plans differ, so a case claiming it asserted rank 0's only.
+TEST(RedistributeKind, DistinctPlansCountsTheRanksDifferentListsOfCollectives) {
+  const std::string head =
+      "{name: a, kind: redistribute, mesh: {shape: [2, 2, 2], names: [A, B, C]}, flatten: [[B, "
+      "C]], tensor: {shape: [9, 2]}, from: [S(0), S(0), S(0)], to: [S(0), R, R], expect: ";
+  PlannedCase right = plan_one(head + "{distinct_plans: 2}}");
+  const CaseRun pass = execute_case(right, std::nullopt);
+  EXPECT_EQ(pass.outcome.status, Status::pass) << pass.outcome.message;
+  PlannedCase wrong = plan_one(head + "{distinct_plans: 1}}");
+  const CaseRun fail = execute_case(wrong, std::nullopt);
+  EXPECT_EQ(fail.outcome.status, Status::fail);
+  EXPECT_EQ(fail.outcome.message,
+            "expect.distinct_plans 1 but the ranks' plans issue 2 different lists of collectives");
+  EXPECT_NE(input_error(head + "{distinct_plans: 0}}")
+                .find("key 'expect.distinct_plans': must be a count >= 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace meshgate::runner
