@@ -68,6 +68,20 @@ void for_each_offset(const LeafBuffer& shape, const LeafBuffer& stride, Visit&& 
   }
 }
 
+// The decimal digits of 8 * count: the bytes of `count` int64 ranks, which torch computes
+// unbounded and which leave 64 bits for a view near the int64 limit.
+std::string storage_bytes(std::uint64_t count) {
+  std::string digits = std::to_string(count);
+  int carry = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    const int product = (*it - '0') * 8 + carry;
+    *it = static_cast<char>('0' + product % 10);
+    carry = product / 10;
+  }
+  if (carry != 0) digits.insert(digits.begin(), static_cast<char>('0' + carry));
+  return digits;
+}
+
 // as_strided's checks of a view of `shape` and `stride` over a storage of `storage` ranks:
 // Error(runtime) in torch's words for a negative stride or a view that runs past the storage.
 void check_strided(const LeafBuffer& shape, const LeafBuffer& stride, std::int64_t storage) {
@@ -83,16 +97,18 @@ void check_strided(const LeafBuffer& shape, const LeafBuffer& stride, std::int64
   if (empty) return;
   std::int64_t last = 0;
   for (std::size_t i = 0; i < shape.size(); ++i) {
-    last = add(last, mul(shape[i] - 1, stride[i], "remap_to_tensor"), "remap_to_tensor");
+    last = add(last, mul(add(shape[i], -1, "remap_to_tensor"), stride[i], "remap_to_tensor"),
+               "remap_to_tensor");
   }
-  if (last + 1 > storage) {
+  if (last >= storage) {
     throw Error(ErrorKind::runtime,
                 "setStorage: sizes " +
                     join(std::span<const std::int64_t>(shape.data(), shape.size())) + ", strides " +
                     join(std::span<const std::int64_t>(stride.data(), stride.size())) +
                     ", storage offset 0, and itemsize 8 requiring a storage size of " +
-                    std::to_string((last + 1) * 8) + " are out of bounds for storage of size " +
-                    std::to_string(storage * 8));
+                    storage_bytes(static_cast<std::uint64_t>(last) + 1) +
+                    " are out of bounds for storage of size " +
+                    storage_bytes(static_cast<std::uint64_t>(std::max<std::int64_t>(storage, 0))));
   }
 }
 

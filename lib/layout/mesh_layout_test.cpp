@@ -145,6 +145,12 @@ TEST(MeshLayout, CheckRemapViewWithoutARankMap) {
   EXPECT_EQ(error_of([&] { check_remap_view(two, 5); }).kind(), ErrorKind::runtime);
   EXPECT_NO_THROW(check_remap_view(two, 6));
   EXPECT_EQ(error_of([&] { check_remap_view(two, 3); }).kind(), ErrorKind::assertion);
+  // Near the int64 limit the bytes torch quotes leave int64: 2:1 over 2^62 + 1 ranks views
+  // (2^61 + 1, 2):(2, 1), whose last position 2^62 + 1 is one past the map.
+  const Error huge = error_of([] { check_remap_view(L("2:1"), 4611686018427387905); });
+  EXPECT_TRUE(contains(huge, "requiring a storage size of 36893488147419103248 are out of bounds "
+                             "for storage of size 36893488147419103240"))
+      << huge.what();
 }
 
 TEST(MeshLayout, RankGroupsOfA2x4Mesh) {

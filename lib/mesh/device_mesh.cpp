@@ -61,11 +61,21 @@ std::size_t index_of(const std::vector<std::string>& items, const std::string& i
 
 // L(size - 1) + 1 from the leaves: the image of the last coordinate. Works on the empty 0-dim
 // axis ():() of the two_level model as well, where it gives 1.
+// Error(value) when it leaves int64, as the layout algebra reports overflow.
 std::int64_t leaf_cosize(const Layout& l) {
   const std::vector<std::int64_t> shape = leaves(l.shape());
   const std::vector<std::int64_t> stride = leaves(l.stride());
   std::int64_t last = 0;
-  for (std::size_t i = 0; i < shape.size(); ++i) last += (shape[i] - 1) * stride[i];
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    std::int64_t steps = 0;
+    std::int64_t extent = 0;
+    if (__builtin_sub_overflow(shape[i], 1, &steps) ||
+        __builtin_mul_overflow(steps, stride[i], &extent) ||
+        __builtin_add_overflow(last, extent, &last) || last == INT64_MAX) {
+      throw Error(ErrorKind::value, "integer overflow in cosize: the last rank of layout " +
+                                        to_string(l) + " does not fit in int64");
+    }
+  }
   return last + 1;
 }
 
@@ -254,8 +264,11 @@ std::int64_t DeviceMesh::default_rank_count(const Layout& layout) {
   for (std::size_t d = 0; d < layout.rank(); ++d) {
     step = checked_lcm(step, complement_span(mesh_mode(layout, static_cast<std::int64_t>(d))));
   }
+  if (step < 1) return cosize_ranks;
+  // ceil(cosize / step) * step, the smallest multiple of step that covers the cosize.
+  const std::int64_t steps = cosize_ranks / step + (cosize_ranks % step > 0 ? 1 : 0);
   std::int64_t ranks = 0;
-  if (step < 1 || __builtin_mul_overflow((cosize_ranks + step - 1) / step, step, &ranks)) {
+  if (__builtin_mul_overflow(steps, step, &ranks)) {
     return cosize_ranks;
   }
   // A layout whose complement asserts, e.g. (5,2):(2,3), fits no rank map: creation says why.
@@ -656,19 +669,21 @@ DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_
                     ".");
   }
   std::int64_t product = 1;
+  bool overflow = false;
   for (std::int64_t s : sizes) {
     if (s < 1) {
       throw Error(ErrorKind::value, "mesh_sizes=" + py_int_tuple(sizes) +
                                         " has a size below 1: every unflattened dim needs a rank");
     }
-    product *= s;
+    // A product past int64 cannot equal the dim's size; wrapping around could.
+    overflow = overflow || __builtin_mul_overflow(product, s, &product);
   }
   const Layout source = axis(d);
   const std::int64_t source_size = meshgate::size(source);
-  if (product != source_size) {
+  if (overflow || product != source_size) {
     throw Error(ErrorKind::value,
                 "The product of mesh_sizes=" + py_int_tuple(sizes) + " is " +
-                    std::to_string(product) +
+                    (overflow ? "above 2^63" : std::to_string(product)) +
                     ", but the original dimension "
                     "at dim=" +
                     std::to_string(d) + " has size " + std::to_string(source_size) +

@@ -125,6 +125,12 @@ TEST_P(BothModels, ConstructorChecks) {
   }
   expect_error([&] { DeviceMesh::from_layout(parse_layout("():()"), {}, {}, model()); },
                ErrorKind::value, "has no dims");
+  // The last rank 2 * 2^62 does not fit in int64.
+  expect_error(
+      [&] {
+        DeviceMesh::from_layout(parse_layout("(3,2):(4611686018427387904,1)"), {}, {}, model());
+      },
+      ErrorKind::value, "integer overflow in cosize");
 
   // An explicit layout defaults to the world it tiles with its complement: 0..7 here.
   const DeviceMesh m =
@@ -184,6 +190,10 @@ TEST_P(BothModels, ARankMapMustFitTheGroupsOfEveryDim) {
   EXPECT_EQ(DeviceMesh::default_rank_count(parse_layout("(2,2):(4,1)")), 8);
   EXPECT_EQ(DeviceMesh::default_rank_count(parse_layout("(4,2):(1,4)")), 8);
   EXPECT_EQ(DeviceMesh::default_rank_count(parse_layout("2:2")), 4);
+  // The span 2 * (2^62 - 1) leaves no room to round 2^62 up to it without overflow: no rank map
+  // of int64 size fits, so the default is the cosize.
+  EXPECT_EQ(DeviceMesh::default_rank_count(parse_layout("2:4611686018427387903")),
+            4611686018427387904);
   // Injective, but its complement asserts whatever the rank map: no size fits it.
   EXPECT_EQ(DeviceMesh::default_rank_count(parse_layout("(5,2):(2,3)")), 12);
   EXPECT_THROW(DeviceMesh::from_layout(parse_layout("(5,2):(2,3)"), {}, {}, model()), Error);
@@ -379,6 +389,14 @@ TEST_P(BothModels, UnflattenErrors) {
       ErrorKind::value,
       "The product of mesh_sizes=(2, 3) is 6, but the original dimension at dim=0 has "
       "size 8.");
+  // 3 * 6148914691236517208 is 8 modulo 2^64: a wrapped product would match the dim's size.
+  expect_error(
+      [&] {
+        m.unflatten("world", Sizes{3, 6148914691236517208}, {"a", "b"});
+      },
+      ErrorKind::value,
+      "The product of mesh_sizes=(3, 6148914691236517208) is above 2^63, but the original "
+      "dimension at dim=0 has size 8.");
   const DeviceMesh unnamed = mesh({8}, {}, model());
   expect_error(
       [&] {
