@@ -246,8 +246,7 @@ class TupleParser {
   // The whole UTF-8 character starting at `pos` (the message must not cut one in two): the
   // lead byte's length, ending early at the text's end or at a byte that does not continue it.
   std::string character_at(std::size_t pos) const {
-    const auto lead = static_cast<unsigned char>(text_[pos]);
-    const std::size_t length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    const std::size_t length = utf8_length(text_[pos]);
     std::size_t end = pos + 1;
     while (end < text_.size() && end < pos + length &&
            (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) {
