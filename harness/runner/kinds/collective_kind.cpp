@@ -811,6 +811,14 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     } catch (const meshgate::Error& err) {
       reject_value(node, "reduce", err.what());
     }
+    // No backend rounds an integer average, so such a case could never run: a rejection of
+    // its input here, with file and line, rather than a kernel failure at run time.
+    if (c->reduce == ReduceOp::avg && !comm::is_floating(c->dtype)) {
+      reject_value(node, "reduce",
+                   "avg of " + dtype +
+                       " is supported by no backend (it would round): use a floating-point "
+                       "dtype, or sum");
+    }
   } else if (node.has("reduce")) {
     node.fail("reduce", "only all_reduce and reduce_scatter reduce; remove it for " + op);
   }

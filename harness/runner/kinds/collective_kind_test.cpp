@@ -192,6 +192,23 @@ TEST(CollectiveKind, SizesThatDoNotDivideAreInputErrors) {
             std::string::npos);
 }
 
+// An integer average ran and was reported as a failed kernel, without file or line.
+TEST(CollectiveKind, AvgOfAnIntegerDtypeIsAnInputErrorAtReduce) {
+  for (const std::string dtype : {"int32", "int64", "int8", "uint8"}) {
+    for (const std::string op : {"all_reduce", "reduce_scatter"}) {
+      const std::string error =
+          input_error("{name: a, kind: collective, op: " + op + ", mesh: {shape: [2]}, dtype: " +
+                      dtype + ", reduce: avg, bytes: 8}");
+      EXPECT_EQ(error.rfind("t.yaml:3:", 0), 0u) << error;
+      EXPECT_NE(error.find("case 's/a': key 'reduce': avg of " + dtype +
+                           " is supported by no backend (it would round): use a floating-point "
+                           "dtype, or sum"),
+                std::string::npos)
+          << error;
+    }
+  }
+}
+
 // Sizes above 1 GiB were refused whatever the memory limit; now the memory limit alone bounds
 // them, as nccl-tests' sweeps to 8 GiB need.
 TEST(CollectiveKind, SizesAboveOneGiBAreBoundedByTheMemoryLimitOnly) {
