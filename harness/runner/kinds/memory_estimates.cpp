@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace meshgate::runner {
 namespace {
 
@@ -46,8 +48,18 @@ double mesh_ranks_estimate(const MeshSpec& mesh) {
 }
 
 double rank_map_estimate(const MeshSpec& mesh) {
-  const double ranks = mesh_ranks_estimate(mesh);
-  return mesh.layout ? std::max(ranks, cosize_estimate(*mesh.layout)) : ranks;
+  double map = std::max(mesh_ranks_estimate(mesh), static_cast<double>(mesh.ranks.size()));
+  if (!mesh.layout) return map;
+  map = std::max(map, cosize_estimate(*mesh.layout));
+  if (mesh.ranks.empty()) {
+    // Every dim's process groups must fit the default rank map, which can take it far above
+    // the cosize; a layout beyond int64 keeps the cosize estimate, and its creation says why.
+    try {
+      map = std::max(map, static_cast<double>(DeviceMesh::default_rank_count(*mesh.layout)));
+    } catch (const meshgate::Error&) {
+    }
+  }
+  return map;
 }
 
 std::vector<double> mesh_dim_sizes(const MeshSpec& mesh) {

@@ -19,8 +19,8 @@ inline constexpr double kMaxCaseRanks = 1 << 20;
 double size_estimate(const IntTuple& shape);
 double cosize_estimate(const Layout& layout);
 
-// The ranks a mesh spans, and the length of the rank map that holds them (a layout mesh's
-// default ranks run up to its cosize).
+// The ranks a mesh spans, and the length of the rank map that holds them: the written ranks,
+// or a layout mesh's default rank map (DeviceMesh::default_rank_count, at least its cosize).
 double mesh_ranks_estimate(const MeshSpec& mesh);
 double rank_map_estimate(const MeshSpec& mesh);
 // The size of every dim of the mesh.

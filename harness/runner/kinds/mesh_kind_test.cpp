@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "case_file.hpp"
+#include "kinds/kind_test_support.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
-#include "kinds/kind_test_support.hpp"
 
 namespace meshgate::runner {
 
@@ -22,9 +22,13 @@ const std::vector<KindEntry>& kinds() {
   return k;
 }
 
-PlannedCases plan(const std::string& case_yaml) { return plan_case(case_yaml, kinds()); }
+PlannedCases plan(const std::string& case_yaml) {
+  return plan_case(case_yaml, kinds());
+}
 
-std::string input_error(const std::string& case_yaml) { return case_input_error(case_yaml, kinds()); }
+std::string input_error(const std::string& case_yaml) {
+  return case_input_error(case_yaml, kinds());
+}
 
 nlohmann::json disagreements(const std::string& case_yaml) {
   PlannedCases planned = plan(case_yaml);
@@ -46,8 +50,9 @@ TEST(MeshKind, NamesThatDoNotMatchTheDimsAreInputErrors) {
             "t.yaml:3:56: case 's/a': key 'mesh.names': 1 names for a mesh of 2 dims: give one "
             "name per dim");
   // A value rejection: with expect_error the case passes as the expected rejection.
-  PlannedCases planned = plan("{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", names: [a, b, c]}, "
-                              "expect_error: \"3 names for a mesh of 2 dims\"}");
+  PlannedCases planned = plan(
+      "{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", names: [a, b, c]}, "
+      "expect_error: \"3 names for a mesh of 2 dims\"}");
   ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
   const CaseRun run = execute_case(planned.cases.at(0), std::nullopt);
   EXPECT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
@@ -185,6 +190,23 @@ TEST(MeshKind, ADefaultRankMapBeyondTheRankLimitIsAnInputError) {
                      "[2, 2]}}")
                 .status,
             Status::pass);
+}
+
+// The estimate counts the rank map the mesh is built with: for a layout without ranks, the
+// smallest one its dims' process groups fit, which can exceed the cosize (2:2 has cosize 3,
+// and its groups {0,2} and {1,3} need 4 ranks).
+TEST(MeshKind, MemoryEstimateCountsTheDefaultRankMap) {
+  const auto estimate_of = [](const std::string& mesh) {
+    return plan_one_case("{name: a, kind: mesh, mesh: " + mesh + ", expect: {shape: [2]}}", kinds())
+        .prepared->memory_estimate()
+        .detail;
+  };
+  EXPECT_NE(estimate_of("{layout: \"2:2\"}").find("a mesh of 4 ranks"), std::string::npos)
+      << estimate_of("{layout: \"2:2\"}");
+  EXPECT_NE(
+      estimate_of("{layout: \"2:2\", ranks: [0, 1, 2, 3, 4, 5, 6, 7]}").find("a mesh of 8 ranks"),
+      std::string::npos);
+  EXPECT_NE(estimate_of("{shape: [2]}").find("a mesh of 2 ranks"), std::string::npos);
 }
 
 TEST(MeshKind, ModelDifferencesNameKnownClasses) {

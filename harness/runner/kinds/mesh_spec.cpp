@@ -97,11 +97,12 @@ void check_rank_count(const MeshSpec& spec, const CaseNode& at, const YAML::Node
 // Without ranks, a layout mesh gets the smallest rank map that its mesh tensor and every dim's
 // process groups fit: a multiple of the span of each dim's complement, far above the cosize
 // when those spans share no factor ((2,2,2,2):(853,421,211,101) needs 1.5e10 ranks for a
-// cosize of 1587). Memory estimates count the size and cosize only, so a rank map beyond both
-// and beyond the bound of a written range of ranks is refused before it is allocated.
+// cosize of 1587). A rank map beyond the size, the cosize and the bound of a written range of
+// ranks is refused before it is allocated, with a message that says why it is so large.
 void check_default_rank_count(const MeshSpec& spec, CaseNode& at) {
   const std::int64_t count = DeviceMesh::default_rank_count(*spec.layout);
-  if (static_cast<double>(count) <= std::max(kMaxCaseRanks, rank_map_estimate(spec))) return;
+  const double listed = std::max(mesh_ranks_estimate(spec), cosize_estimate(*spec.layout));
+  if (static_cast<double>(count) <= std::max(kMaxCaseRanks, listed)) return;
   reject_value(at, "layout",
                "the layout " + to_string(*spec.layout) + " needs a rank map of " +
                    std::to_string(count) +
@@ -112,15 +113,6 @@ void check_default_rank_count(const MeshSpec& spec, CaseNode& at) {
 }
 
 }  // namespace
-
-std::int64_t MeshSpec::size() const {
-  if (shape) {
-    std::int64_t n = 1;
-    for (std::int64_t s : *shape) n *= s;
-    return n;
-  }
-  return meshgate::size(*layout);
-}
 
 DeviceMesh MeshSpec::build(LayoutModel model, std::optional<std::int64_t> current_rank) const {
   return layout ? DeviceMesh::from_layout(*layout, names, ranks, model, current_rank)
@@ -175,7 +167,8 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
       std::string listed;
-      for (const std::int64_t r : spec.ranks) listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+      for (const std::int64_t r : spec.ranks)
+        listed += (listed.empty() ? "" : ", ") + std::to_string(r);
       reject_value_at(m, v, "ranks",
                       "DeviceMesh cannot have duplicate values, but found [" + listed +
                           "]: list every rank once");

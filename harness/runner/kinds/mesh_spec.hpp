@@ -21,7 +21,6 @@ struct MeshSpec {
   std::vector<std::string> names;
   std::vector<std::int64_t> ranks;  // empty: the reference's default
 
-  std::int64_t size() const;  // ranks the mesh spans
   // current_rank: the rank running the case (DeviceMesh::create's), default the first rank.
   DeviceMesh build(LayoutModel model = LayoutModel::one_level,
                    std::optional<std::int64_t> current_rank = std::nullopt) const;
