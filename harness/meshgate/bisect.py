@@ -832,11 +832,11 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
               file=sys.stderr)
         case_paths, patterns = _ab.case_arguments(args.cases, revisions.ensure_worktree(repo, bad))
 
-        def build(commit: str, label: str) -> Side:
+        def build_side(commit: str, label: str) -> Side:
             print(f"meshgate bisect: building {commit[:12]} ({label})", file=sys.stderr, flush=True)
             return _ab.side_for(repo, label, commit, preset, case_paths)
 
-        lab = Lab(build, launcher, out_dir, k=args.runs, seed=args.seed,
+        lab = Lab(build_side, launcher, out_dir, k=args.runs, seed=args.seed,
                   floors_for=_ab.noise_floors_for(args.machine_class), max_gate=args.max_gate,
                   revert_runs=args.revert_runs)
         try:

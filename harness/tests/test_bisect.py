@@ -421,6 +421,14 @@ class CommandInputTest(unittest.TestCase):
         self.assertEqual((code, "same commit" in err), (2, True))
         self.assertFalse((self.repo / "build").exists())  # nothing was built
 
+    def test_without_repo_the_checkout_of_the_driver_is_bisected(self):
+        # --repo defaults to the driver's source root (or the current folder when installed).
+        args = make_args(["--out", str(self.repo / "out"), "--good", "main", "--bad", "main"])
+        with mock.patch.object(bisect.build, "source_root", return_value=self.repo), \
+                contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+            code = args.func(args)
+        self.assertEqual((code, "same commit" in err.getvalue()), (2, True), err.getvalue())
+
     def test_runs_too_few_to_reach_alpha_are_refused_by_every_command(self):
         for argv in (["bisect", "--good", "main", "--bad", "main", "--runs", "3"],
                      ["bisect", "--good", "main", "--bad", "main", "--revert-runs", "4"],
