@@ -88,29 +88,63 @@ std::int64_t exact_limit(DType d) {
   }
 }
 
-// Inputs and expected outputs of one group: element `index` of group rank `rank`.
+// The largest k with 2^k <= limit: how many factors of 2 a product may hold and stay exact.
+int exact_doublings(std::int64_t limit) {
+  int k = 0;
+  while ((std::int64_t{2} << k) <= limit) ++k;
+  return k;
+}
+
+// The largest input magnitude of an avg on a group of n, before the multiplication by n that
+// makes the average an integer: at least 1 for a case the kind accepts (n <= exact_limit).
+std::int64_t avg_budget(DType d, int n) {
+  return exact_limit(d) / n;
+}
+
+// Inputs and expected outputs of one group: element `index` of group rank `rank`. Every
+// partial result of a reduction, in whatever order a backend combines the ranks, stays within
+// exact_limit, so every expected value is exact. A large group leaves no room for every rank to
+// add a non-zero value to every element (bfloat16 sums on 512 ranks, or an avg on 32, would
+// all be 0 and nothing would be checked), so each element has a window of active ranks,
+// starting at rank index % n: they contribute values that are never the op's identity (0 for
+// sum and avg, 1 for product), the others the identity. Every rank is active on some elements,
+// where losing or repeating its contribution changes the result.
 class Values {
  public:
   Values(std::uint64_t seed, DType dtype, std::optional<ReduceOp> reduce, int n)
       : seed_(seed), reduce_(reduce), n_(n), unsigned_(dtype == DType::u8) {
     const std::int64_t limit = exact_limit(dtype);
-    std::int64_t bound = limit;  // non-reducing ops, max and min: any exact value
-    if (reduce == ReduceOp::sum) bound = limit / n;
-    if (reduce == ReduceOp::avg) bound = limit / (std::int64_t{n} * n);  // inputs are n * base
-    hi_ = bound;
-    lo_ = unsigned_ ? 0 : -bound;
+    // Non-reducing ops, max and min: any exact value, on every rank.
+    hi_ = limit;
+    lo_ = unsigned_ ? 0 : -limit;
+    active_ = n;
+    if (reduce == ReduceOp::sum) {
+      active_ = static_cast<int>(std::min<std::int64_t>(n, limit));
+      magnitude_ = limit / active_;
+    } else if (reduce == ReduceOp::avg) {
+      const std::int64_t budget = avg_budget(dtype, n);  // inputs are n * base
+      active_ = static_cast<int>(std::min<std::int64_t>(n, budget));
+      magnitude_ = budget / active_;
+    } else if (reduce == ReduceOp::product) {
+      active_ = std::min(n, exact_doublings(limit));
+      magnitude_ = 2;
+    }
   }
 
   std::int64_t input(int rank, std::uint64_t index) const {
     const std::uint64_t h = mix(seed_ ^ mix(static_cast<std::uint64_t>(rank) * 0x100000001B3ull +
                                             index * 0x9E3779B97F4A7C15ull));
-    if (reduce_ == ReduceOp::product) {
-      // Values in {-2, -1, 1, 2} with one 2 per element among the ranks: |product| = 2.
-      const std::int64_t magnitude = static_cast<int>(index % n_) == rank ? 2 : 1;
-      return (!unsigned_ && (h & 1u)) ? -magnitude : magnitude;
+    const bool sums = reduce_ == ReduceOp::sum || reduce_ == ReduceOp::avg;
+    if (!sums && reduce_ != ReduceOp::product) {
+      return lo_ + static_cast<std::int64_t>(h % static_cast<std::uint64_t>(hi_ - lo_ + 1));
     }
+    const std::int64_t sign = (!unsigned_ && (h & 1u)) ? -1 : 1;
+    const auto first = static_cast<int>(index % static_cast<std::uint64_t>(n_));
+    const bool active = (rank - first + n_) % n_ < active_;
+    if (reduce_ == ReduceOp::product) return sign * (active ? 2 : 1);
+    if (!active) return 0;
     const std::int64_t base =
-        lo_ + static_cast<std::int64_t>(h % static_cast<std::uint64_t>(hi_ - lo_ + 1));
+        sign * (1 + static_cast<std::int64_t>((h >> 1) % static_cast<std::uint64_t>(magnitude_)));
     return reduce_ == ReduceOp::avg ? base * n_ : base;
   }
 
@@ -144,6 +178,8 @@ class Values {
   bool unsigned_;
   std::int64_t lo_ = 0;
   std::int64_t hi_ = 0;
+  int active_ = 1;              // ranks with a non-identity input per element (reductions)
+  std::int64_t magnitude_ = 1;  // their largest |input| (times n for avg)
 };
 
 // Reads and writes elements of one dtype in a host buffer.
@@ -818,6 +854,16 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
                    "avg of " + dtype +
                        " is supported by no backend (it would round): use a floating-point "
                        "dtype, or sum");
+    }
+    // An average is checked exactly with inputs that are multiples of the group size: the
+    // smallest, the group size itself, must be exact in the dtype.
+    if (c->reduce == ReduceOp::avg && avg_budget(c->dtype, c->group_size) < 1) {
+      reject_value(node, "reduce",
+                   "avg of " + dtype + " on groups of " + std::to_string(c->group_size) +
+                       " ranks cannot be checked exactly: its inputs are multiples of the group "
+                       "size, and " + dtype + " holds integers exactly only up to " +
+                       std::to_string(exact_limit(c->dtype)) +
+                       "; use float32 or groups of at most that many ranks");
     }
   } else if (node.has("reduce")) {
     node.fail("reduce", "only all_reduce and reduce_scatter reduce; remove it for " + op);

@@ -32,20 +32,34 @@ PlannedCase plan_one(const std::string& case_yaml) { return plan_one_case(case_y
 
 std::string input_error(const std::string& case_yaml) { return case_input_error(case_yaml, kinds()); }
 
-// A communicator that passes everything through and, on the group communicators split from
-// it, overwrites the first output element of all_reduce with all-ones bits (NaN in float32)
-// on the group's rank 1: a collective that is wrong on one rank.
+// How CorruptingCommunicator breaks all_reduce on the group communicators split from it.
+enum class Corruption {
+  // The first output element becomes all-ones bits (NaN in float32) on the group's rank 1: a
+  // collective that is wrong on one rank.
+  first_element_of_rank_1,
+  // The group's last rank contributes zeros instead of its input: a contribution lost.
+  last_rank_input_lost,
+};
+
+// A communicator that passes everything through, and breaks all_reduce on the group
+// communicators split from it as `corruption` says.
 class CorruptingCommunicator final : public comm::Communicator {
  public:
-  CorruptingCommunicator(std::unique_ptr<comm::Communicator> inner, bool corrupt)
-      : inner_(std::move(inner)), corrupt_(corrupt) {}
+  CorruptingCommunicator(std::unique_ptr<comm::Communicator> inner, bool corrupt,
+                         Corruption corruption)
+      : inner_(std::move(inner)), corrupt_(corrupt), corruption_(corruption) {}
   std::string_view backend() const override { return inner_->backend(); }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   void all_reduce(const void* send, void* recv, std::size_t count, comm::DType dtype,
                   comm::ReduceOp op) override {
+    const bool lose_input = corrupt_ && corruption_ == Corruption::last_rank_input_lost &&
+                            rank() == size() - 1 && count > 0;
+    if (lose_input) std::memset(const_cast<void*>(send), 0, count * comm::element_size(dtype));
     inner_->all_reduce(send, recv, count, dtype, op);
-    if (corrupt_ && rank() == 1) std::memset(recv, 0xFF, comm::element_size(dtype));
+    if (corrupt_ && corruption_ == Corruption::first_element_of_rank_1 && rank() == 1) {
+      std::memset(recv, 0xFF, comm::element_size(dtype));
+    }
   }
   void all_gather(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
     inner_->all_gather(send, recv, count, dtype);
@@ -64,7 +78,7 @@ class CorruptingCommunicator final : public comm::Communicator {
   std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
     std::unique_ptr<comm::Communicator> child = inner_->split(groups);
     if (!child) return nullptr;
-    return std::make_unique<CorruptingCommunicator>(std::move(child), true);
+    return std::make_unique<CorruptingCommunicator>(std::move(child), true, corruption_);
   }
   void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
   void deallocate(void* ptr) override { inner_->deallocate(ptr); }
@@ -79,15 +93,18 @@ class CorruptingCommunicator final : public comm::Communicator {
  private:
   std::unique_ptr<comm::Communicator> inner_;
   bool corrupt_;
+  Corruption corruption_;
 };
 
 // Rank threads over corrupting communicators; otherwise what the threads backend does.
 class CorruptingContext final : public RunContext {
  public:
-  explicit CorruptingContext(int ranks) {
+  explicit CorruptingContext(int ranks,
+                             Corruption corruption = Corruption::first_element_of_rank_1) {
     comm::ThreadsWorld world(ranks);
     for (int r = 0; r < ranks; ++r) {
-      comms_.push_back(std::make_unique<CorruptingCommunicator>(world.communicator(r), false));
+      comms_.push_back(
+          std::make_unique<CorruptingCommunicator>(world.communicator(r), false, corruption));
     }
   }
   std::string_view backend() const override { return "threads"; }
@@ -163,6 +180,38 @@ TEST(CollectiveKind, AWrongElementOnOneRankFailsTheCaseWithTheSummedCount) {
   EXPECT_EQ(outcome.message,
             "4 wrong element(s) summed over the ranks (8 B out-of-place: 2, 64 B out-of-place: 2); "
             "expected exact results");
+}
+
+// Inputs were drawn from [-limit / n, limit / n] (limit / n^2 for avg), which is {0} once the
+// group outgrows the dtype's exact range: a bfloat16 avg on 32 ranks or an int8 sum on 128
+// passed with a rank's contribution lost.
+TEST(CollectiveKind, ALostContributionFailsInGroupsLargerThanTheDtypesExactRange) {
+  struct Large {
+    const char* body;
+    int ranks;
+  };
+  for (const Large& large : {Large{"dtype: bfloat16, reduce: avg, bytes: [64]", 32},
+                             Large{"dtype: bfloat16, reduce: sum, bytes: [1024]", 300},
+                             Large{"dtype: float16, reduce: avg, bytes: [256]", 64},
+                             Large{"dtype: int8, reduce: sum, bytes: [128]", 128},
+                             Large{"dtype: uint8, reduce: product, bytes: [16]", 8},
+                             Large{"dtype: float32, reduce: sum, bytes: [8]", 4}}) {
+    PlannedCase c = plan_one("{name: a, kind: collective, op: all_reduce, mesh: {shape: [" +
+                             std::to_string(large.ranks) + "]}, " + large.body + "}");
+    CorruptingContext ctx(large.ranks, Corruption::last_rank_input_lost);
+    const Outcome outcome = c.prepared->run(ctx);
+    EXPECT_EQ(outcome.status, Status::fail) << large.body << " on " << large.ranks;
+    EXPECT_GT(outcome.metrics["wrong"].get<std::int64_t>(), 0) << large.body;
+    // The same case without the corruption passes: the inputs stay exact.
+    EXPECT_EQ(execute_case(c, std::nullopt).outcome.status, Status::pass) << large.body;
+  }
+  const std::string error = input_error(
+      "{name: a, kind: collective, op: all_reduce, mesh: {shape: [257]}, dtype: bfloat16, "
+      "reduce: avg, bytes: 514}");
+  EXPECT_NE(error.find("key 'reduce': avg of bfloat16 on groups of 257 ranks cannot be checked "
+                       "exactly"),
+            std::string::npos)
+      << error;
 }
 
 TEST(CollectiveKind, SizesThatDoNotDivideAreInputErrors) {
