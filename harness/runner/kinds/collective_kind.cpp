@@ -861,7 +861,8 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
       reject_value(node, "reduce",
                    "avg of " + dtype + " on groups of " + std::to_string(c->group_size) +
                        " ranks cannot be checked exactly: its inputs are multiples of the group "
-                       "size, and " + dtype + " holds integers exactly only up to " +
+                       "size, and " +
+                       dtype + " holds integers exactly only up to " +
                        std::to_string(exact_limit(c->dtype)) +
                        "; use float32 or groups of at most that many ranks");
     }
