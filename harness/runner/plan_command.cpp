@@ -252,13 +252,13 @@ std::string explain(const RunDecision& r, const Plan& plan, const DeviceMesh& me
         // The lookup needs dim names (the reference returns None without them), and so does
         // --flatten, which slices by name.
         const std::vector<std::string> names = split(example_names(mesh.ndim()), ',');
-        std::string dims;
+        std::string flatten;
         for (std::int64_t d : sorted) {
-          dims += (dims.empty() ? "" : ",") + names[static_cast<std::size_t>(d)];
+          flatten += (flatten.empty() ? "" : ",") + names[static_cast<std::size_t>(d)];
         }
         return "not merged (no_flattened_mesh): the mesh has no dim names, and only a named "
                "mesh has flattened dims; name them and register one, e.g. --mesh " +
-               join(mesh.shape(), "x") + ":" + example_names(mesh.ndim()) + " --flatten " + dims;
+               join(mesh.shape(), "x") + ":" + example_names(mesh.ndim()) + " --flatten " + flatten;
       }
       return "not merged (no_flattened_mesh): no flattened dim on the root has the layout of " +
              dims_names(mesh, sorted) + "; register one with --flatten " + dims_names(mesh, sorted);
