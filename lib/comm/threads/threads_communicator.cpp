@@ -53,7 +53,14 @@ struct Call {
   DType dtype = DType::u8;
   ReduceOp op = ReduceOp::sum;  // reductions; sum otherwise
   int root = -1;                // broadcast; -1 otherwise
-  friend bool operator==(const Call&, const Call&) = default;
+  // split: the caller's argument, alive while its owner waits in the call.
+  const std::vector<std::vector<int>>* groups = nullptr;
+  friend bool operator==(const Call& a, const Call& b) {
+    const bool same_groups = a.groups == b.groups ||
+                             (a.groups != nullptr && b.groups != nullptr && *a.groups == *b.groups);
+    return a.sequence == b.sequence && a.collective == b.collective && a.count == b.count &&
+           a.dtype == b.dtype && a.op == b.op && a.root == b.root && same_groups;
+  }
 };
 
 // What a rank publishes to its peers. Written only by its owner before a barrier, read by
@@ -117,8 +124,28 @@ std::byte* bytes(void* p) {
   return static_cast<std::byte*>(p);
 }
 
+// "[0, 1], [2, 3]": split's groups, the first few ranks of them.
+std::string describe_groups(const std::vector<std::vector<int>>& groups) {
+  constexpr std::size_t kShown = 32;
+  std::string out;
+  std::size_t shown = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    out += (g ? ", [" : "[");
+    for (std::size_t i = 0; i < groups[g].size(); ++i) {
+      if (shown++ == kShown) return out + "...";
+      out += (i ? ", " : "") + std::to_string(groups[g][i]);
+    }
+    out += "]";
+  }
+  return out;
+}
+
 // "all_reduce(2 x float32, sum)": a call as the mismatch message shows it.
 std::string describe(const Call& c) {
+  if (c.collective == "barrier") return "barrier()";
+  if (c.collective == "split") {
+    return "split(" + (c.groups ? describe_groups(*c.groups) : std::string()) + ")";
+  }
   std::string out = std::string(c.collective) + "(" + std::to_string(c.count) + " x " +
                     std::string(to_string(c.dtype));
   if (c.collective == "all_reduce" || c.collective == "reduce_scatter") {
@@ -276,22 +303,32 @@ class ThreadsCommunicator final : public Communicator {
     sync();
   }
 
+  // Checked like a collective: a rank in a barrier while a peer is in another call would
+  // otherwise pass through that call's barriers with it.
   void barrier() override {
-    ++calls_;
+    start({0, "barrier", 0, DType::u8, ReduceOp::sum, -1});
     sync();
   }
 
   std::unique_ptr<Communicator> split(const std::vector<std::vector<int>>& groups) override {
-    // Every rank checks the same list the same way, so either all ranks throw or none does.
+    // Every rank checks the same list the same way, so either all ranks throw or none does;
+    // ranks that pass different lists (or make another call) all throw in start(), before a
+    // rank could join a group its leader did not make.
     const auto [group_index, position] = locate_rank(groups, size(), rank_);
     const bool member = group_index >= 0;
     const int leader = member ? groups[group_index][0] : -1;
-    ++calls_;
     if (leader == rank_) {
       mine().child =
           std::make_shared<GroupState>(static_cast<int>(groups[group_index].size()), group_->world);
     }
-    sync();
+    Call call{0, "split", 0, DType::u8, ReduceOp::sum, -1};
+    call.groups = &groups;
+    try {
+      start(call);
+    } catch (...) {
+      mine().child.reset();
+      throw;
+    }
     std::shared_ptr<GroupState> child = member ? group_->slots[leader].child : nullptr;
     sync();
     if (leader == rank_) mine().child.reset();

@@ -320,6 +320,53 @@ TEST(Threads, RanksThatDisagreeOnDtypeOpRootOrCollectiveAllThrowAndTheGroupGoesO
             "group makes the same call: collective, count, dtype, op, root|ok|");
 }
 
+// Before, split and barrier were not compared: ranks that split by different lists joined
+// groups their leaders never made (two ranks at one position of a group, or a null group),
+// and a rank in a barrier passed through a peer's split with it.
+TEST(Threads, RanksThatSplitDifferentlyOrNotAtAllAllThrowAndTheGroupGoesOn) {
+  const auto results = on_ranks<std::string>(4, [](Communicator& comm) {
+    std::string seen;
+    const int r = comm.rank();
+    const auto attempt = [&](const std::function<void()>& call) {
+      try {
+        call();
+        seen += "ok|";
+      } catch (const CollectiveFault& e) {
+        seen += std::string(e.what()) + "|";
+      }
+    };
+    attempt([&] {
+      const std::vector<std::vector<int>> rows = {{0, 1}, {2, 3}};
+      const std::vector<std::vector<int>> columns = {{0, 2}, {1, 3}};
+      comm.split(r < 2 ? rows : columns);
+    });
+    attempt([&] {
+      if (r == 3) {
+        comm.split({{0, 1, 2, 3}});
+      } else {
+        comm.barrier();
+      }
+    });
+    // Every rank threw at the same point, so the group is still in step.
+    attempt([&] {
+      std::unique_ptr<Communicator> pair = comm.split({{0, 1}, {2, 3}});
+      std::int64_t value = comm.rank();
+      pair->all_reduce(&value, &value, 1, DType::i64, ReduceOp::sum);
+      if (value != (r < 2 ? 1 : 5)) throw CollectiveFault("wrong sum " + std::to_string(value));
+      comm.barrier();
+    });
+    return seen;
+  });
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(results[r], results[0]) << "rank " << r;
+  EXPECT_EQ(results[0],
+            "RuntimeError: the 4 ranks of a group called a collective differently: ranks 0-1 "
+            "split([0, 1], [2, 3]); ranks 2-3 split([0, 2], [1, 3]); every rank of a group makes "
+            "the same call: collective, count, dtype, op, root|"
+            "RuntimeError: the 4 ranks of a group called a collective differently: ranks 0-2 "
+            "barrier(); rank 3 split([0, 1, 2, 3]); every rank of a group makes the same call: "
+            "collective, count, dtype, op, root|ok|");
+}
+
 TEST(Threads, AbortWakesRanksWaitingInAnyGroupAndFailsEveryLaterCall) {
   ThreadsWorld world(4);
   std::vector<std::string> caught(4);
