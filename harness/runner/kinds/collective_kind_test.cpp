@@ -2,6 +2,7 @@
 // that are counted on every rank and fail the case, and the size rules as input errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -10,10 +11,10 @@
 
 #include "case_file.hpp"
 #include "comm/threads_world.hpp"
+#include "kinds/kind_test_support.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
 #include "world.hpp"
-#include "kinds/kind_test_support.hpp"
 
 namespace meshgate::runner {
 
@@ -26,19 +27,28 @@ const std::vector<KindEntry>& kinds() {
   return k;
 }
 
-PlannedCases plan(const std::string& case_yaml) { return plan_case(case_yaml, kinds()); }
+PlannedCases plan(const std::string& case_yaml) {
+  return plan_case(case_yaml, kinds());
+}
 
-PlannedCase plan_one(const std::string& case_yaml) { return plan_one_case(case_yaml, kinds()); }
+PlannedCase plan_one(const std::string& case_yaml) {
+  return plan_one_case(case_yaml, kinds());
+}
 
-std::string input_error(const std::string& case_yaml) { return case_input_error(case_yaml, kinds()); }
+std::string input_error(const std::string& case_yaml) {
+  return case_input_error(case_yaml, kinds());
+}
 
-// How CorruptingCommunicator breaks all_reduce on the group communicators split from it.
+// How CorruptingCommunicator breaks all_reduce, or split, on the group communicators it makes.
 enum class Corruption {
   // The first output element becomes all-ones bits (NaN in float32) on the group's rank 1: a
   // collective that is wrong on one rank.
   first_element_of_rank_1,
   // The group's last rank contributes zeros instead of its input: a contribution lost.
   last_rank_input_lost,
+  // split orders each group by rank instead of keeping the order given (an MPI_Comm_split
+  // keyed by the parent rank rather than the position in the group).
+  groups_in_rank_order,
 };
 
 // A communicator that passes everything through, and breaks all_reduce on the group
@@ -76,7 +86,11 @@ class CorruptingCommunicator final : public comm::Communicator {
   }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
-    std::unique_ptr<comm::Communicator> child = inner_->split(groups);
+    std::vector<std::vector<int>> sorted = groups;
+    if (corruption_ == Corruption::groups_in_rank_order) {
+      for (std::vector<int>& group : sorted) std::sort(group.begin(), group.end());
+    }
+    std::unique_ptr<comm::Communicator> child = inner_->split(sorted);
     if (!child) return nullptr;
     return std::make_unique<CorruptingCommunicator>(std::move(child), true, corruption_);
   }
@@ -214,6 +228,19 @@ TEST(CollectiveKind, ALostContributionFailsInGroupsLargerThanTheDtypesExactRange
       << error;
 }
 
+// Values follow the position in the group as the mesh gives it, so a backend whose group
+// ranks come in another order (here: by parent rank) gathers the blocks out of order.
+TEST(CollectiveKind, AGroupSplitOutOfOrderFails) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: all_gather, mesh: {shape: [2, 2], names: [dp, tp], "
+      "ranks: [3, 1, 2, 0]}, group: [dp, tp], dtype: int32, bytes: [16]}");
+  CorruptingContext ctx(4, Corruption::groups_in_rank_order);
+  const Outcome outcome = c.prepared->run(ctx);
+  EXPECT_EQ(outcome.status, Status::fail);
+  EXPECT_GT(outcome.metrics["wrong"].get<std::int64_t>(), 0);
+  EXPECT_EQ(execute_case(c, std::nullopt).outcome.status, Status::pass);
+}
+
 TEST(CollectiveKind, SizesThatDoNotDivideAreInputErrors) {
   EXPECT_EQ(input_error("{name: a, kind: collective, op: all_reduce, mesh: {shape: [4]}, dtype: "
                         "float32, reduce: sum, bytes: [8, 6]}"),
@@ -246,8 +273,8 @@ TEST(CollectiveKind, AvgOfAnIntegerDtypeIsAnInputErrorAtReduce) {
   for (const std::string dtype : {"int32", "int64", "int8", "uint8"}) {
     for (const std::string op : {"all_reduce", "reduce_scatter"}) {
       const std::string error =
-          input_error("{name: a, kind: collective, op: " + op + ", mesh: {shape: [2]}, dtype: " +
-                      dtype + ", reduce: avg, bytes: 8}");
+          input_error("{name: a, kind: collective, op: " + op +
+                      ", mesh: {shape: [2]}, dtype: " + dtype + ", reduce: avg, bytes: 8}");
       EXPECT_EQ(error.rfind("t.yaml:3:", 0), 0u) << error;
       EXPECT_NE(error.find("case 's/a': key 'reduce': avg of " + dtype +
                            " is supported by no backend (it would round): use a floating-point "
