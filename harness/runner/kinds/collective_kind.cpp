@@ -899,7 +899,11 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     const int factor = sweep.optional<int>("factor").value_or(2);
     if (factor < 2)
       reject_value(sweep, "factor", "must be at least 2, got " + std::to_string(factor));
-    if (to < from) reject_value(sweep, "to", "must be at least from");
+    if (to < from) {
+      reject_value(sweep, "to",
+                   "must be at least from (" + std::to_string(from) + " B), got " +
+                       std::to_string(to) + " B");
+    }
     // As nccl-tests, a swept size is rounded down to what divides; those that round to 0 go.
     for (std::int64_t s = from; s <= to;) {
       const std::int64_t aligned = s - s % unit;
@@ -925,6 +929,10 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
         reject_value_at(node, item, "bytes",
                         std::to_string(b) + " B does not divide into " + unit_text + " for " + op +
                             " on groups of " + std::to_string(c->group_size));
+      }
+      // A size listed twice would be run twice and shown once in the per-size table.
+      if (std::find(c->sizes.begin(), c->sizes.end(), b) != c->sizes.end()) {
+        node.fail_at(item, "bytes", "lists " + std::to_string(b) + " B twice");
       }
       c->sizes.push_back(b);
     }

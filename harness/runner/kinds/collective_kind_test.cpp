@@ -320,6 +320,17 @@ TEST(CollectiveKind, AMeshWhoseHighestRankNeedsTooManyRanksIsRejected) {
             std::string::npos);
 }
 
+TEST(CollectiveKind, ASweepEndingBeforeItStartsOrASizeListedTwiceIsAnInputError) {
+  EXPECT_NE(input_error("{name: a, kind: collective, op: all_reduce, mesh: {shape: [2]}, dtype: "
+                        "float32, reduce: sum, bytes: {from: 1KiB, to: 512}}")
+                .find("key 'bytes.to': must be at least from (1024 B), got 512 B"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: collective, op: all_reduce, mesh: {shape: [2]}, dtype: "
+                        "float32, reduce: sum, bytes: [8, 1KiB, 8]}")
+                .find("key 'bytes': lists 8 B twice"),
+            std::string::npos);
+}
+
 TEST(CollectiveKind, SweepSizesRoundDownToWholeChunks) {
   PlannedCase c = plan_one(
       "{name: a, kind: collective, op: all_gather, mesh: {shape: [3]}, dtype: float32, bytes: "
