@@ -818,7 +818,6 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
     from . import launch
 
     repo = pathlib.Path(args.repo).resolve() if args.repo else build.source_root()
-    out_dir = pathlib.Path(args.out).resolve() if args.out else _compare.default_report_dir("bisect")
     json_path = pathlib.Path(args.json).resolve() if args.json else None
     launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, case_timeout=args.case_timeout,
                                         run_prefix="bisect", quiet=True)
@@ -836,6 +835,8 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
             print(f"meshgate bisect: building {commit[:12]} ({label})", file=sys.stderr, flush=True)
             return _ab.side_for(repo, label, commit, preset, case_paths)
 
+        # Claimed once the input is known to be usable, so a refused command leaves no folder.
+        out_dir = pathlib.Path(args.out).resolve() if args.out else _compare.default_report_dir("bisect")
         lab = Lab(build_side, launcher, out_dir, k=args.runs, seed=args.seed,
                   floors_for=_ab.noise_floors_for(args.machine_class), max_gate=args.max_gate,
                   revert_runs=args.revert_runs)

@@ -428,6 +428,14 @@ class CommandInputTest(unittest.TestCase):
                 contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
             code = args.func(args)
         self.assertEqual((code, "same commit" in err.getvalue()), (2, True), err.getvalue())
+        # Refused input leaves no report folder behind, with --out or without.
+        args.out = None
+        with mock.patch.object(bisect.build, "source_root", return_value=self.repo), \
+                mock.patch.object(bisect._compare.build, "source_root", return_value=self.repo), \
+                contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            self.assertEqual(args.func(args), 2)
+        self.assertFalse((self.repo / "reports").exists())
+        self.assertFalse((self.repo / "out").exists())
 
     def test_runs_too_few_to_reach_alpha_are_refused_by_every_command(self):
         for argv in (["bisect", "--good", "main", "--bad", "main", "--runs", "3"],
