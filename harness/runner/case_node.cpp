@@ -43,6 +43,8 @@ std::string shorten_quoted_values(const YAML::Node& value, const YAML::Node& aro
       for (const YAML::Node& item : n) pending.push_back(item);
     if (n.IsMap())
       for (auto it = n.begin(); it != n.end(); ++it) {
+        // expect_error is a substring the message must contain: cut, it could never match.
+        if (it->first.IsScalar() && it->first.Scalar() == "expect_error") continue;
         pending.push_back(it->first);
         pending.push_back(it->second);
       }

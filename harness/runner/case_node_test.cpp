@@ -96,6 +96,16 @@ TEST(CaseNode, LongValuesInAMessageAreCutLikeAQuotedValue) {
             "l.yaml:1:9: case 's/x': key 'layout': no 'nt' here");
 }
 
+// expect_error is matched against the message as a substring: cutting the text it expects would
+// make a long expect_error unmatchable by the very message it names.
+TEST(CaseNode, ALongExpectErrorStaysWholeInTheMessage) {
+  const std::string expected =
+      "avg of int32 is supported by no backend (it would round): use a floating-point dtype";
+  CaseNode node(YAML::Load("reduce: avg\nexpect_error: \"" + expected + "\"\n"), "e.yaml", "s/x");
+  EXPECT_EQ(error_of([&] { node.fail("reduce", expected + ", or sum"); }),
+            "e.yaml:1:9: case 's/x': key 'reduce': " + expected + ", or sum");
+}
+
 TEST(CaseNode, ChildKeysAreValidatedWithTheirPath) {
   CaseNode node(YAML::Load("expect:\n  layot: \"8:1\"\n  shape: [2]\nperf: 3\n"), "f.yaml", "s/x");
   CaseNode expect = node.child("expect");
