@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "byte_size.hpp"
+#include "comm/communicator.hpp"
 #include "console.hpp"
 #include "core/error.hpp"
 #include "diagnostics.hpp"
@@ -61,6 +62,10 @@ template <class Body>
 Outcome guarded(const PlannedCase& planned, Body&& body) {
   try {
     return body();
+  } catch (const comm::BackendError& e) {
+    // The backend could not carry out a call (mpi and nccl ranks run in this thread): the case
+    // could not run, whatever it expects of the code under test.
+    return error_outcome(e.what());
   } catch (const meshgate::Error& e) {
     return judge_rejection(planned, e.what());
   } catch (const RankFailure& e) {

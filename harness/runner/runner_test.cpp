@@ -101,6 +101,26 @@ TEST(ExecuteCase, ARankThatThrowsBecomesAnErrorNamingTheRank) {
   EXPECT_EQ(run.outcome.message, "rank 2: boom on rank 2");
 }
 
+// A call the backend cannot carry out means the case could not run: an error naming the rank,
+// never a fail (a wrong answer), and no expect_error turns it into the kernel's rejection.
+TEST(ExecuteCase, ABackendThatCannotRunACallGivesAnErrorNotAFail) {
+  for (const char* expect_error : {"", ", expect_error: true"}) {
+    const CaseRun on_ranks =
+        run_one(std::string("{name: a, kind: probe, value: 1, ranks: 2, integer_avg: true") +
+                expect_error + "}");
+    EXPECT_EQ(on_ranks.outcome.status, Status::error) << on_ranks.outcome.message;
+    EXPECT_NE(on_ranks.outcome.message.find(
+                  "RuntimeError: backend 'threads' does not support all_reduce(avg) for int32"),
+              std::string::npos)
+        << on_ranks.outcome.message;
+    const CaseRun in_thread = run_one(
+        std::string("{name: a, kind: probe, value: 1, backend_error: 'MPI_Allreduce failed'") +
+        expect_error + "}");
+    EXPECT_EQ(in_thread.outcome.status, Status::error);
+    EXPECT_EQ(in_thread.outcome.message, "RuntimeError: MPI_Allreduce failed");
+  }
+}
+
 TEST(ExecuteCase, SkipWhenTheWorldIsTooSmall) {
   const int runs_before = probe_counters().runs;
   const CaseRun run = run_one("{name: a, kind: probe, value: 1, ranks: 8}", 4);

@@ -21,6 +21,8 @@ namespace meshgate::runner::testing {
 //   throw_on_rank: int             that rank throws std::runtime_error("boom on rank N")
 //   reject: string                 the op throws meshgate::Error(KeyError, reject)
 //   report_reject: string          run() returns Outcome::rejection = report_reject, with a metric
+//   backend_error: string          run() throws comm::BackendError (as an mpi rank's call would)
+//   integer_avg: bool              every rank calls all_reduce(avg) on int32, which no backend runs
 //   sleep_ms: int                  run() sleeps that long
 //   iter_s: number                 what each timed iteration reports
 //   options: {verbose: bool}       a nested mapping, to test child() validation
@@ -47,6 +49,8 @@ class ProbeCase final : public PreparedCase {
   std::optional<int> throw_on_rank;
   std::optional<std::string> reject;
   std::optional<std::string> report_reject;
+  std::optional<std::string> backend_error;
+  bool integer_avg = false;
   int sleep_ms = 0;
   double iter_s = 1e-3;
   std::int64_t memory = 0;
@@ -63,6 +67,7 @@ class ProbeCase final : public PreparedCase {
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     if (reject) throw meshgate::Error(meshgate::ErrorKind::key, *reject);
     if (bad_alloc) throw std::bad_alloc();
+    if (backend_error) throw comm::BackendError(ErrorKind::runtime, *backend_error);
     if (report_reject) {
       Outcome rejected;
       rejected.rejection = *report_reject;
@@ -76,6 +81,10 @@ class ProbeCase final : public PreparedCase {
         throw std::runtime_error("boom on rank " + std::to_string(rank));
       }
       if (bad_alloc_on_rank && rank == *bad_alloc_on_rank) throw std::bad_alloc();
+      if (integer_avg) {
+        std::int32_t one = 1;
+        comm.all_reduce(&one, &one, 1, comm::DType::i32, comm::ReduceOp::avg);
+      }
       if (comm.rank() == rank && comm.size() == rank_count) ++sizes_seen;
       ++ran;
     });
@@ -109,6 +118,8 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
   probe->throw_on_rank = node.optional<int>("throw_on_rank");
   probe->reject = node.optional<std::string>("reject");
   probe->report_reject = node.optional<std::string>("report_reject");
+  probe->backend_error = node.optional<std::string>("backend_error");
+  probe->integer_avg = node.optional<bool>("integer_avg").value_or(false);
   probe->sleep_ms = node.optional<int>("sleep_ms").value_or(0);
   probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
   probe->memory = node.optional<std::int64_t>("memory").value_or(0);
@@ -140,9 +151,9 @@ inline const std::vector<KindEntry>& test_kinds() {
   static const std::vector<KindEntry> kinds = {
       {"probe",
        &parse_probe,
-       {"value", "expect", "fail_with", "ranks", "throw_on_rank", "reject", "report_reject", "sleep_ms",
-        "iter_s", "memory", "invalid", "bad_alloc", "bad_alloc_on_rank", "options",
-        "options.verbose"}},
+       {"value", "expect", "fail_with", "ranks", "throw_on_rank", "reject", "report_reject",
+        "backend_error", "integer_avg", "sleep_ms", "iter_s", "memory", "invalid", "bad_alloc",
+        "bad_alloc_on_rank", "options", "options.verbose"}},
       {"echo", &parse_echo}};
   return kinds;
 }

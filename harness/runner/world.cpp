@@ -29,6 +29,10 @@ Failure describe(const std::exception_ptr& failure) {
     // Ranks that called a collective differently, or a world aborted under them: a fault of
     // the code the ranks ran, never the library rejecting the case's input.
     return {-1, e.what()};
+  } catch (const comm::BackendError& e) {
+    // The backend could not carry out a call (an op it lacks, a count past its limit, a failed
+    // MPI or NCCL call): the case could not run, which is an error, not a wrong answer.
+    return {-1, e.what()};
   } catch (const meshgate::Error& e) {
     const std::string prefix = std::string(python_name(e.kind())) + ": ";
     std::string message = e.what();

@@ -99,15 +99,16 @@ bool is_floating(DType d) {
   return d == DType::f32 || d == DType::f64 || d == DType::f16 || d == DType::bf16;
 }
 
-Error unsupported(std::string_view backend, std::string_view collective, DType dtype,
-                  std::string_view reason) {
-  return Error(ErrorKind::runtime, "backend '" + std::string(backend) + "' does not support " +
-                                       std::string(collective) + " for " +
-                                       std::string(to_string(dtype)) + ": " + std::string(reason));
+BackendError unsupported(std::string_view backend, std::string_view collective, DType dtype,
+                         std::string_view reason) {
+  return BackendError(ErrorKind::runtime, "backend '" + std::string(backend) +
+                                              "' does not support " + std::string(collective) +
+                                              " for " + std::string(to_string(dtype)) + ": " +
+                                              std::string(reason));
 }
 
-Error unsupported(std::string_view backend, std::string_view collective, ReduceOp op, DType dtype,
-                  std::string_view reason) {
+BackendError unsupported(std::string_view backend, std::string_view collective, ReduceOp op,
+                         DType dtype, std::string_view reason) {
   return unsupported(backend, std::string(collective) + "(" + std::string(to_string(op)) + ")",
                      dtype, reason);
 }

@@ -32,12 +32,21 @@ struct GroupPosition {
 };
 GroupPosition locate_rank(const std::vector<std::vector<int>>& groups, int size, int rank);
 
+// A call the backend cannot carry out: an op or dtype it lacks, a size past its limits (MPI's
+// int counts), or a call of its own that failed (an MPI or NCCL status). Not a rejection of a
+// case's input by the code under test, so the runner reports it as an error of the rank that
+// raised it, never as a wrong answer.
+class BackendError : public Error {
+ public:
+  BackendError(ErrorKind kind, std::string_view message) : Error(kind, message) {}
+};
+
 // The error a backend raises for a combination it does not support (RuntimeError, as c10d's
 // TORCH_CHECK): "backend 'threads' does not support all_reduce(avg) for int32: <reason>".
-Error unsupported(std::string_view backend, std::string_view collective, DType dtype,
-                  std::string_view reason);
-Error unsupported(std::string_view backend, std::string_view collective, ReduceOp op, DType dtype,
-                  std::string_view reason);
+BackendError unsupported(std::string_view backend, std::string_view collective, DType dtype,
+                         std::string_view reason);
+BackendError unsupported(std::string_view backend, std::string_view collective, ReduceOp op,
+                         DType dtype, std::string_view reason);
 
 // A collective that cannot complete for a reason that is not its input: its ranks called it
 // differently (counts, dtypes, ops or roots that disagree, which on a real backend hang or read
@@ -59,7 +68,7 @@ class CollectiveFault : public Error {
 // for reduce_scatter recv == send + rank*count (NCCL's in-place conventions).
 // Every call is collective over all ranks of the communicator and blocks until this rank's
 // part is complete (for nccl: until the stream work is enqueued; synchronize() waits).
-// An unsupported (op, dtype, reduce) combination throws meshgate::Error naming the backend,
+// An unsupported (op, dtype, reduce) combination throws BackendError naming the backend,
 // the op and the dtype, e.g. "backend 'mpi' does not support all_reduce(product) for bfloat16".
 class Communicator {
  public:

@@ -28,8 +28,9 @@ void check_mpi(int status, const char* call, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   MPI_Error_string(status, text, &length);
-  throw Error(ErrorKind::runtime, std::string(call) + " failed at " + file + ":" +
-                                      std::to_string(line) + ": " + std::string(text, length));
+  throw BackendError(ErrorKind::runtime, std::string(call) + " failed at " + file + ":" +
+                                             std::to_string(line) + ": " +
+                                             std::string(text, length));
 }
 #define MESHGATE_MPI_CHECK(call) check_mpi((call), #call, __FILE__, __LINE__)
 
@@ -245,9 +246,10 @@ class MpiCommunicator final : public Communicator {
   // MPI counts are ints.
   static int mpi_count(std::string_view collective, std::size_t elements) {
     if (elements > static_cast<std::size_t>(INT_MAX)) {
-      throw Error(ErrorKind::value, std::string(collective) + ": " + std::to_string(elements) +
-                                        " elements exceed MPI's int count limit " +
-                                        std::to_string(INT_MAX) + "; split the buffer");
+      throw BackendError(ErrorKind::value, std::string(collective) + ": " +
+                                               std::to_string(elements) +
+                                               " elements exceed MPI's int count limit " +
+                                               std::to_string(INT_MAX) + "; split the buffer");
     }
     return static_cast<int>(elements);
   }

@@ -39,8 +39,8 @@ std::string status_text(ncclResult_t s) {
 template <typename Status>
 void check_status(Status status, const char* call, const char* file, int line) {
   if (status_ok(status)) return;
-  throw Error(ErrorKind::runtime, std::string(call) + " failed at " + file + ":" +
-                                      std::to_string(line) + ": " + status_text(status));
+  throw BackendError(ErrorKind::runtime, std::string(call) + " failed at " + file + ":" +
+                                             std::to_string(line) + ": " + status_text(status));
 }
 #define MESHGATE_NCCL_CHECK(call) check_status((call), #call, __FILE__, __LINE__)
 
@@ -157,8 +157,8 @@ class NcclCommunicator final : public Communicator {
                   ReduceOp op) override {
     check_reduce("all_reduce", op, dtype);
     select_device();
-    MESHGATE_NCCL_CHECK(ncclAllReduce(send, recv, count, nccl_type(dtype), reduction(op),
-                                      comm_.get(), stream()));
+    MESHGATE_NCCL_CHECK(
+        ncclAllReduce(send, recv, count, nccl_type(dtype), reduction(op), comm_.get(), stream()));
   }
 
   void all_gather(const void* send, void* recv, std::size_t count, DType dtype) override {
