@@ -290,7 +290,9 @@ CaseRun ProcessBackend::run_case(PlannedCase& planned) {
 }
 
 void ProcessBackend::share_from_leader(std::vector<std::uint8_t>& flags) {
-  if (!flags.empty()) control_.broadcast(flags.data(), flags.size(), comm::DType::u8, 0);
+  if (!flags.empty()) {
+    control_.broadcast(flags.data(), flags.data(), flags.size(), comm::DType::u8, 0);
+  }
 }
 
 void ProcessBackend::abort_run(int code) {

@@ -161,11 +161,12 @@ void agree_on_failure(comm::Communicator& comm, std::exception_ptr failure) {
   Failure what;
   if (comm.rank() == root) what = describe(failure);
   std::int64_t header[2] = {what.kind, static_cast<std::int64_t>(what.message.size())};
-  comm.broadcast(header, 2, comm::DType::i64, root);
+  comm.broadcast(header, header, 2, comm::DType::i64, root);
   what.kind = header[0];
   what.message.resize(static_cast<std::size_t>(header[1]));
   if (header[1] > 0) {
-    comm.broadcast(what.message.data(), what.message.size(), comm::DType::u8, root);
+    comm.broadcast(what.message.data(), what.message.data(), what.message.size(), comm::DType::u8,
+                   root);
   }
   raise(root, what);
 }

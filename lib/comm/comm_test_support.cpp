@@ -208,8 +208,9 @@ std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s, std::str
   }
 
   // One device buffer holds both input and output in place (NCCL's offsets); out of place
-  // the output is a second, poisoned buffer.
-  const bool separate = !s.in_place && s.collective != Collective::broadcast;
+  // the output is a second, poisoned buffer. A broadcast's non-root ranks hold inputs of their
+  // own (another seed), which must neither reach any output nor be overwritten.
+  const bool separate = !s.in_place;
   const std::size_t main_bytes = std::max(in_count, out_count) * es;
   Buffer main(comm, main_bytes);
   Buffer other(comm, separate ? out_count * es : 0);
@@ -242,7 +243,7 @@ std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s, std::str
       comm.all_to_all(send, recv, count, s.dtype);
       break;
     case Collective::broadcast:
-      comm.broadcast(send, count, s.dtype, s.root);
+      comm.broadcast(send, recv, count, s.dtype, s.root);
       break;
   }
   comm.synchronize();
@@ -265,6 +266,18 @@ std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& s, std::str
       };
       *first_wrong = "element " + std::to_string(i) + " of " + std::to_string(out_count) +
                      ": expected bytes " + hex(expected) + ", got " + hex(actual);
+    }
+  }
+  // Out of place, the send buffer is read only: an element the call changed counts as wrong.
+  if (separate) {
+    std::vector<unsigned char> sent(in_count * es);
+    comm.copy_to_host(sent.data(), send, in_count * es);
+    for (std::size_t i = 0; i < in_count; ++i) {
+      if (std::memcmp(&sent[i * es], &input[i * es], es) == 0) continue;
+      if (wrong++ == 0 && first_wrong != nullptr) {
+        *first_wrong = "send element " + std::to_string(i) + " of " + std::to_string(in_count) +
+                       " changed by an out-of-place call";
+      }
     }
   }
   return wrong;

@@ -33,9 +33,11 @@ std::int64_t input_value(std::uint64_t seed, int rank, std::size_t index, DType 
                          ReduceOp reduce);
 
 // Runs spec's collective on `comm` with generated inputs in buffers from comm.allocate() and
-// returns how many output elements of this rank differ from the expected values. With
-// `first_wrong`, the first of them is described there: its index, and the expected and actual
-// bytes (an untouched output still holds the 0x7f poison).
+// returns how many output elements of this rank differ from the expected values, plus, out of
+// place, how many elements of its send buffer the call changed. With `first_wrong`, the first
+// of them is described there: its index, and the expected and actual bytes (an untouched
+// output still holds the 0x7f poison). A broadcast's non-root ranks send inputs of another
+// seed, so a backend that reads them, or never writes a recv (the root's included), is caught.
 std::size_t run_and_count_wrong(Communicator& comm, const CheckSpec& spec,
                                 std::string* first_wrong = nullptr);
 

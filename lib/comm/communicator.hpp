@@ -63,9 +63,11 @@ class CollectiveFault : public Error {
 //   all_gather:     send holds `count`, recv holds size() * count (rank r's block at r * count)
 //   reduce_scatter: send holds size() * count, recv holds `count` (rank r gets block r)
 //   all_to_all:     send and recv hold size() * count; block j of rank i goes to block i of rank j
-//   broadcast:      buffer holds `count`; root's values everywhere
-// In place: send == recv for all_reduce / all_to_all; for all_gather send == recv + rank*count;
-// for reduce_scatter recv == send + rank*count (NCCL's in-place conventions).
+//   broadcast:      send and recv hold `count`; the root's send lands in every rank's recv,
+//                   the root's own included; send is read on the root only (ncclBroadcast)
+// In place: send == recv for all_reduce / all_to_all / broadcast; for all_gather
+// send == recv + rank*count; for reduce_scatter recv == send + rank*count (NCCL's in-place
+// conventions). Out of place, no collective writes its send buffer.
 // Every call is collective over all ranks of the communicator and blocks until this rank's
 // part is complete (for nccl: until the stream work is enqueued; synchronize() waits).
 // An unsupported (op, dtype, reduce) combination throws BackendError naming the backend,
@@ -84,7 +86,8 @@ class Communicator {
   virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
                               ReduceOp op) = 0;
   virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) = 0;
-  virtual void broadcast(void* buffer, std::size_t count, DType dtype, int root) = 0;
+  virtual void broadcast(const void* send, void* recv, std::size_t count, DType dtype,
+                         int root) = 0;
   virtual void barrier() = 0;
 
   // Collective over all ranks of this communicator: `groups` lists disjoint groups of ranks

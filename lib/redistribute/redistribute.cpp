@@ -372,9 +372,10 @@ void CountingCommunicator::all_to_all(const void* send, void* recv, std::size_t 
        static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner_->size());
 }
 
-void CountingCommunicator::broadcast(void* buffer, std::size_t count, comm::DType dtype, int root) {
+void CountingCommunicator::broadcast(const void* send, void* recv, std::size_t count,
+                                     comm::DType dtype, int root) {
   // Not a redistribution collective: forwarded, not counted.
-  inner_->broadcast(buffer, count, dtype, root);
+  inner_->broadcast(send, recv, count, dtype, root);
 }
 
 // ---- groups ------------------------------------------------------------------------------

@@ -106,7 +106,8 @@ class CountingCommunicator final : public comm::Communicator {
   void reduce_scatter(const void* send, void* recv, std::size_t count, comm::DType dtype,
                       comm::ReduceOp op) override;
   void all_to_all(const void* send, void* recv, std::size_t count, comm::DType dtype) override;
-  void broadcast(void* buffer, std::size_t count, comm::DType dtype, int root) override;
+  void broadcast(const void* send, void* recv, std::size_t count, comm::DType dtype,
+                 int root) override;
   void barrier() override { inner_->barrier(); }
   // Uncounted groups (the log only names groups the executor creates).
   std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {

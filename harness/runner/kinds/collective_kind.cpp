@@ -376,7 +376,7 @@ class CollectiveCase final : public PreparedCase {
   MemoryEstimate memory_estimate() const override {
     const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
     const double send = static_cast<double>(send_bytes(largest));
-    const double recv = op == Op::broadcast ? 0.0 : static_cast<double>(recv_bytes(largest));
+    const double recv = static_cast<double>(recv_bytes(largest));
     const double staging = std::max(send, static_cast<double>(recv_bytes(largest)));
     const bool scratch =
         op == Op::all_to_all && std::find(inplace.begin(), inplace.end(), true) != inplace.end();
@@ -545,7 +545,7 @@ class CollectiveCase final : public PreparedCase {
         group.all_to_all(call.send, call.recv, count, dtype);
         break;
       case Op::broadcast:
-        group.broadcast(call.recv, count, dtype, root);
+        group.broadcast(call.send, call.recv, count, dtype, root);
         break;
     }
   }
@@ -578,11 +578,9 @@ class CollectiveCase final : public PreparedCase {
                         group_size);
     std::vector<std::byte> host;
     if (state.group) {
-      // all_to_all and all_reduce in place use recv as send; separate buffers otherwise.
+      // Separate send and receive buffers; in place, call_buffers points into one of them.
       state.send = state.group->allocate(std::max<std::size_t>(send_bytes(largest), 1));
-      state.recv = op == Op::broadcast
-                       ? state.send
-                       : state.group->allocate(std::max<std::size_t>(recv_bytes(largest), 1));
+      state.recv = state.group->allocate(std::max<std::size_t>(recv_bytes(largest), 1));
       host.resize(std::max(send_bytes(largest), recv_bytes(largest)));
     }
 
@@ -616,7 +614,10 @@ class CollectiveCase final : public PreparedCase {
     return results;
   }
 
-  // Fills the call's buffers: the output with the sentinel, then this rank's inputs.
+  // Fills the call's buffers: the output with the sentinel, then this rank's inputs. A
+  // broadcast's input is the root's alone: the other ranks' send holds the sentinel too, so
+  // that a backend which reads it, or leaves any recv unwritten (the root's included), is
+  // counted wrong.
   void prepare(RankState& state, std::vector<std::byte>& host, const Codec& codec,
                const Values& values, std::int64_t bytes, bool in_place, int g) const {
     comm::Communicator& group = *state.group;
@@ -624,10 +625,8 @@ class CollectiveCase final : public PreparedCase {
     const std::size_t es = element_size();
     const Call call = call_buffers(state, bytes, in_place, g);
     const std::size_t out_elements = recv_bytes(bytes) / es;
-    if (op != Op::broadcast) {
-      for (std::size_t i = 0; i < out_elements; ++i) codec.put_sentinel(host.data(), i);
-      group.copy_from_host(call.recv, host.data(), out_elements * es);
-    }
+    for (std::size_t i = 0; i < out_elements; ++i) codec.put_sentinel(host.data(), i);
+    group.copy_from_host(call.recv, host.data(), out_elements * es);
     std::size_t in_elements = send_bytes(bytes) / es;
     if (op == Op::broadcast && g != root) {
       for (std::size_t i = 0; i < count; ++i) codec.put_sentinel(host.data(), i);
@@ -668,6 +667,13 @@ class CollectiveCase final : public PreparedCase {
           break;
       }
       if (!codec.equals(host.data(), i, expected)) ++wrong;
+    }
+    // Out of place, the root's send is only read: an element the call changed is wrong too.
+    if (op == Op::broadcast && !in_place && g == root) {
+      group.copy_to_host(host.data(), call.send, count * es);
+      for (std::size_t i = 0; i < count; ++i) {
+        if (!codec.equals(host.data(), i, values.input(root, i))) ++wrong;
+      }
     }
     return wrong;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -49,10 +50,17 @@ enum class Corruption {
   // split orders each group by rank instead of keeping the order given (an MPI_Comm_split
   // keyed by the parent rank rather than the position in the group).
   groups_in_rank_order,
+  // broadcast works in place in every rank's send and never writes recv: a backend with an
+  // in-place broadcast only, called for an out-of-place one.
+  broadcast_into_send,
+  // Out of place, the root's broadcast leaves its own recv unwritten (the peers' are right).
+  broadcast_root_recv_unwritten,
+  // Out of place, the root's broadcast overwrites its send after the call.
+  broadcast_root_send_overwritten,
 };
 
-// A communicator that passes everything through, and breaks all_reduce on the group
-// communicators split from it as `corruption` says.
+// A communicator that passes everything through, and breaks all_reduce, broadcast or split on
+// the group communicators split from it as `corruption` says.
 class CorruptingCommunicator final : public comm::Communicator {
  public:
   CorruptingCommunicator(std::unique_ptr<comm::Communicator> inner, bool corrupt,
@@ -81,8 +89,21 @@ class CorruptingCommunicator final : public comm::Communicator {
   void all_to_all(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
     inner_->all_to_all(send, recv, count, dtype);
   }
-  void broadcast(void* buffer, std::size_t count, comm::DType dtype, int root) override {
-    inner_->broadcast(buffer, count, dtype, root);
+  void broadcast(const void* send, void* recv, std::size_t count, comm::DType dtype,
+                 int root) override {
+    const bool out_of_place = corrupt_ && send != recv;
+    void* own_send = const_cast<void*>(send);
+    if (out_of_place &&
+        (corruption_ == Corruption::broadcast_into_send ||
+         (corruption_ == Corruption::broadcast_root_recv_unwritten && rank() == root))) {
+      inner_->broadcast(send, own_send, count, dtype, root);
+      return;
+    }
+    inner_->broadcast(send, recv, count, dtype, root);
+    if (out_of_place && corruption_ == Corruption::broadcast_root_send_overwritten &&
+        rank() == root) {
+      std::memset(own_send, 0x7F, count * comm::element_size(dtype));
+    }
   }
   void barrier() override { inner_->barrier(); }
   std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
@@ -239,6 +260,41 @@ TEST(CollectiveKind, AGroupSplitOutOfOrderFails) {
   EXPECT_EQ(outcome.status, Status::fail);
   EXPECT_GT(outcome.metrics["wrong"].get<std::int64_t>(), 0);
   EXPECT_EQ(execute_case(c, std::nullopt).outcome.status, Status::pass);
+}
+
+// Out of place, a broadcast has a send and a recv on every rank, as ncclBroadcast: every recv
+// starts as the sentinel and must hold the root's values (the root's too), and the root's send
+// must be unchanged. Before, out-of-place rows ran in place in one buffer, so a backend that
+// never wrote recv passed them.
+TEST(CollectiveKind, AnOutOfPlaceBroadcastIsCheckedInEveryRecvAndTheRootsSend) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: broadcast, mesh: {shape: [2, 3], names: [dp, tp]}, "
+      "group: tp, dtype: int32, root: 1, bytes: [12, 48], inplace: [false, true]}");
+  struct Broken {
+    Corruption corruption;
+    std::int64_t wrong_12, wrong_48;  // out of place, summed over the 2 groups of 3
+    const char* what;
+  };
+  for (const Broken& broken :
+       {Broken{Corruption::broadcast_into_send, 3 * 3 * 2, 12 * 3 * 2, "no recv written"},
+        Broken{Corruption::broadcast_root_recv_unwritten, 3 * 2, 12 * 2, "root's recv unwritten"},
+        Broken{Corruption::broadcast_root_send_overwritten, 3 * 2, 12 * 2,
+               "root's send overwritten"}}) {
+    CorruptingContext ctx(6, broken.corruption);
+    const Outcome outcome = c.prepared->run(ctx);
+    EXPECT_EQ(outcome.status, Status::fail) << broken.what;
+    const nlohmann::json& sizes = outcome.metrics["sizes"];
+    ASSERT_EQ(sizes.size(), 4u) << broken.what;
+    EXPECT_EQ(sizes[0]["inplace"], false);
+    EXPECT_EQ(sizes[0]["wrong"], broken.wrong_12) << broken.what;
+    EXPECT_EQ(sizes[1]["wrong"], broken.wrong_48) << broken.what;
+    // In place there is one buffer, which each corruption handles correctly.
+    EXPECT_EQ(sizes[2]["inplace"], true);
+    EXPECT_EQ(sizes[2]["wrong"], 0) << broken.what;
+    EXPECT_EQ(sizes[3]["wrong"], 0) << broken.what;
+  }
+  const CaseRun run = execute_case(c, std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
 }
 
 TEST(CollectiveKind, SizesThatDoNotDivideAreInputErrors) {

@@ -149,9 +149,9 @@ struct RankState {
 // Sends `text` from `root` to every rank of `world` (its length first).
 void broadcast_text(comm::Communicator& world, std::string& text, int root) {
   std::int64_t length = static_cast<std::int64_t>(text.size());
-  world.broadcast(&length, 1, comm::DType::i64, root);
+  world.broadcast(&length, &length, 1, comm::DType::i64, root);
   text.resize(static_cast<std::size_t>(length));
-  if (length > 0) world.broadcast(text.data(), text.size(), comm::DType::u8, root);
+  if (length > 0) world.broadcast(text.data(), text.data(), text.size(), comm::DType::u8, root);
 }
 
 class RedistributeCase final : public PreparedCase {

@@ -200,14 +200,18 @@ class MpiCommunicator final : public Communicator {
                                     mpi_type(dtype), comm_));
   }
 
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override {
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root) override {
     if (root < 0 || root >= size_) {
       throw Error(ErrorKind::value, "broadcast: root " + std::to_string(root) +
                                         " is not a rank of this group of " + std::to_string(size_) +
                                         " ranks");
     }
     const int n = mpi_count("broadcast", count);
-    MESHGATE_MPI_CHECK(MPI_Bcast(buffer, n, mpi_type(dtype), root, comm_));
+    // MPI_Bcast works in one buffer: out of place, the root first copies its send into recv.
+    if (rank_ == root && send != recv && count > 0) {
+      std::memcpy(recv, send, count * element_size(dtype));
+    }
+    MESHGATE_MPI_CHECK(MPI_Bcast(recv, n, mpi_type(dtype), root, comm_));
   }
 
   void barrier() override { MESHGATE_MPI_CHECK(MPI_Barrier(comm_)); }

@@ -96,8 +96,38 @@ TEST(Mpi, LargeCountsAreExact) {
         *world, {Collective::all_gather, DType::i32, ReduceOp::sum, per_rank, in_place, 6});
     wrong += run_and_count_wrong(
         *world, {Collective::all_to_all, DType::u8, ReduceOp::sum, per_rank, in_place, 7});
+    wrong += run_and_count_wrong(*world, {Collective::broadcast, DType::f64, ReduceOp::sum,
+                                          per_rank, in_place, 8, world->size() - 1});
   }
   EXPECT_EQ(total(*world, wrong), 0);
+}
+
+// NCCL's out-of-place broadcast over MPI_Bcast, which works in one buffer: the root's send
+// reaches every recv, the root's own included, and no send buffer changes.
+TEST(Mpi, OutOfPlaceBroadcastWritesEveryRecvAndNoSend) {
+  auto world = mpi_world();
+  const int me = world->rank();
+  std::int64_t wrong = 0;
+  for (int root = 0; root < world->size(); ++root) {
+    std::vector<std::int32_t> send(7), recv(7, -1);
+    for (std::size_t i = 0; i < send.size(); ++i) {
+      send[i] = 100 * me + static_cast<std::int32_t>(i);
+    }
+    world->broadcast(send.data(), recv.data(), send.size(), DType::i32, root);
+    for (std::size_t i = 0; i < send.size(); ++i) {
+      const auto offset = static_cast<std::int32_t>(i);
+      EXPECT_EQ(recv[i], 100 * root + offset) << "recv at " << i << ", root " << root;
+      EXPECT_EQ(send[i], 100 * me + offset) << "send at " << i << ", root " << root;
+      wrong += (recv[i] != 100 * root + offset) + (send[i] != 100 * me + offset);
+    }
+  }
+  // Send is read on the root only, so the other ranks need not pass one.
+  const std::vector<double> send = {1.5, -2.0};
+  std::vector<double> recv(2, 0.0);
+  world->broadcast(me == 0 ? send.data() : nullptr, recv.data(), 2, DType::f64, 0);
+  EXPECT_EQ(recv, send);
+  wrong += recv != send;
+  EXPECT_EQ(total(*world, wrong), 0) << "wrong elements summed over all ranks";
 }
 
 TEST(Mpi, SplitIntoRowsAndColumns) {
@@ -153,7 +183,7 @@ TEST(Mpi, AvgOfIntegersIsRejectedNamingBackendOpAndDtype) {
     }
     EXPECT_THROW(world->reduce_scatter(buffer, buffer, 1, d, ReduceOp::avg), Error);
   }
-  EXPECT_THROW(world->broadcast(nullptr, 0, DType::f32, world->size()), Error);
+  EXPECT_THROW(world->broadcast(nullptr, nullptr, 0, DType::f32, world->size()), Error);
   EXPECT_THROW(world->split({{0, 0}}), Error);
 }
 

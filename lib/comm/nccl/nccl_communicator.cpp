@@ -191,7 +191,7 @@ class NcclCommunicator final : public Communicator {
     MESHGATE_NCCL_CHECK(status);
   }
 
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override {
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root) override {
     if (root < 0 || root >= size_) {
       throw Error(ErrorKind::value, "broadcast: root " + std::to_string(root) +
                                         " is not a rank of this group of " + std::to_string(size_) +
@@ -199,7 +199,7 @@ class NcclCommunicator final : public Communicator {
     }
     select_device();
     MESHGATE_NCCL_CHECK(
-        ncclBroadcast(buffer, buffer, count, nccl_type(dtype), root, comm_.get(), stream()));
+        ncclBroadcast(send, recv, count, nccl_type(dtype), root, comm_.get(), stream()));
   }
 
   // NCCL has no barrier: an all-reduce of one word, then wait for it.
@@ -413,7 +413,7 @@ std::unique_ptr<Communicator> nccl_world(Communicator& bootstrap, int device) {
       failure = e.what();
     }
   }
-  bootstrap.broadcast(&packet, sizeof(packet), DType::u8, 0);
+  bootstrap.broadcast(&packet, &packet, sizeof(packet), DType::u8, 0);
   if (!packet.ok) {
     throw Error(ErrorKind::runtime, "nccl_world: rank 0 could not create the NCCL unique id" +
                                         (failure.empty() ? std::string() : ": " + failure));

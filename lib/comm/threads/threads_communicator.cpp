@@ -288,18 +288,20 @@ class ThreadsCommunicator final : public Communicator {
     sync();
   }
 
-  void broadcast(void* buffer, std::size_t count, DType dtype, int root) override {
+  void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root) override {
     if (root < 0 || root >= size()) {
       throw Error(ErrorKind::value, "broadcast: root " + std::to_string(root) +
                                         " is not a rank of this group of " +
                                         std::to_string(size()) + " ranks");
     }
-    check_buffers("broadcast", buffer, buffer, count);
-    if (rank_ == root) mine().send = buffer;
+    // Only the root's send is read, so only the root must pass one.
+    check_buffers("broadcast", rank_ == root ? send : recv, recv, count);
+    if (rank_ == root) mine().send = send;
     start({0, "broadcast", count, dtype, ReduceOp::sum, root});
-    if (rank_ != root && count > 0) {
-      std::memcpy(buffer, group_->slots[root].send, count * element_size(dtype));
-    }
+    // Every rank copies the root's send into its own recv, the root too when out of place. In
+    // place the root's recv is that send and no rank writes it.
+    const void* src = group_->slots[root].send;
+    if (count > 0 && src != recv) std::memcpy(recv, src, count * element_size(dtype));
     sync();
   }
 

@@ -155,6 +155,42 @@ TEST(Threads, AllReduceSumsTheRanks) {
   }
 }
 
+// A direct check of NCCL's out-of-place broadcast: the root's send reaches every recv, the
+// root's own included, and no send buffer changes. Before, broadcast had one buffer, so an
+// out-of-place call could not be made at all.
+TEST(Threads, OutOfPlaceBroadcastWritesEveryRecvAndNoSend) {
+  struct Buffers {
+    std::vector<std::int32_t> send, recv;
+  };
+  for (int root = 0; root < 4; ++root) {
+    SCOPED_TRACE("root " + std::to_string(root));
+    const auto buffers = on_ranks<Buffers>(4, [root](Communicator& comm) {
+      Buffers b{std::vector<std::int32_t>(7), std::vector<std::int32_t>(7, -1)};
+      for (std::size_t i = 0; i < b.send.size(); ++i) {
+        b.send[i] = 100 * comm.rank() + static_cast<std::int32_t>(i);
+      }
+      comm.broadcast(b.send.data(), b.recv.data(), b.send.size(), DType::i32, root);
+      return b;
+    });
+    for (int r = 0; r < 4; ++r) {
+      for (std::size_t i = 0; i < 7; ++i) {
+        EXPECT_EQ(buffers[r].recv[i], 100 * root + static_cast<std::int32_t>(i))
+            << "recv of rank " << r << " at " << i;
+        EXPECT_EQ(buffers[r].send[i], 100 * r + static_cast<std::int32_t>(i))
+            << "send of rank " << r << " at " << i;
+      }
+    }
+  }
+  // Send is read on the root only, so the other ranks need not pass one.
+  const auto recv = on_ranks<std::vector<double>>(3, [](Communicator& comm) {
+    const std::vector<double> send = {1.5, -2.0};
+    std::vector<double> out(2, 0.0);
+    comm.broadcast(comm.rank() == 1 ? send.data() : nullptr, out.data(), 2, DType::f64, 1);
+    return out;
+  });
+  for (const auto& out : recv) EXPECT_EQ(out, (std::vector<double>{1.5, -2.0}));
+}
+
 TEST(Threads, SplitIntoRowsAndColumnsOfATwoByFourWorld) {
   const std::vector<std::vector<int>> rows = {{0, 1, 2, 3}, {4, 5, 6, 7}};
   const std::vector<std::vector<int>> cols = {{0, 4}, {1, 5}, {2, 6}, {3, 7}};
@@ -259,7 +295,7 @@ TEST(Threads, RanksThatPassDifferentCountsAllThrowInsteadOfReadingPastABuffer) {
           comm.all_to_all(send.data(), recv.data(), count, DType::i32);
           break;
         case Collective::broadcast:
-          comm.broadcast(recv.data(), count, DType::i32, 1);
+          comm.broadcast(recv.data(), recv.data(), count, DType::i32, 1);
           break;
       }
     });
@@ -292,7 +328,7 @@ TEST(Threads, RanksThatDisagreeOnDtypeOpRootOrCollectiveAllThrowAndTheGroupGoesO
       comm.reduce_scatter(buffer.data(), buffer.data(), 1, DType::f64,
                           r == 0 ? ReduceOp::max : ReduceOp::min);
     });
-    attempt([&] { comm.broadcast(buffer.data(), 2, DType::f64, r % 2); });
+    attempt([&] { comm.broadcast(buffer.data(), buffer.data(), 2, DType::f64, r % 2); });
     attempt([&] {
       if (r == 1) {
         comm.all_gather(buffer.data(), buffer.data(), 2, DType::f64);
@@ -448,7 +484,7 @@ TEST(Threads, InvalidArgumentsAreValueErrors) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("already has its communicator"));
   }
   float x = 0;
-  EXPECT_THROW(first->broadcast(&x, 1, DType::f32, 2), Error);
+  EXPECT_THROW(first->broadcast(&x, &x, 1, DType::f32, 2), Error);
   EXPECT_THROW(first->split({{0, 0}}), Error);
   EXPECT_THROW(first->split({{0, 5}}), Error);
   EXPECT_THROW(first->split({{}}), Error);
