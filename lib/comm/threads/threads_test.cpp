@@ -307,19 +307,22 @@ TEST(Threads, RanksThatPassDifferentCountsAllThrowInsteadOfReadingPastABuffer) {
   }
 }
 
+// "ok|" when `call` returns, else the CollectiveFault it threw and "|".
+std::string fault_of(const std::function<void()>& call) {
+  try {
+    call();
+    return "ok|";
+  } catch (const CollectiveFault& e) {
+    return std::string(e.what()) + "|";
+  }
+}
+
 TEST(Threads, RanksThatDisagreeOnDtypeOpRootOrCollectiveAllThrowAndTheGroupGoesOn) {
   const auto results = on_ranks<std::string>(4, [](Communicator& comm) {
     std::string seen;
     std::vector<double> buffer(8, 1.0);
     const int r = comm.rank();
-    const auto attempt = [&](const std::function<void()>& call) {
-      try {
-        call();
-        seen += "ok|";
-      } catch (const CollectiveFault& e) {
-        seen += std::string(e.what()) + "|";
-      }
-    };
+    const auto attempt = [&](const std::function<void()>& call) { seen += fault_of(call); };
     attempt([&] {
       comm.all_reduce(buffer.data(), buffer.data(), 2, r == 3 ? DType::f32 : DType::f64,
                       ReduceOp::sum);
@@ -363,14 +366,7 @@ TEST(Threads, RanksThatSplitDifferentlyOrNotAtAllAllThrowAndTheGroupGoesOn) {
   const auto results = on_ranks<std::string>(4, [](Communicator& comm) {
     std::string seen;
     const int r = comm.rank();
-    const auto attempt = [&](const std::function<void()>& call) {
-      try {
-        call();
-        seen += "ok|";
-      } catch (const CollectiveFault& e) {
-        seen += std::string(e.what()) + "|";
-      }
-    };
+    const auto attempt = [&](const std::function<void()>& call) { seen += fault_of(call); };
     attempt([&] {
       const std::vector<std::vector<int>> rows = {{0, 1}, {2, 3}};
       const std::vector<std::vector<int>> columns = {{0, 2}, {1, 3}};
