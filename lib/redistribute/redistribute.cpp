@@ -39,7 +39,7 @@ std::string shape_string(std::span<const std::int64_t> s) {
 class CommBuffer {
  public:
   CommBuffer(comm::Communicator& c, std::size_t bytes)
-      : comm_(&c), bytes_(bytes), ptr_(c.allocate(bytes)) {}
+      : comm_(&c), ptr_(c.allocate(bytes)) {}
   ~CommBuffer() { comm_->deallocate(ptr_); }
   CommBuffer(const CommBuffer&) = delete;
   CommBuffer& operator=(const CommBuffer&) = delete;
@@ -52,7 +52,6 @@ class CommBuffer {
 
  private:
   comm::Communicator* comm_;
-  std::size_t bytes_;
   void* ptr_;
 };
 
