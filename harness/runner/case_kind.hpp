@@ -3,6 +3,7 @@
 // plus one entry in kinds/registry.cpp: `parse` validates the case's keys before anything runs
 // and returns a prepared case; `run` executes it and checks it against its expectation.
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -237,6 +238,26 @@ class PreparedCase {
   // Frees what the case holds (device buffers, library handles) once the runner is done with
   // it, so that one case's memory is not held while the next ones run.
   virtual void release() {}
+
+  // For an implementation under test other than meshgate (external_impl.hpp, the protocol in
+  // docs/impl-protocol.md): the request that hands this case to it, with any input tensors
+  // written under `dir`. nullopt, with `why` set, when the case cannot be handed over (the row
+  // is then a skip saying why).
+  virtual std::optional<nlohmann::json> impl_request(const std::filesystem::path& dir,
+                                                     std::string& why) {
+    (void)dir;
+    why = "this case cannot be handed to another implementation";
+    return std::nullopt;
+  }
+  // Judges the observables another implementation answered exactly as run() judges the
+  // library's own results: pass, or fail with expected against actual. Observables that are not
+  // of the protocol's form throw ImplFailure (an error row naming the implementation).
+  virtual Outcome check_observables(const nlohmann::json& observables,
+                                    const std::filesystem::path& dir) {
+    (void)observables;
+    (void)dir;
+    throw std::logic_error("check_observables without impl_request");
+  }
 };
 
 struct KindEntry {

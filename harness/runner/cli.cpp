@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
+#include <stdexcept>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "byte_size.hpp"
 #include "diagnostics.hpp"
@@ -11,6 +14,30 @@
 namespace meshgate::runner {
 
 namespace {
+
+// --impl-command: a JSON list of arguments (any argument may hold blanks), or plain words.
+std::vector<std::string> split_command(const std::string& text) {
+  const auto first = text.find_first_not_of(" \t");
+  if (first != std::string::npos && text[first] == '[') {
+    nlohmann::json parsed;
+    try {
+      parsed = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      throw std::invalid_argument("is not a JSON list of strings");
+    }
+    std::vector<std::string> argv;
+    if (!parsed.is_array()) throw std::invalid_argument("is not a JSON list of strings");
+    for (const auto& arg : parsed) {
+      if (!arg.is_string()) throw std::invalid_argument("is not a JSON list of strings");
+      argv.push_back(arg.get<std::string>());
+    }
+    return argv;
+  }
+  std::vector<std::string> argv;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) argv.push_back(word);
+  return argv;
+}
 
 constexpr const char* kPathsHelp =
     "case files or directories (searched recursively for *.yaml, *.yml)";
@@ -81,6 +108,26 @@ struct Parser {
         ->capture_default_str()
         ->type_name("SECONDS");
     add_memory_limit(*run, run_options.validation);
+    run->add_option("--impl", run_options.impl,
+                    "the implementation under test: meshgate (the default, this runner's library) "
+                    "or the name of an external one started by --impl-command "
+                    "(docs/impl-protocol.md)")
+        ->type_name("NAME");
+    run->add_option_function<std::string>(
+           "--impl-command",
+           [this](const std::string& text) { run_options.impl_command = split_command(text); },
+           "the command that starts the --impl implementation: a JSON list of arguments, or "
+           "words separated by blanks")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              try {
+                return split_command(text).empty() ? std::string("is empty") : std::string();
+              } catch (const std::exception& e) {
+                return std::string(e.what());
+              }
+            },
+            "CMD"))
+        ->type_name("CMD");
     run->add_flag("--progress", run_options.progress,
                   "print one JSON event per line (plan, start, end, done) instead of text")
         ->disable_flag_override();

@@ -6,11 +6,12 @@
 namespace meshgate::runner {
 
 Row make_row(const CaseSpec& spec, const Outcome& outcome, const nlohmann::json& params,
-             const nlohmann::json& samples, double seconds) {
+             const nlohmann::json& samples, double seconds, const std::string& impl) {
   return {{"id", spec.id},
           {"suite", spec.suite},
           {"name", spec.name},
           {"kind", spec.kind},
+          {"impl", impl},
           {"tags", spec.tags},
           {"file", spec.file},
           {"line", spec.mark.line + 1},

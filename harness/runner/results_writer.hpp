@@ -21,9 +21,13 @@ inline constexpr const char* kResultsSchema = "meshgate.results/1";
 // (id first, schema first), which is what people read; parsers do not care.
 using Row = nlohmann::ordered_json;
 
-// One result row as harness/README.md lists its fields.
+// The implementation that computes a case's observables unless --impl names another.
+inline constexpr const char* kDefaultImpl = "meshgate";
+
+// One result row as harness/README.md lists its fields; `impl` computed its observables.
 Row make_row(const CaseSpec& spec, const Outcome& outcome, const nlohmann::json& params,
-             const nlohmann::json& samples, double seconds);
+             const nlohmann::json& samples, double seconds,
+             const std::string& impl = kDefaultImpl);
 
 // Counts per status over rows: {"pass": n, "fail": n, "error": n, "skip": n}.
 nlohmann::json count_statuses(const std::vector<nlohmann::ordered_json>& rows);

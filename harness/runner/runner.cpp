@@ -1,5 +1,6 @@
 #include "runner.hpp"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,6 +237,128 @@ nlohmann::ordered_json RunBackend::versions() const {
   return versions_info();
 }
 
+nlohmann::ordered_json RunBackend::impls() const {
+  return {{kDefaultImpl, {{"version", versions_info().value("meshgate", nlohmann::json())}}}};
+}
+
+CaseRun execute_external(PlannedCase& planned, ExternalImpl& impl,
+                         const std::filesystem::path& scratch) {
+  CaseRun result;
+  const double start = monotonic_seconds();
+  const auto finish = [&](Outcome outcome) {
+    result.outcome = std::move(outcome);
+    result.seconds = monotonic_seconds() - start;
+    return result;
+  };
+  const auto skip = [&](std::string why) {
+    Outcome outcome;
+    outcome.status = Status::skip;
+    outcome.message = impl.name() + ": " + std::move(why);
+    return finish(std::move(outcome));
+  };
+  PreparedCase& prepared = *planned.prepared;
+  try {
+    result.params = prepared.params();
+  } catch (const std::exception& e) {
+    return finish(error_outcome(std::string("params() threw: ") + e.what()));
+  }
+  try {
+    impl.ensure_started();
+  } catch (const ImplFailure& e) {
+    return finish(error_outcome(e.what()));
+  }
+  if (!impl.implements(planned.spec.kind)) {
+    return skip("does not implement the " + planned.spec.kind + " kind");
+  }
+  static int serial = 0;
+  const ScratchDir dir(scratch, std::to_string(++serial));
+  std::string why;
+  std::optional<nlohmann::json> request;
+  Outcome prepared_outcome = guarded(planned, [&] {
+    try {
+      request = prepared.impl_request(dir.path(), why);
+    } catch (const meshgate::Error& e) {
+      // Not the implementation's answer: it never saw the case.
+      why = std::string("meshgate rejects the case while preparing its request, so it never "
+                        "reaches the implementation: ") + e.what();
+    }
+    return Outcome{};
+  });
+  if (prepared_outcome.status != Status::pass) return finish(std::move(prepared_outcome));
+  if (!request) return skip(why);
+
+  const bool timed = planned.perf && !planned.expect_error;
+  const nlohmann::json perf =
+      timed ? nlohmann::json{{"warmup", planned.perf->warmup}, {"iters", planned.perf->iters}}
+            : nlohmann::json();
+  ImplAnswer answer;
+  try {
+    answer = impl.run_case(planned.spec.id, planned.spec.kind, *request, perf, dir.path());
+  } catch (const ImplFailure& e) {
+    return finish(error_outcome(e.what()));
+  }
+  switch (answer.status) {
+    case ImplAnswer::Status::unsupported:
+      return skip(answer.reason);
+    case ImplAnswer::Status::error:
+      return finish(error_outcome("implementation '" + impl.name() +
+                                  "' failed on the case: " + answer.reason));
+    case ImplAnswer::Status::rejected:
+      return finish(judge_rejection(
+          planned, answer.error.empty() ? answer.reason : answer.error + ": " + answer.reason));
+    case ImplAnswer::Status::ok:
+      break;
+  }
+  Outcome outcome = guarded(planned, [&] {
+    try {
+      return prepared.check_observables(answer.observables, dir.path());
+    } catch (const ImplFailure& e) {
+      return error_outcome("implementation '" + impl.name() + "' " + e.what());
+    }
+  });
+  if (planned.expect_error && outcome.status == Status::pass) {
+    outcome.status = Status::fail;
+    outcome.message = "expected the op to be rejected but " + impl.name() + " computed it";
+    if (!planned.expected_message.empty()) {
+      outcome.message += " (expected an error containing '" + planned.expected_message + "')";
+    }
+  }
+  if (outcome.status == Status::pass && timed) {
+    result.samples["time_s"] = nlohmann::json::array({answer.time_s});
+    outcome.metrics["time_s"] = summarize(answer.time_s);
+  }
+  try {
+    prepared.release();
+  } catch (const std::exception&) {
+    // Nothing of the case's verdict depends on freeing.
+  }
+  return finish(std::move(outcome));
+}
+
+CaseRun ExternalImplBackend::run_case(PlannedCase& planned) {
+  const int needed = planned.prepared->ranks();
+  if (ranks_cap_ && needed > *ranks_cap_) {
+    CaseRun result;
+    try {
+      result.params = planned.prepared->params();
+    } catch (const std::exception&) {
+      // A skipped case's row still names it; its parameters are in the case file.
+    }
+    result.outcome = skip_outcome(needed, *ranks_cap_);
+    return result;
+  }
+  return execute_external(planned, impl_, scratch_);
+}
+
+void ExternalImplBackend::abort_run(int code) {
+  impl_.stop();
+  _exit(code);
+}
+
+nlohmann::ordered_json ExternalImplBackend::impls() const {
+  return {{impl_.name(), nlohmann::ordered_json(impl_.header_entry())}};
+}
+
 void ThreadsBackend::abort_run(int code) {
   // Rank threads may be blocked forever: nothing may wait for them, not even destructors.
   _exit(code);
@@ -316,12 +439,52 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
     Console(out, options.progress).done(2, count_statuses({}), 0);
     return 2;
   }
+  if (options.impl && *options.impl != kDefaultImpl) return run_external(options, kinds, out, err);
   std::unique_ptr<RunBackend> backend = make_backend(options, err);
   if (!backend) {
     Console(out, options.progress).done(2, count_statuses({}), 0);
     return 2;
   }
   return run_command(options, *backend, kinds, out, err);
+}
+
+int run_external(const RunOptions& given, const std::vector<KindEntry>& kinds, std::ostream& out,
+                 std::ostream& err) {
+  const auto usage = [&](const std::string& message) {
+    err << message << '\n';
+    Console(out, given.progress).done(2, count_statuses({}), 0);
+    return 2;
+  };
+  if (given.backend != "threads") {
+    return usage("--impl " + *given.impl + " runs on --backend threads: the implementation starts "
+                 "the ranks it needs itself");
+  }
+  if (given.impl_command.empty()) {
+    return usage("--impl " + *given.impl + " needs --impl-command: the command that starts it "
+                 "(the meshgate driver knows the command of --impl torch)");
+  }
+  RunOptions options = given;
+  options.run_id = given.run_id.value_or(new_run_id());
+  options.out_dir = given.out_dir.value_or("reports/" + *options.run_id);
+  std::string scratch_template =
+      (std::filesystem::temp_directory_path() / "meshgate-impl-XXXXXX").string();
+  if (::mkdtemp(scratch_template.data()) == nullptr) {
+    return usage("cannot create a scratch folder under " +
+                 std::filesystem::temp_directory_path().string());
+  }
+  const std::filesystem::path scratch = scratch_template;
+  int code = 2;
+  {
+    ExternalImpl impl(*options.impl, options.impl_command,
+                      std::filesystem::path(*options.out_dir) / ("impl-" + *options.impl + ".stderr"),
+                      options.case_timeout_s);
+    ExternalImplBackend backend(impl, scratch, options.ranks);
+    code = run_command(options, backend, kinds, out, err);
+    impl.stop();
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
+  return code;
 }
 
 int run_command(const RunOptions& options, RunBackend& backend, const std::vector<KindEntry>& kinds,
@@ -367,9 +530,18 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
 
   int largest = 1;
   for (const PlannedCase& c : cases) largest = std::max(largest, c.prepared->ranks());
-  const nlohmann::ordered_json run =
+  nlohmann::ordered_json run =
       run_info(run_id, utc_timestamp_now(), std::string(backend.name()),
                backend.world_size(largest), backend.versions());
+  // The implementation starts here, before any case, so that the header holds its version.
+  if (backend.self_timed()) {
+    try {
+      backend.prepare();
+    } catch (const std::exception& e) {
+      err << e.what() << '\n';
+    }
+  }
+  run["impls"] = backend.impls();
 
   std::vector<std::string> order;
   std::vector<std::size_t> to_run;  // indexes into `cases` not kept from a previous run
@@ -397,7 +569,7 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
   // The leader's watchdog speaks for the world: it writes the error row, then ends every
   // process (a rank stuck in a collective cannot be cancelled).
   std::optional<Watchdog> watchdog;
-  if (options.case_timeout_s > 0 && leader) {
+  if (options.case_timeout_s > 0 && leader && !backend.self_timed()) {
     watchdog.emplace(options.case_timeout_s, [&](std::size_t position) {
       const std::lock_guard<std::mutex> lock(state);
       if (running != position) return;  // it finished while the deadline passed
@@ -446,7 +618,8 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
     running.reset();
     if (!leader) continue;
     const Row row =
-        make_row(planned.spec, result.outcome, result.params, result.samples, result.seconds);
+        make_row(planned.spec, result.outcome, result.params, result.samples, result.seconds,
+                 backend.impl_name());
     writer->append(row);
     console.end(row, position + 1, to_run.size(), result.outcome.console_detail);
   }

@@ -2,6 +2,7 @@
 // The two commands of meshgate-runner, with the case kinds passed in so that tests can run
 // the whole pipeline on kinds of their own.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "case_kind.hpp"
+#include "external_impl.hpp"
+#include "results_writer.hpp"
 #include "filter.hpp"
 #include "validate.hpp"
 
@@ -28,6 +31,10 @@ struct RunOptions {
   double case_timeout_s = 300;  // 0 = no watchdog
   bool progress = false;
   ValidationOptions validation;
+  // The implementation under test (docs/impl-protocol.md): none = meshgate's own library;
+  // otherwise its name and the command that starts it.
+  std::optional<std::string> impl;
+  std::vector<std::string> impl_command;
 };
 
 struct ListOptions {
@@ -55,6 +62,12 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap);
 CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
                    const std::function<bool(bool passed)>& agree = nullptr);
 
+// Runs one validated case on another implementation: its request, the implementation's answer,
+// and the case's own checks of the observables. Input and output tensors live in a folder under
+// `scratch` that is removed afterwards.
+CaseRun execute_external(PlannedCase& planned, ExternalImpl& impl,
+                         const std::filesystem::path& scratch);
+
 // Where the cases of one run execute: the threads of this process, or one rank of a process
 // world (mpi, nccl) whose processes all run the same loop over the same cases.
 class RunBackend {
@@ -75,6 +88,14 @@ class RunBackend {
   [[noreturn]] virtual void abort_run(int code) = 0;
   // run.versions: {"meshgate", "cuda", "nccl", "mpi"}.
   virtual nlohmann::ordered_json versions() const;
+  // Whether run_case stops a case at the case timeout by itself (no watchdog needed).
+  virtual bool self_timed() const { return false; }
+  // The implementation that computes the observables (each row's "impl"), and run.impls:
+  // {NAME: {"version": ..., ...}}.
+  virtual std::string impl_name() const { return kDefaultImpl; }
+  virtual nlohmann::ordered_json impls() const;
+  // Starts what the backend needs before the first case (an external implementation).
+  virtual void prepare() {}
 };
 
 class ThreadsBackend final : public RunBackend {
@@ -88,6 +109,31 @@ class ThreadsBackend final : public RunBackend {
   [[noreturn]] void abort_run(int code) override;
 
  private:
+  std::optional<int> ranks_cap_;
+};
+
+// Every case goes to an implementation other than meshgate's library, which starts whatever
+// ranks it needs itself; the runner checks what it answers.
+class ExternalImplBackend final : public RunBackend {
+ public:
+  ExternalImplBackend(ExternalImpl& impl, std::filesystem::path scratch,
+                      std::optional<int> ranks_cap)
+      : impl_(impl), scratch_(std::move(scratch)), ranks_cap_(ranks_cap) {}
+  std::string_view name() const override { return "threads"; }
+  bool leader() const override { return true; }
+  int world_size(int largest_case) const override { return ranks_cap_.value_or(largest_case); }
+  CaseRun run_case(PlannedCase& planned) override;
+  void share_from_leader(std::vector<std::uint8_t>&) override {}
+  [[noreturn]] void abort_run(int code) override;
+  // The watchdog is not needed: the client stops an implementation at the case timeout itself.
+  bool self_timed() const override { return true; }
+  std::string impl_name() const override { return impl_.name(); }
+  nlohmann::ordered_json impls() const override;
+  void prepare() override { impl_.ensure_started(); }
+
+ private:
+  ExternalImpl& impl_;
+  std::filesystem::path scratch_;
   std::optional<int> ranks_cap_;
 };
 
@@ -167,6 +213,10 @@ int run_command(const RunOptions& options, const std::vector<KindEntry>& kinds, 
 // The same on a backend of the caller's (tests run the process path over a threads world).
 int run_command(const RunOptions& options, RunBackend& backend, const std::vector<KindEntry>& kinds,
                 std::ostream& out, std::ostream& err);
+
+// meshgate-runner run --impl NAME --impl-command CMD: every case on that implementation.
+int run_external(const RunOptions& options, const std::vector<KindEntry>& kinds,
+                 std::ostream& out, std::ostream& err);
 
 // meshgate-runner list: the selected cases, validated; 0, or 2 on input errors.
 int list_command(const ListOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,

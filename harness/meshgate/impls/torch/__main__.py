@@ -1,0 +1,48 @@
+"""`python -m meshgate.impls.torch`: serves meshgate.impl/1 on stdin/stdout."""
+
+from __future__ import annotations
+
+import importlib
+import platform
+import sys
+
+from .. import protocol
+
+# One module per case kind, each with handle(request, perf, dir) -> (observables, time_s).
+KIND_MODULES = {
+    "layout": "layout",
+    "mesh": "mesh",
+    "redistribute": "redistribute",
+    "collective": "collective",
+    "gemm": "gemm",
+}
+
+
+def _handler(module_name: str):
+    def handle(request, perf, directory):
+        module = importlib.import_module(f"{__package__}.{module_name}")
+        return module.handle(request, perf, directory)
+    return handle
+
+
+def main() -> int:
+    try:
+        import torch
+    except ImportError as e:
+        print(f"--impl torch needs PyTorch in {sys.executable}: {e}", file=sys.stderr)
+        return 3
+    from . import world
+    info = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "git_version": getattr(torch.version, "git_version", None),
+    }
+    handlers = {kind: _handler(module) for kind, module in KIND_MODULES.items()}
+    return protocol.serve("torch", torch.__version__.split("+")[0], info, handlers,
+                          on_bye=world.shutdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
