@@ -23,7 +23,7 @@ from . import baseline as _baseline
 from . import build
 from . import compare as _compare
 from . import results as _results
-from . import replicate, revisions, stats
+from . import impls, replicate, revisions, stats
 from .replicate import LaunchFn, Side
 # A revision's worktree and build live in revisions.py; AbError is its RevisionError.
 from .revisions import RevisionError as AbError, ensure_worktree, resolve_commit, worktree_path  # noqa: F401
@@ -182,12 +182,13 @@ def _cmd_ab(args: argparse.Namespace) -> int:
             _prepare_side(repo, "base", args.base, args.preset, given_paths),
             _prepare_side(repo, "candidate", args.candidate, args.preset, given_paths),
         ]
-        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
+        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab",
+                                            impl=impls.resolve(args.impl))
         case_ids = {}
         for side in sides:
             listing = launcher.list_cases(side, selection_for(side, patterns, args))
             case_ids[side.label] = replicate.perf_case_ids(listing)
-    except AbError as e:
+    except (AbError, impls.ImplError) as e:
         print(f"meshgate ab: {e}", file=sys.stderr)
         return 2
     except (launch.LaunchError, launch.RunnerInputError) as e:

@@ -51,7 +51,7 @@ from . import ab as _ab
 from . import baseline as _baseline
 from . import build
 from . import compare as _compare
-from . import replicate, revisions, signals, stats
+from . import impls, replicate, revisions, signals, stats
 from .compare import CaseVerdict, Comparison
 from .markup import md_cell, pct
 from .replicate import LaunchFn, Side
@@ -819,8 +819,13 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
 
     repo = pathlib.Path(args.repo).resolve() if args.repo else build.source_root()
     json_path = pathlib.Path(args.json).resolve() if args.json else None
+    try:
+        impl = impls.resolve(args.impl)
+    except impls.ImplError as e:
+        print(f"meshgate bisect: {e}", file=sys.stderr)
+        return 2
     launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, case_timeout=args.case_timeout,
-                                        run_prefix="bisect", quiet=True)
+                                        run_prefix="bisect", quiet=True, impl=impl)
     try:
         good = revisions.resolve_commit(repo, args.good)
         bad = revisions.resolve_commit(repo, args.bad)

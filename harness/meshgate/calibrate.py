@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 from . import baseline as _baseline
 from . import compare as _compare
 from . import results as _results
-from . import replicate, stats, svg
+from . import impls, replicate, stats, svg
 from .markup import pct
 
 DEFAULT_K = 9
@@ -295,7 +295,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"meshgate calibrate: {e}", file=sys.stderr)
         return 2
     side = replicate.Side(label="aa", rev="HEAD", runner=runner, case_paths=list(selection.paths))
-    launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="calibrate")
+    try:
+        impl = impls.resolve(args.impl)
+    except impls.ImplError as e:
+        print(f"meshgate calibrate: {e}", file=sys.stderr)
+        return 2
+    launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="calibrate",
+                                        impl=impl)
     try:
         ids = replicate.perf_case_ids(launcher.list_cases(side, selection))
     except (launch.LaunchError, launch.RunnerInputError) as e:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import jsonfile, results
+from .impls import Impl
 from .progress import ProgressView, Tally, parse_event
 
 # The runner enforces --case-timeout itself; the driver only steps in when the runner goes
@@ -68,6 +69,11 @@ class RunnerSetup:
     case_timeout: float | None = None
     env: dict | None = None
     memory_limit: str | None = None  # e.g. "64GiB"; None: the runner's default
+    impl: "Impl | None" = None  # the implementation under test; None: meshgate's library
+
+    def process_env(self) -> dict | None:
+        """The runner's environment: `env` (or ours), with what the implementation needs."""
+        return self.impl.env(self.env) if self.impl is not None else self.env
 
     def launcher(self) -> list[str]:
         """mpirun/srun in front of the runner for the process backends, nothing for threads."""
@@ -107,6 +113,8 @@ class RunnerSetup:
         if self.case_timeout is not None:
             command += ["--case-timeout", f"{self.case_timeout:g}"]
         command += self._memory_limit_args()
+        if self.impl is not None:
+            command += self.impl.runner_args()
         if resume:
             command.append("--resume")
         return command
@@ -147,7 +155,7 @@ def list_cases(setup: RunnerSetup, selection: Selection) -> list[dict]:
     """The selected cases as the runner expands them. RunnerInputError when it rejects them."""
     # Case names and messages are user text: a byte that is not UTF-8 must not end the driver.
     proc = subprocess.run(setup.list_command(selection), capture_output=True, text=True,
-                          encoding="utf-8", errors="replace", env=setup.env)
+                          encoding="utf-8", errors="replace", env=setup.process_env())
     if proc.returncode != 0:
         said = proc.stderr or proc.stdout
         if proc.returncode < 0 or not said.strip():
@@ -403,7 +411,7 @@ def run_with_recovery(setup: RunnerSetup, selection: Selection, out_dir: Path, r
     idle_launches = 0
     while True:
         command = setup.run_command(selection, out_dir, run_id, resume=resume or bool(launches))
-        outcome = launch_once(command, view, tally, setup.silence_limit(), setup.env)
+        outcome = launch_once(command, view, tally, setup.silence_limit(), setup.process_env())
         launches.append(outcome)
         if not plan_ids and outcome.plan_ids:
             plan_ids = outcome.plan_ids

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import build, launch
+from . import build, impls, launch
 from .launch import RunnerSetup
 from .markup import visible
 from .selection import (SelectionError, add_memory_limit_argument, add_selection_arguments,
@@ -21,6 +21,7 @@ def register(subparsers) -> None:
     add_selection_arguments(parser)
     add_memory_limit_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
+    impls.add_argument(parser)
     parser.add_argument("--preset", metavar="P",
                         help="CMake preset to build the runner with (default: ci/preset)")
     parser.set_defaults(func=list_command)
@@ -45,10 +46,14 @@ def list_command(args: argparse.Namespace) -> int:
     root = build.source_root()
     try:
         selection = build_selection(args, root, default_tags=[])
+        impl = impls.resolve(args.impl)
         setup = RunnerSetup(runner=build.runner_command(root, args.preset),
                             memory_limit=args.memory_limit)
         entries = launch.list_cases(setup, selection)
-    except (SelectionError, build.BuildError) as e:
+        # The cases run would hand to that implementation (which may still skip some).
+        for entry in entries:
+            entry["impl"] = impl.name if impl is not None else impls.DEFAULT
+    except (SelectionError, build.BuildError, impls.ImplError) as e:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     except launch.RunnerInputError as e:

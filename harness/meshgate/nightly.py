@@ -69,6 +69,7 @@ class Options:
     cases: list[str] = dataclasses.field(default_factory=list)  # default: the repository's cases/
     backend: str = "threads"
     ranks: Optional[int] = None
+    impl: Optional[str] = None  # --impl of every run, A/B and bisection (None: meshgate)
     runs: Optional[int] = None  # A/B runs per side (default: ab's)
     preset: Optional[str] = None
     case_timeout: Optional[float] = None
@@ -179,6 +180,8 @@ def _build_and_launch_argv(options: Options) -> list[str]:
     argv = ["--backend", options.backend]
     if options.ranks is not None:
         argv += ["--ranks", str(options.ranks)]
+    if options.impl is not None:
+        argv += ["--impl", options.impl]
     if options.runs is not None:
         argv += ["--runs", str(options.runs)]
     if options.preset:
@@ -386,6 +389,8 @@ def run_argv(options: Options) -> list[str]:
     argv += ["--backend", options.backend]
     if options.ranks is not None:
         argv += ["--ranks", str(options.ranks)]
+    if options.impl is not None:
+        argv += ["--impl", options.impl]
     if options.preset:
         argv += ["--preset", options.preset]
     if options.case_timeout is not None:
@@ -472,7 +477,7 @@ def _finish(outcome: Outcome, log) -> None:
 
 def _cmd_nightly(args: argparse.Namespace) -> int:
     options = Options(
-        cases=list(args.cases), backend=args.backend, ranks=args.ranks, runs=args.runs,
+        cases=list(args.cases), backend=args.backend, ranks=args.ranks, impl=args.impl, runs=args.runs,
         preset=args.preset, case_timeout=args.case_timeout,
         out=pathlib.Path(args.out) if args.out else None,
         signals=pathlib.Path(args.signals), state=pathlib.Path(args.state),

@@ -115,8 +115,10 @@ class DriverLauncher:
     progress on the terminal, one results document per launch."""
 
     def __init__(self, backend: str = "threads", ranks: Optional[int] = None, case_timeout: Optional[float] = None,
-                 run_prefix: str = "ab", quiet: bool = False, stamp: Optional[str] = None):
+                 run_prefix: str = "ab", quiet: bool = False, stamp: Optional[str] = None,
+                 impl: Any = None):
         self.backend = backend
+        self.impl = impl  # impls.Impl: the implementation under test; None: meshgate's library
         self.ranks = ranks
         self.case_timeout = case_timeout
         self.run_prefix = f"{run_prefix}-{stamp or timestamp()}"
@@ -126,7 +128,7 @@ class DriverLauncher:
         from .launch import RunnerSetup
 
         return RunnerSetup(runner=list(side.runner), backend=self.backend, ranks=self.ranks,
-                           case_timeout=self.case_timeout, env=side.env)
+                           case_timeout=self.case_timeout, env=side.env, impl=self.impl)
 
     def list_cases(self, side: Side, selection: Any) -> list[dict]:
         from . import launch

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import build, jsonfile, launch, perfruns, results, summary
+from . import build, impls, jsonfile, launch, perfruns, results, summary
 from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
@@ -242,8 +242,13 @@ def run_command(args: argparse.Namespace) -> int:
         run_id, out_dir = default_run_id(root), Path(args.out).resolve()
     else:
         run_id, out_dir = results.claim_run_dir(root / "reports", default_run_id(root))
+    try:
+        impl = impls.resolve(args.impl)
+    except impls.ImplError as e:
+        print(f"meshgate: {e}", file=sys.stderr)
+        return 2
     setup = RunnerSetup(runner=runner, backend=args.backend, ranks=args.ranks,
-                        case_timeout=args.case_timeout, memory_limit=args.memory_limit)
+                        case_timeout=args.case_timeout, memory_limit=args.memory_limit, impl=impl)
     try:
         setup.launcher()
         listing = launch.list_cases(setup, selection)
@@ -258,7 +263,8 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     catalogue = {entry["id"]: entry for entry in listing}
     view = make_view()
-    view.heading(f"meshgate: {len(listing)} case(s) on {args.backend} -> {out_dir}")
+    on = args.backend if impl is None else f"{args.backend} with --impl {impl.name}"
+    view.heading(f"meshgate: {len(listing)} case(s) on {on} -> {out_dir}")
     header = {"id": run_id, "backend": args.backend}
     stopped: Stopped | None = None
     try:

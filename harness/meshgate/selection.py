@@ -8,7 +8,7 @@ import argparse
 import math
 from pathlib import Path
 
-from . import build
+from . import build, impls
 from .launch import Selection
 
 CASE_SUFFIXES = (".yaml", ".yml")
@@ -37,6 +37,7 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                              "started with mpirun (srun inside a Slurm allocation)")
     parser.add_argument("--ranks", type=int, metavar="N",
                         help="threads: cap on the world size; mpi/nccl: number of processes")
+    impls.add_argument(parser)
 
 
 def case_timeout_seconds(text: str) -> float:
