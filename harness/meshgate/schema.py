@@ -1,8 +1,8 @@
 """The JSON Schemas meshgate ships (schemas/*.schema.json) and a validator for them.
 
 The schemas describe the documents other tools consume: `results-1` (meshgate.results/1, a
-run's results.json), `verdicts-1` (what `compare --json` writes) and `cases-1` (the case-file
-format). The validator implements the part of JSON Schema 2020-12 they use — type, enum,
+run's results.json), `verdicts-1` (what `compare --json` writes), `cases-1` (the case-file
+format) and `impl-1` (one line of the implementation protocol, docs/impl-protocol.md). The validator implements the part of JSON Schema 2020-12 they use — type, enum,
 const, properties, required, additionalProperties, propertyNames, items, min/maxItems,
 minProperties, minLength, pattern, minimum, maximum, exclusiveMinimum, allOf, anyOf, oneOf,
 not, if/then and local $ref — with the standard library, and refuses any other keyword, so a
@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from . import jsonfile
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-NAMES = ("results-1", "verdicts-1", "cases-1")
+NAMES = ("results-1", "verdicts-1", "cases-1", "impl-1")
 CHECK_ENV = "MESHGATE_CHECK_SCHEMA"
 
 _TYPES = {

@@ -49,6 +49,73 @@ def _real_runner() -> bool:
     return bool(RUNNER) and not RUNNER.endswith(".py") and Path(RUNNER).exists()
 
 
+class PythonServer(unittest.TestCase):
+    """meshgate/impls/protocol.py, the server side every Python implementation uses: each line
+    it writes is a meshgate.impl/1 answer (impl-1.schema.json)."""
+
+    def serve(self, handlers: dict, *requests: dict) -> list[dict]:
+        import io
+
+        from meshgate import schema
+        from meshgate.impls import protocol
+
+        stdin = io.StringIO("".join(json.dumps(r) + "\n" for r in requests))
+        stdout = io.StringIO()
+        saved = sys.stdout
+        try:
+            protocol.serve("unit", "1.0", {"k": 1}, handlers, stdin=stdin, stdout=stdout)
+        finally:
+            sys.stdout = saved
+        answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+        for request in requests:
+            schema.check(request, "impl-1", "request")
+        for answer in answers:
+            schema.check(answer, "impl-1", "answer")
+        return answers
+
+    def case(self, kind: str = "layout") -> dict:
+        return {"type": "case", "id": "s/c", "kind": kind, "request": {"op": "size"},
+                "perf": None, "dir": "/tmp"}
+
+    def test_every_answer_matches_the_schema(self):
+        from meshgate.impls import protocol
+
+        def answer(request, perf, directory):
+            return {"result": 4}, None
+
+        def refuse(request, perf, directory):
+            raise protocol.Unsupported("no meshes here")
+
+        def reject(request, perf, directory):
+            raise protocol.Rejected.of(ValueError("bad layout"))
+
+        def broken(request, perf, directory):
+            raise KeyError("oops")
+
+        answers = self.serve(
+            {"layout": answer, "mesh": refuse, "redistribute": reject, "gemm": broken},
+            {"type": "hello", "protocol": protocol.PROTOCOL}, self.case("layout"),
+            self.case("mesh"), self.case("redistribute"), self.case("gemm"),
+            self.case("collective"), {"type": "bye"}, self.case("layout"))
+        self.assertEqual(answers[0]["kinds"], ["gemm", "layout", "mesh", "redistribute"])
+        self.assertEqual([a["status"] for a in answers[1:]],
+                         ["ok", "unsupported", "rejected", "error", "unsupported"])
+        self.assertEqual(answers[1]["observables"], {"result": 4})
+        self.assertEqual((answers[3]["error"], answers[3]["message"]), ("ValueError", "bad layout"))
+        self.assertIn("KeyError", answers[4]["message"])
+        # Nothing is answered after bye.
+        self.assertEqual(len(answers), 6)
+
+    def test_the_schema_refuses_an_answer_without_its_keys(self):
+        from meshgate import schema
+
+        with self.assertRaises(schema.SchemaError):
+            schema.check({"type": "case", "status": "ok"}, "impl-1", "answer")
+        with self.assertRaises(schema.SchemaError):
+            schema.check({"type": "case", "status": "ok", "observables": {},
+                          "samples": {"time_s": [-1]}}, "impl-1", "answer")
+
+
 @unittest.skipUnless(_real_runner(), "needs MESHGATE_RUNNER: the built meshgate-runner")
 class ToyImplementation(unittest.TestCase):
     def run_toy(self, mode: str, *extra: str) -> tuple[int, dict, str]:
