@@ -177,13 +177,19 @@ def _cmd_ab(args: argparse.Namespace) -> int:
 
     repo = pathlib.Path(args.repo).resolve() if args.repo else build.source_root()
     given_paths, patterns = case_arguments(args.cases)
+    by_impl = args.base_impl is not None or args.candidate_impl is not None
+    if not by_impl and (args.base is None or args.candidate is None):
+        print("meshgate ab: give --base REV and --candidate REV (or --base-impl and "
+              "--candidate-impl to compare two implementations on one build)", file=sys.stderr)
+        return 2
     try:
         sides = [
-            _prepare_side(repo, "base", args.base, args.preset, given_paths),
-            _prepare_side(repo, "candidate", args.candidate, args.preset, given_paths),
+            _prepare_side(repo, "base", args.base or "HEAD", args.preset, given_paths),
+            _prepare_side(repo, "candidate", args.candidate or "HEAD", args.preset, given_paths),
         ]
-        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab",
-                                            impl=impls.resolve(args.impl))
+        sides[0].impl = impls.resolve(args.base_impl or args.impl)
+        sides[1].impl = impls.resolve(args.candidate_impl or args.impl)
+        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
         case_ids = {}
         for side in sides:
             listing = launcher.list_cases(side, selection_for(side, patterns, args))
@@ -252,11 +258,17 @@ def register(subparsers: Any) -> None:
         description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
                     "selected performance cases k times per side in randomised ABBA order, "
                     "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
-    parser.add_argument("--base", required=True, metavar="REV",
-                        help="the revision to compare against (any git revision: branch, tag, sha)")
-    parser.add_argument("--candidate", required=True, metavar="REV",
+    parser.add_argument("--base", metavar="REV",
+                        help="the revision to compare against (any git revision: branch, tag, "
+                             "sha); HEAD when only the implementations differ")
+    parser.add_argument("--candidate", metavar="REV",
                         help="the revision under test (a commit: uncommitted changes are not "
-                             "part of it)")
+                             "part of it); HEAD when only the implementations differ")
+    parser.add_argument("--base-impl", metavar="IMPL",
+                        help="the implementation of the base side (default: --impl), e.g. "
+                             "torch@/path/to/venv to compare two PyTorch environments")
+    parser.add_argument("--candidate-impl", metavar="IMPL",
+                        help="the implementation of the candidate side (default: --impl)")
     add_experiment_arguments(parser, "ab")
     parser.add_argument("--no-confirm", action="store_true",
                         help="skip the confirmation batch (flagged cases then stand unconfirmed)")

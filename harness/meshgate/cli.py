@@ -20,7 +20,8 @@ from .markup import visible
 # Command name -> the module (of this package) that registers it, in the order --help lists.
 COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
             "baseline": "baseline", "calibrate": "calibrate", "plan": "plan", "nightly": "nightly",
-            "bisect": "bisect", "history": "history", "report": "report"}
+            "bisect": "bisect", "history": "history", "report": "report", "parity": "parity",
+            "compat": "compat"}
 
 
 class _VersionAction(argparse.Action):

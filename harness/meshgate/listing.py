@@ -51,8 +51,9 @@ def list_command(args: argparse.Namespace) -> int:
                             memory_limit=args.memory_limit)
         entries = launch.list_cases(setup, selection)
         # The cases run would hand to that implementation (which may still skip some).
-        for entry in entries:
-            entry["impl"] = impl.name if impl is not None else impls.DEFAULT
+        if impl is not None:
+            for entry in entries:
+                entry["impl"] = impl.name
     except (SelectionError, build.BuildError, impls.ImplError) as e:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2

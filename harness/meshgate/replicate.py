@@ -36,6 +36,7 @@ class Side:
     runner: list = dataclasses.field(default_factory=list)
     env: Optional[dict] = None
     case_paths: list = dataclasses.field(default_factory=list)
+    impl: Any = None  # impls.Impl of this side; None: the launcher's (meshgate's library)
 
 
 def abba_order(k: int, rng: random.Random) -> list[int]:
@@ -128,7 +129,8 @@ class DriverLauncher:
         from .launch import RunnerSetup
 
         return RunnerSetup(runner=list(side.runner), backend=self.backend, ranks=self.ranks,
-                           case_timeout=self.case_timeout, env=side.env, impl=self.impl)
+                           case_timeout=self.case_timeout, env=side.env,
+                           impl=side.impl if side.impl is not None else self.impl)
 
     def list_cases(self, side: Side, selection: Any) -> list[dict]:
         from . import launch
@@ -144,7 +146,10 @@ class DriverLauncher:
         folder.mkdir(parents=True, exist_ok=True)
         run_id = f"{self.run_prefix}-{side.label}-{n}"
         view = make_view(self.sink)
-        view.heading(f"meshgate: {side.label} ({side.commit[:10] or side.rev}) run {n}: {len(case_ids)} case(s)")
+        what = side.commit[:10] or side.rev
+        if side.impl is not None:
+            what += f", --impl {side.impl.name} in {side.impl.python or side.impl.command[0]}"
+        view.heading(f"meshgate: {side.label} ({what}) run {n}: {len(case_ids)} case(s)")
         selection = Selection(paths=list(side.case_paths), cases=list(case_ids))
         outcome = launch.run_with_recovery(self.setup(side), selection, folder, run_id, view, Tally())
         view.close()

@@ -138,10 +138,15 @@ void ExternalImpl::ensure_started() {
 
   try {
     hello_ = exchange({{"type", "hello"}, {"protocol", kImplProtocol}}, "hello");
+    check_hello();
   } catch (const ImplFailure& e) {
     start_error_ = e.what();
     throw;
   }
+  start_error_.reset();
+}
+
+void ExternalImpl::check_hello() {
   const auto text_key = [&](const char* key) {
     if (!hello_.contains(key) || !hello_[key].is_string()) {
       fail(std::string("answered hello without a string '") + key + "': " + describe_json(hello_));
@@ -164,7 +169,6 @@ void ExternalImpl::ensure_started() {
   if (hello_.contains("info") && !hello_["info"].is_object()) {
     fail("answered hello with an 'info' that is not an object");
   }
-  start_error_.reset();
 }
 
 nlohmann::json ExternalImpl::header_entry() const {

@@ -64,6 +64,7 @@ class ExternalImpl {
 
  private:
   nlohmann::json exchange(const nlohmann::json& request, const std::string& what);
+  void check_hello();  // ImplFailure unless hello_ is the protocol's hello answer
   std::string read_line(double deadline, const std::string& what);
   [[noreturn]] void fail(const std::string& message);
   std::string stderr_tail() const;

@@ -36,6 +36,8 @@ Outcome error_outcome(std::string message) {
 // A rejection by the library: what the case expects (expect_error) or a wrong answer.
 Outcome judge_rejection(const PlannedCase& planned, std::string_view message) {
   Outcome outcome;
+  // Recorded whatever the verdict, so that two implementations can be compared on what raised.
+  outcome.metrics["rejected"] = std::string(message);
   if (!planned.expect_error) {
     outcome.status = Status::fail;
     outcome.message = "rejected: " + std::string(message);
@@ -185,6 +187,7 @@ CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
     Outcome outcome = prepared.run(ctx);
     if (outcome.rejection) {
       Outcome judged = judge_rejection(planned, *outcome.rejection);
+      outcome.metrics["rejected"] = judged.metrics["rejected"];
       judged.metrics = std::move(outcome.metrics);
       judged.plan = std::move(outcome.plan);
       judged.console_detail = std::move(outcome.console_detail);

@@ -5,6 +5,7 @@ naming the implementation, and the suite must go on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -63,7 +64,9 @@ class PythonServer(unittest.TestCase):
         stdout = io.StringIO()
         saved = sys.stdout
         try:
-            protocol.serve("unit", "1.0", {"k": 1}, handlers, stdin=stdin, stdout=stdout)
+            # A broken handler's traceback goes to stderr, as it would to the runner's file.
+            with contextlib.redirect_stderr(io.StringIO()):
+                protocol.serve("unit", "1.0", {"k": 1}, handlers, stdin=stdin, stdout=stdout)
         finally:
             sys.stdout = saved
         answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
