@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "harness"
 PACKAGE = "meshgate"
-PACKAGE_DATA = ("*.py", "schemas/*.schema.json")
+PACKAGE_DATA = ("*.py", "impls/**/*.py", "schemas/*.schema.json")
 TAG = "py3-none-any"
 
 
@@ -48,6 +48,9 @@ def _metadata() -> str:
     if "requires-python" in project:
         lines.append(f"Requires-Python: {project['requires-python']}")
     lines += [f"Requires-Dist: {dep}" for dep in project.get("dependencies", [])]
+    for extra, deps in project.get("optional-dependencies", {}).items():
+        lines.append(f"Provides-Extra: {extra}")
+        lines += [f"Requires-Dist: {dep}; extra == \"{extra}\"" for dep in deps]
     readme = project.get("readme")
     if readme:
         lines.append("Description-Content-Type: text/markdown")
