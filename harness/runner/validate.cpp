@@ -47,6 +47,13 @@ class RejectedCase final : public PreparedCase {
     return outcome;
   }
   double time_iteration(RunContext&) override { return 0; }
+  // The values never became a request: no implementation can be asked about them.
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path&,
+                                             std::string& why) override {
+    why = "meshgate rejects the case's values while reading the case file, before any "
+          "implementation runs: " + message_;
+    return std::nullopt;
+  }
 
  private:
   std::string message_;

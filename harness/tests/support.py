@@ -78,3 +78,16 @@ def option_values(argv: list[str], flag: str) -> list[str]:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def torch_tests_skip_reason() -> str | None:
+    """Why the tests of --impl torch do not run here, or None when they do. They run from the
+    CTest torch_impl (MESHGATE_TORCH_TESTS=1), not from the driver's unit tests, since each one
+    starts PyTorch; and only where torch is importable (ci/bootstrap installs the pinned one)."""
+    import importlib.util
+
+    if os.environ.get("MESHGATE_TORCH_TESTS") != "1":
+        return "the torch tests run from CTest torch_impl (MESHGATE_TORCH_TESTS=1)"
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not importable (ci/bootstrap installs the pinned version)"
+    return None

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <variant>
@@ -13,6 +14,7 @@
 #include "case_kind.hpp"
 #include "core/error.hpp"
 #include "diagnostics.hpp"
+#include "external_impl.hpp"
 #include "kinds/case_values.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "layout/layout.hpp"
@@ -310,16 +312,29 @@ class LayoutCase final : public PreparedCase {
     return p;
   }
 
-  Outcome run(RunContext&) override {
-    const Value actual = apply();
-    Outcome outcome;
-    if (expected_ && actual != *expected_) {
-      outcome.status = Status::fail;
-      outcome.message = std::string(op_.name) + ": expected " + describe(*expected_) + ", got " +
-                        describe(actual);
+  Outcome run(RunContext&) override { return judge(apply()); }
+
+  // The op's arguments as parsed (layouts and tuples in canonical CuTe text), so that an
+  // implementation reads exactly what meshgate computed from.
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path&, std::string&) override {
+    nlohmann::json args = nlohmann::json::array();
+    for (const Arg& arg : args_) {
+      if (const auto* l = std::get_if<Layout>(&arg)) {
+        args.push_back(to_string(*l));
+      } else if (const auto* t = std::get_if<IntTuple>(&arg)) {
+        args.push_back(t->is_int() ? nlohmann::json(t->value()) : nlohmann::json(to_string(*t)));
+      } else if (const auto* i = std::get_if<std::int64_t>(&arg)) {
+        args.push_back(*i);
+      } else {
+        args.push_back(std::get<std::vector<std::int64_t>>(arg));
+      }
     }
-    outcome.metrics["result"] = describe(actual);
-    return outcome;
+    return nlohmann::json{{"op", op_.name}, {"args", std::move(args)}};
+  }
+
+  Outcome check_observables(const nlohmann::json& observables,
+                            const std::filesystem::path&) override {
+    return judge(read_observed(observables));
   }
 
   // Single ops take nanoseconds, below what one clock read can resolve, so an iteration runs
@@ -342,6 +357,64 @@ class LayoutCase final : public PreparedCase {
 
  private:
   Value apply() const { return op_.apply(args_); }
+
+  // The one comparison of a result with `expect`, whoever computed it.
+  Outcome judge(const Value& actual) const {
+    Outcome outcome;
+    if (expected_ && actual != *expected_) {
+      outcome.status = Status::fail;
+      outcome.message = std::string(op_.name) + ": expected " + describe(*expected_) + ", got " +
+                        describe(actual);
+    }
+    outcome.metrics["result"] = describe(actual);
+    return outcome;
+  }
+
+  // `observables.result` read as the op's result type; ImplFailure when it is not one.
+  Value read_observed(const nlohmann::json& observables) const {
+    const std::string op(op_.name);
+    if (!observables.is_object() || !observables.contains("result")) {
+      throw ImplFailure("answered no 'result' for the " + op +
+                        " op (observables: " + observables.dump().substr(0, 200) + ")");
+    }
+    const nlohmann::json& r = observables["result"];
+    const auto wrong = [&](const std::string& wanted, const std::string& why = "") {
+      return ImplFailure("answered result " + r.dump().substr(0, 200) + " for the " + op +
+                         " op, which gives " + wanted + (why.empty() ? "" : ": " + why));
+    };
+    switch (op_.result) {
+      case ResultType::layout:
+        if (!r.is_string()) throw wrong("a layout in CuTe notation (a string)");
+        try {
+          return parse_layout(r.get<std::string>());
+        } catch (const meshgate::Error& e) {
+          throw wrong("a layout in CuTe notation", e.what());
+        }
+      case ResultType::int_tuple:
+        if (r.is_number_integer()) return IntTuple(r.get<std::int64_t>());
+        if (!r.is_string()) throw wrong("an int tuple (an integer or a string in CuTe notation)");
+        try {
+          return parse_int_tuple(r.get<std::string>());
+        } catch (const meshgate::Error& e) {
+          throw wrong("an int tuple in CuTe notation", e.what());
+        }
+      case ResultType::integer:
+        if (!r.is_number_integer()) throw wrong("an integer");
+        return r.get<std::int64_t>();
+      case ResultType::boolean:
+        if (!r.is_boolean()) throw wrong("a boolean");
+        return r.get<bool>();
+      case ResultType::int_lists: {
+        const std::size_t depth = rank_list_depth(op_, args_);
+        if (!nested_to_depth(r, depth)) {
+          throw wrong("ranks nested " + std::to_string(depth) + (depth == 1 ? " list" : " lists") +
+                      " deep");
+        }
+        return r;
+      }
+    }
+    throw std::logic_error("unhandled result type");
+  }
 
   const OpInfo& op_;
   YAML::Node args_node_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "case_file.hpp"
+#include "external_impl.hpp"
 #include "kinds/kind_test_support.hpp"
 #include "validate.hpp"
 
@@ -64,6 +65,57 @@ TEST(LayoutKind, RankListsNestedOtherwiseThanTheResultAreInputErrors) {
                         "expect: [[10, 30], [20, 40]]}",
                         kinds())
                   .errors.empty());
+}
+
+// Another implementation's answer is judged by the same comparison as meshgate's own result:
+// the request carries the parsed arguments in canonical CuTe text, a right result passes, a wrong
+// one fails with expected against actual, and a result of another type is an ImplFailure.
+TEST(LayoutKind, ObservablesOfAnotherImplementationAreJudgedLikeTheLibrarysResult) {
+  PlannedCase planned = plan_one_case(
+      "{name: a, kind: layout, op: coalesce, args: [\"(2, (1,6)):(1,(6,2))\"], expect: "
+      "\"(2,6):(1,2)\"}",
+      kinds());
+  PreparedCase& prepared = *planned.prepared;
+  std::string why;
+  const std::optional<nlohmann::json> request = prepared.impl_request("/tmp", why);
+  ASSERT_TRUE(request.has_value()) << why;
+  EXPECT_EQ(*request, (nlohmann::json{{"op", "coalesce"}, {"args", nlohmann::json::array({"(2,(1,6)):(1,(6,2))"})}}));
+
+  EXPECT_EQ(prepared.check_observables({{"result", "(2,6):(1,2)"}}, "/tmp").status, Status::pass);
+  const Outcome wrong = prepared.check_observables({{"result", "((2,6)):((1,2))"}}, "/tmp");
+  EXPECT_EQ(wrong.status, Status::fail);
+  EXPECT_EQ(wrong.message, "coalesce: expected (2,6):(1,2), got ((2,6)):((1,2))");
+
+  EXPECT_THROW(prepared.check_observables({{"result", 12}}, "/tmp"), ImplFailure);
+  EXPECT_THROW(prepared.check_observables({{"result", "(2,6:(1,2)"}}, "/tmp"), ImplFailure);
+  EXPECT_THROW(prepared.check_observables({{"layout", "(2,6):(1,2)"}}, "/tmp"), ImplFailure);
+  EXPECT_THROW(prepared.check_observables(nlohmann::json::array(), "/tmp"), ImplFailure);
+}
+
+TEST(LayoutKind, ObservedResultsAreReadAsTheOpsResultType) {
+  PlannedCase ranks = plan_one_case(
+      "{name: a, kind: layout, op: global_ranks, args: [\"2:4\", 8], expect: [[0, 4], [1, 5], "
+      "[2, 6], [3, 7]]}",
+      kinds());
+  EXPECT_EQ(ranks.prepared->check_observables({{"result", {{0, 4}, {1, 5}, {2, 6}, {3, 7}}}}, "/tmp")
+                .status,
+            Status::pass);
+  EXPECT_EQ(ranks.prepared->check_observables({{"result", {{0, 4}, {1, 5}, {2, 6}, {7, 3}}}}, "/tmp")
+                .status,
+            Status::fail);
+  // Ranks nested one list too shallow are not the op's result type.
+  EXPECT_THROW(ranks.prepared->check_observables({{"result", {0, 4, 1, 5}}}, "/tmp"), ImplFailure);
+
+  PlannedCase crd = plan_one_case(
+      "{name: a, kind: layout, op: idx2crd, args: [5, \"(2,3)\"], expect: \"(1,2)\"}", kinds());
+  EXPECT_EQ(crd.prepared->check_observables({{"result", "(1,2)"}}, "/tmp").status, Status::pass);
+  EXPECT_EQ(crd.prepared->check_observables({{"result", 5}}, "/tmp").status, Status::fail);
+  EXPECT_THROW(crd.prepared->check_observables({{"result", true}}, "/tmp"), ImplFailure);
+
+  PlannedCase flag = plan_one_case(
+      "{name: a, kind: layout, op: orthogonal, args: [\"(2,3):(3,2)\"], expect: false}", kinds());
+  EXPECT_EQ(flag.prepared->check_observables({{"result", false}}, "/tmp").status, Status::pass);
+  EXPECT_THROW(flag.prepared->check_observables({{"result", 0}}, "/tmp"), ImplFailure);
 }
 
 }  // namespace

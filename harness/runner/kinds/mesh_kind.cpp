@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <map>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <variant>
@@ -16,6 +19,7 @@
 #include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "core/error.hpp"
+#include "external_impl.hpp"
 #include "kinds/case_values.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
@@ -64,6 +68,35 @@ struct Executed {
   // returned the 1-D mesh itself. A cache keyed by layout decides the same way.
   std::vector<std::string> flatten_decisions;
 };
+
+// What the current mesh shows of the observables `expect` asks about, whoever computed it
+// (meshgate's DeviceMesh, or an implementation under test through its answer): the one input of
+// the check against `expect`.
+struct Observed {
+  Layout layout;
+  std::vector<std::int64_t> shape;
+  std::vector<std::string> names;                  // empty when unnamed
+  std::optional<nlohmann::json> groups;            // per dim, rank groups in complement order
+  std::map<std::int64_t, nlohmann::json> coordinates;    // null: the rank is in no row
+  std::map<std::int64_t, nlohmann::json> mesh_for_rank;  // DeviceMesh.mesh as the rank sees it
+  std::optional<nlohmann::json> submeshes;         // ranks per submesh, when a submeshes op ran
+  std::optional<std::vector<std::string>> warnings;
+};
+
+// Whether `v` is an int, or a list of such values, exactly `depth` lists deep.
+bool ints_at_depth(const nlohmann::json& v, int depth) {
+  if (depth == 0) return v.is_number_integer();
+  return v.is_array() && std::all_of(v.begin(), v.end(), [&](const nlohmann::json& item) {
+           return ints_at_depth(item, depth - 1);
+         });
+}
+
+// Whether `v` is a list nesting ints at any depth, as a rank tensor of any ndim.
+bool nested_int_lists(const nlohmann::json& v) {
+  return v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& item) {
+           return item.is_number_integer() || nested_int_lists(item);
+         });
+}
 
 // How a disagreement between the models affects users, worst first. Directions are from
 // one_level (PyTorch main) to two_level (PR #172089).
@@ -242,14 +275,82 @@ class MeshCase final : public PreparedCase {
                         " rejected the case: " + rejection_message(primary_error);
       return outcome;
     }
-    check_expectations(*primary, mismatches);
-    outcome.metrics["layout"] = to_string(primary->mesh.layout());
-    outcome.metrics["shape"] = primary->mesh.shape();
-    if (!mismatches.empty()) {
-      outcome.status = Status::fail;
-      outcome.message = join(mismatches);
+    return judge(observe(*primary), std::move(outcome), std::move(mismatches));
+  }
+
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path&,
+                                             std::string& why) override {
+    if (compare_models) {
+      why = std::string("compare_models") +
+            (model_differences ? " with model_differences"
+             : models_agree    ? " with models_agree"
+                               : "") +
+            (equal_to ? " and equal_to" : "") +
+            " judges meshgate's comparison of its own two layout models (one_level and "
+            "two_level) with each other; an implementation under test computes one model";
+      return std::nullopt;
     }
-    return outcome;
+    if (expect.warnings) {
+      why = "expect.warnings counts the warnings of meshgate's DeviceMesh model; warnings are no "
+            "observable of the meshgate.impl/1 protocol";
+      return std::nullopt;
+    }
+    std::vector<std::int64_t> ranks = mesh.ranks;
+    if (ranks.empty()) {
+      const std::int64_t count =
+          mesh.shape ? std::accumulate(mesh.shape->begin(), mesh.shape->end(), std::int64_t{1},
+                                       std::multiplies<>())
+                     : DeviceMesh::default_rank_count(*mesh.layout);
+      ranks.resize(static_cast<std::size_t>(count));
+      std::iota(ranks.begin(), ranks.end(), std::int64_t{0});
+    }
+    const auto flatten_json = [](const FlattenSpec& f) {
+      return nlohmann::json{{"dims", f.dims ? nlohmann::json(*f.dims) : nlohmann::json()},
+                            {"name", f.name ? nlohmann::json(*f.name) : nlohmann::json()}};
+    };
+    nlohmann::json flattens = nlohmann::json::array();
+    for (const FlattenSpec& f : root_flattens) flattens.push_back(flatten_json(f));
+    nlohmann::json op_list = nlohmann::json::array();
+    for (const Op& op : ops) {
+      if (const auto* s = std::get_if<SliceOp>(&op)) {
+        op_list.push_back({{"slice", s->names}});
+      } else if (const auto* f = std::get_if<FlattenSpec>(&op)) {
+        op_list.push_back({{"flatten", flatten_json(*f)}});
+      } else if (const auto* u = std::get_if<UnflattenOp>(&op)) {
+        const nlohmann::json dim = std::holds_alternative<std::int64_t>(u->dim)
+                                       ? nlohmann::json(std::get<std::int64_t>(u->dim))
+                                       : nlohmann::json(std::get<std::string>(u->dim));
+        op_list.push_back(
+            {{"unflatten", {{"dim", dim}, {"sizes", u->sizes}, {"names", u->names}}}});
+      } else if (const auto* sub = std::get_if<SubmeshesOp>(&op)) {
+        op_list.push_back({{"submeshes", sub->dim}});
+      } else if (const auto* c = std::get_if<ConcatenateOp>(&op)) {
+        op_list.push_back({{"concatenate", c->parts}});
+      }
+    }
+    nlohmann::json coordinate_ranks = nlohmann::json::array();
+    for (const auto& [rank, expected] : expect.coordinates) coordinate_ranks.push_back(rank);
+    nlohmann::json view_ranks = nlohmann::json::array();
+    for (const auto& [rank, expected] : expect.mesh_for_rank) view_ranks.push_back(rank);
+    return nlohmann::json{
+        {"mesh",
+         {{"shape", mesh.shape ? nlohmann::json(*mesh.shape) : nlohmann::json()},
+          {"names", mesh.names.empty() ? nlohmann::json() : nlohmann::json(mesh.names)},
+          {"layout", mesh.layout ? nlohmann::json(to_string(*mesh.layout)) : nlohmann::json()},
+          {"ranks", ranks}}},
+        {"model", to_string(model)},
+        {"flatten", flattens},
+        {"ops", op_list},
+        {"rank", current_rank ? nlohmann::json(*current_rank) : nlohmann::json()},
+        {"observe",
+         {{"coordinates", coordinate_ranks},
+          {"mesh_for_rank", view_ranks},
+          {"submeshes", expect.submeshes.has_value()}}}};
+  }
+
+  Outcome check_observables(const nlohmann::json& observables,
+                            const std::filesystem::path&) override {
+    return judge(read_observed(observables), Outcome{}, {});
   }
 
   double time_iteration(RunContext&) override {
@@ -437,42 +538,140 @@ class MeshCase final : public PreparedCase {
     }
   }
 
-  void check_expectations(const Executed& e, std::vector<std::string>& mismatches) const {
+  // meshgate's own observables of the mesh the ops built: only those `expect` asks about.
+  Observed observe(const Executed& e) const {
     const DeviceMesh& m = e.mesh;
+    Observed o;
+    o.layout = m.layout();
+    o.shape = m.shape();
+    o.names = m.names();
+    if (expect.groups) o.groups = all_groups(m);
+    for (const auto& [rank, expected] : expect.coordinates) {
+      const auto c = m.coordinate(rank);
+      o.coordinates[rank] = c ? nlohmann::json(*c) : nlohmann::json();
+    }
+    for (const auto& [rank, expected] : expect.mesh_for_rank)
+      o.mesh_for_rank[rank] = rank_tensor_to_json(m.mesh_for_rank(rank));
+    if (expect.submeshes && e.submeshes) {
+      o.submeshes = nlohmann::json::array();
+      for (const DeviceMesh& s : *e.submeshes) o.submeshes->push_back(mesh_ranks(s));
+    }
+    if (expect.warnings) o.warnings = m.warnings();
+    return o;
+  }
+
+  // An implementation's observables (docs/impl-protocol.md, mesh) in the same form; ImplFailure
+  // for one of the wrong type or shape, and for one the case expects that is missing.
+  Observed read_observed(const nlohmann::json& obs) const {
+    if (!obs.is_object())
+      throw ImplFailure("answered mesh observables that are not an object: " + shorten(obs.dump()));
+    const auto get = [&](const std::string& key, bool needed) -> const nlohmann::json* {
+      if (obs.contains(key)) return &obs[key];
+      if (needed) throw ImplFailure("answered no '" + key + "' observable, which the case expects");
+      return nullptr;
+    };
+    const auto wrong = [&](const std::string& key, const nlohmann::json& value,
+                           const std::string& wanted) {
+      return ImplFailure("answered '" + key + "' " + shorten(value.dump()) + ", which is not " +
+                         wanted);
+    };
+    Observed o;
+    const nlohmann::json& layout = *get("layout", true);
+    if (!layout.is_string()) throw wrong("layout", layout, "a layout in CuTe notation");
+    try {
+      o.layout = parse_layout(layout.get<std::string>());
+    } catch (const meshgate::Error& err) {
+      throw wrong("layout", layout, std::string("a layout in CuTe notation (") + err.what() + ")");
+    }
+    const nlohmann::json& shape = *get("shape", true);
+    if (!ints_at_depth(shape, 1)) throw wrong("shape", shape, "a list of ints");
+    o.shape = shape.get<std::vector<std::int64_t>>();
+    if (const nlohmann::json* names = get("names", expect.names.has_value());
+        names && !names->is_null()) {
+      if (!names->is_array() ||
+          !std::all_of(names->begin(), names->end(), [](const auto& n) { return n.is_string(); }))
+        throw wrong("names", *names, "a list of dim names or null");
+      o.names = names->get<std::vector<std::string>>();
+    }
+    if (const nlohmann::json* groups = get("groups", expect.groups.has_value())) {
+      if (!ints_at_depth(*groups, 3))
+        throw wrong("groups", *groups, "one list of rank groups per dim");
+      o.groups = *groups;
+    }
+    const auto per_rank = [&](const std::string& key,
+                              const std::vector<std::pair<std::int64_t, nlohmann::json>>& asked,
+                              const auto& valid, const std::string& wanted,
+                              std::map<std::int64_t, nlohmann::json>& out) {
+      const nlohmann::json* by_rank = get(key, !asked.empty());
+      if (!by_rank) return;
+      if (!by_rank->is_object()) throw wrong(key, *by_rank, "a mapping rank -> " + wanted);
+      for (const auto& [rank, value] : by_rank->items()) {
+        if (!valid(value)) throw wrong(key + " of rank " + rank, value, wanted);
+      }
+      for (const auto& [rank, expected] : asked) {
+        const std::string text = std::to_string(rank);
+        if (!by_rank->contains(text)) {
+          throw ImplFailure("answered no '" + key + "' of rank " + text +
+                            ", which the case expects");
+        }
+        out[rank] = (*by_rank)[text];
+      }
+    };
+    per_rank(
+        "coordinates", expect.coordinates,
+        [](const nlohmann::json& v) { return v.is_null() || ints_at_depth(v, 1); },
+        "a list of ints or null", o.coordinates);
+    per_rank("mesh_for_rank", expect.mesh_for_rank, nested_int_lists, "a nested list of ranks",
+             o.mesh_for_rank);
+    if (const nlohmann::json* submeshes = get("submeshes", expect.submeshes.has_value());
+        submeshes && !submeshes->is_null()) {
+      if (!ints_at_depth(*submeshes, 2))
+        throw wrong("submeshes", *submeshes, "one list of ranks per submesh");
+      o.submeshes = *submeshes;
+    }
+    return o;
+  }
+
+  // The one check of observables against `expect`, after any mismatches of the model comparison.
+  Outcome judge(const Observed& o, Outcome outcome, std::vector<std::string> mismatches) const {
+    check_expectations(o, mismatches);
+    outcome.metrics["layout"] = to_string(o.layout);
+    outcome.metrics["shape"] = o.shape;
+    if (!mismatches.empty()) {
+      outcome.status = Status::fail;
+      outcome.message = join(mismatches);
+    }
+    return outcome;
+  }
+
+  void check_expectations(const Observed& o, std::vector<std::string>& mismatches) const {
     auto check = [&](const std::string& what, const nlohmann::json& expected,
                      const nlohmann::json& actual) {
       if (expected != actual)
         mismatches.push_back(what + ": expected " + shorten(expected.dump(), 400) + ", got " +
                              shorten(actual.dump(), 400));
     };
-    if (expect.layout && !(m.layout() == *expect.layout)) {
+    if (expect.layout && !(o.layout == *expect.layout)) {
       mismatches.push_back("layout: expected " + to_string(*expect.layout) + ", got " +
-                           to_string(m.layout()));
+                           to_string(o.layout));
     }
-    if (expect.shape) check("shape", *expect.shape, m.shape());
-    if (expect.names) check("names", *expect.names, m.names());
-    if (expect.groups) check("groups", *expect.groups, all_groups(m));
-    for (const auto& [rank, expected] : expect.coordinates) {
-      const auto c = m.coordinate(rank);
-      check("coordinates of rank " + std::to_string(rank), expected,
-            c ? nlohmann::json(*c) : nlohmann::json());
-    }
-    for (const auto& [rank, expected] : expect.mesh_for_rank) {
-      check("mesh_for_rank of rank " + std::to_string(rank), expected,
-            rank_tensor_to_json(m.mesh_for_rank(rank)));
-    }
+    if (expect.shape) check("shape", *expect.shape, o.shape);
+    if (expect.names) check("names", *expect.names, o.names);
+    if (expect.groups) check("groups", *expect.groups, o.groups.value_or(nlohmann::json()));
+    for (const auto& [rank, expected] : expect.coordinates)
+      check("coordinates of rank " + std::to_string(rank), expected, o.coordinates.at(rank));
+    for (const auto& [rank, expected] : expect.mesh_for_rank)
+      check("mesh_for_rank of rank " + std::to_string(rank), expected, o.mesh_for_rank.at(rank));
     if (expect.submeshes) {
-      if (!e.submeshes) {
+      if (!o.submeshes) {
         mismatches.push_back("submeshes: expected " + shorten(expect.submeshes->dump()) +
                              ", but no submeshes op ran");
       } else {
-        nlohmann::json actual = nlohmann::json::array();
-        for (const DeviceMesh& s : *e.submeshes) actual.push_back(mesh_ranks(s));
-        check("submeshes", *expect.submeshes, actual);
+        check("submeshes", *expect.submeshes, *o.submeshes);
       }
     }
-    if (expect.warnings) {
-      const auto warnings = m.warnings();
+    if (expect.warnings && o.warnings) {
+      const std::vector<std::string>& warnings = *o.warnings;
       if (static_cast<std::int64_t>(warnings.size()) != *expect.warnings) {
         mismatches.push_back("warnings: expected " + std::to_string(*expect.warnings) + ", got " +
                              std::to_string(warnings.size()) +

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "case_file.hpp"
+#include "external_impl.hpp"
 #include "kinds/kind_test_support.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
@@ -47,8 +48,9 @@ std::vector<std::string> classes(const nlohmann::json& items) {
 TEST(MeshKind, NamesThatDoNotMatchTheDimsAreInputErrors) {
   EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp]}, expect: "
                         "{shape: [2, 4]}}"),
-            "t.yaml:3:56: case 's/a': key 'mesh.names': 1 names for a mesh of 2 dims: give one "
-            "name per dim");
+            "t.yaml:3:56: case 's/a': key 'mesh.names': RuntimeError: mesh_shape and "
+            "mesh_dim_names should have same length! Found len(mesh_dim_names): 1 and "
+            "len(mesh_shape):2. (1 names for a mesh of 2 dims: give one name per dim)");
   // A value rejection: with expect_error the case passes as the expected rejection.
   PlannedCases planned = plan(
       "{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", names: [a, b, c]}, "
@@ -65,6 +67,51 @@ Outcome run_case(const std::string& case_yaml) {
   return execute_case(planned.cases.at(0), std::nullopt).outcome;
 }
 
+// Where PyTorch rejects what a case file's mesh says, the case file's rejection opens with
+// PyTorch's words right after the key, so an expect_error copied from PyTorch matches.
+TEST(MeshKind, MeshRejectionsOpenWithPyTorchsWords) {
+  EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [2, 2], names: [dp, dp]}, expect: "
+                        "{shape: [2, 2]}}"),
+            "t.yaml:3:56: case 's/a': key 'mesh.names': RuntimeError: Each mesh_dim_name must be "
+            "unique. Found repeated mesh_dim_name in mesh_dim_names ('dp', 'dp') (give every dim "
+            "a name of its own)");
+  EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,4):(4,1,1)\"}, expect: "
+                        "{shape: [2, 4]}}"),
+            "t.yaml:3:42: case 's/a': key 'mesh.layout': ValueError: sizes (2, 4) and strides "
+            "(4, 1, 1) don't match (layout '(2,4):(4,1,1)': shape and stride must have the same "
+            "nesting, int for int and tuples of equal length)");
+  EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [4], ranks: [1, 0, 1, 0]}, expect: "
+                        "{shape: [4]}}"),
+            "t.yaml:3:53: case 's/a': key 'mesh.ranks': ValueError: ranks list must not contain "
+            "duplicate entries, got [0, 0, 1, 1] (DeviceMesh cannot have duplicate values, but "
+            "found [1, 0, 1, 0]: list every rank once)");
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {shape: [2, 2], ranks: [0, 0, 1, 1]}, "
+                        "expect: {shape: [2, 2]}}")
+                .find("key 'mesh.ranks': RuntimeError: Each device mesh dimension should get only "
+                      "one process group, but got 0 in [0, 1]!"),
+            std::string::npos);
+  for (const char* expected :
+       {"mesh_shape and mesh_dim_names should have same length!",
+        "RuntimeError: mesh_shape and mesh_dim_names should have same length! Found "
+        "len(mesh_dim_names): 2 and len(mesh_shape):1."}) {
+    EXPECT_EQ(run_case(std::string("{name: a, kind: mesh, mesh: {shape: [8], names: [dp, tp]}, "
+                                   "expect_error: \"") +
+                       expected + "\"}")
+                  .status,
+              Status::pass)
+        << expected;
+  }
+  EXPECT_EQ(run_case("{name: a, kind: mesh, mesh: {layout: \"(2,4):(4,1,1)\"}, expect_error: "
+                     "\"sizes (2, 4) and strides (4, 1, 1) don't match\"}")
+                .status,
+            Status::pass);
+  EXPECT_EQ(run_case("{name: a, kind: mesh, mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, ops: "
+                     "[{flatten: {dims: [cp, tp], name: dp}}], expect_error: \"dp already exists "
+                     "for submesh of the DeviceMesh((dp=2, cp=2, tp=2)\"}")
+                .status,
+            Status::pass);
+}
+
 // A rank list that cannot fill the mesh is an input error at mesh.ranks, found before anything
 // runs, in every kind that reads a mesh: a mesh given by its shape takes one rank per position
 // (the ranks are PyTorch's mesh tensor); a mesh given by a layout takes any rank map that its
@@ -72,16 +119,18 @@ Outcome run_case(const std::string& case_yaml) {
 TEST(MeshKind, RankListsThatCannotFillTheMeshAreInputErrors) {
   EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], ranks: [0, 1, 2, 3, 4, 5, 6, "
                         "7, 8, 9]}, expect: {shape: [2, 4]}}"),
-            "t.yaml:3:56: case 's/a': key 'mesh.ranks': 10 ranks for a mesh of 8 (shape 2x4): "
-            "list one rank per mesh position, in row-major order");
+            "t.yaml:3:56: case 's/a': key 'mesh.ranks': RuntimeError: shape '[2, 4]' is invalid "
+            "for input of size 10 (10 ranks for a mesh of 8 (shape 2x4): list one rank per mesh "
+            "position, in row-major order)");
   EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {shape: [2, 4], ranks: [0, 1, 2, 3]}, "
                         "expect: {shape: [2, 4]}}")
-                .find("key 'mesh.ranks': 4 ranks for a mesh of 8 (shape 2x4)"),
+                .find("key 'mesh.ranks': RuntimeError: shape '[2, 4]' is invalid for input of "
+                      "size 4 (4 ranks for a mesh of 8 (shape 2x4)"),
             std::string::npos);
   EXPECT_EQ(input_error("{name: a, kind: mesh, mesh: {shape: [2, 2], ranks: [-1, 0, 1, 2]}, "
                         "expect: {shape: [2, 2]}}"),
-            "t.yaml:3:57: case 's/a': key 'mesh.ranks': rank -1 is negative: ranks are process "
-            "indices 0, 1, 2, ...");
+            "t.yaml:3:57: case 's/a': key 'mesh.ranks': ValueError: Rank -1 is out of range. "
+            "(rank -1 is negative: ranks are process indices 0, 1, 2, ...)");
   EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {shape: [2], ranks: \"-1..0\"}, expect: "
                         "{shape: [2]}}")
                 .find("key 'mesh.ranks': expected a list of ranks or an inclusive range of ranks "
@@ -89,9 +138,12 @@ TEST(MeshKind, RankListsThatCannotFillTheMeshAreInputErrors) {
             std::string::npos);
   EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", names: [a, b], "
                         "ranks: [0, 1, 2, 3, 4, 5, 6]}, expect: {shape: [2, 2]}}")
-                .find("key 'mesh.ranks': 7 ranks for the layout (2,2):(4,1): 8 ranks, or any "
-                      "multiple of 8, fit its mesh tensor and the process groups of every dim "
-                      "(RuntimeError: setStorage: "),
+                .find("key 'mesh.ranks': RuntimeError: setStorage: "),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", names: [a, b], "
+                        "ranks: [0, 1, 2, 3, 4, 5, 6]}, expect: {shape: [2, 2]}}")
+                .find(" ranks) (7 ranks for the layout (2,2):(4,1): 8 ranks, or any multiple of 8, "
+                      "fit its mesh tensor and the process groups of every dim)"),
             std::string::npos);
   // The mesh tensor [[0,1],[3,4]] fits 5 ranks, but dim 0's groups run past them.
   EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,2):(3,1)\", names: [a, b], "
@@ -100,7 +152,7 @@ TEST(MeshKind, RankListsThatCannotFillTheMeshAreInputErrors) {
             std::string::npos);
   EXPECT_NE(input_error("{name: a, kind: mesh, mesh: {layout: \"(2,2):(4,1)\", ranks: [0, 1, 2, "
                         "3]}, expect: {shape: [2, 2]}}")
-                .find("(AssertionError: The rank map contains 4 element"),
+                .find("key 'mesh.ranks': AssertionError: The rank map contains 4 element"),
             std::string::npos);
 
   // Value rejections: a case that expects the reference's error passes on the same text.
@@ -251,5 +303,83 @@ TEST(MeshKind, DisagreementsAreClassifiedFromOneLevelToTwoLevel) {
       "representation_change], mesh: {layout: \"(2,2):(3,1)\", names: [a, b], ranks: \"0..5\"}}");
   EXPECT_EQ(classes(rejected).back(), "new_rejection check_orthogonal of #172343");
 }
+// The request hands the case over resolved (the default rank map, the asked ranks), another
+// implementation's observables are judged by the same check as meshgate's own mesh, and
+// observables of the wrong form or missing ones the case expects are ImplFailures.
+TEST(MeshKind, ObservablesOfAnotherImplementationAreJudgedLikeTheLibrarysMesh) {
+  PlannedCases planned = plan(
+      "{name: a, kind: mesh, model: two_level, mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, "
+      "ops: [{flatten: {dims: [dp, tp], name: dp_tp}}], expect: {layout: \"((2,2)):((4,1))\", "
+      "names: [dp_tp], groups: [[[0, 1, 4, 5], [2, 3, 6, 7]]], coordinates: {3: [1], 2: null}, "
+      "mesh_for_rank: {3: [2, 3, 6, 7]}}}");
+  ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
+  PreparedCase& prepared = *planned.cases.at(0).prepared;
+  std::string why;
+  const std::optional<nlohmann::json> request = prepared.impl_request("/tmp", why);
+  ASSERT_TRUE(request.has_value()) << why;
+  EXPECT_EQ((*request)["mesh"]["ranks"], nlohmann::json({0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ((*request)["model"], "two_level");
+  EXPECT_EQ((*request)["ops"][0]["flatten"]["name"], "dp_tp");
+  EXPECT_EQ((*request)["observe"]["coordinates"], nlohmann::json({3, 2}));
+  EXPECT_EQ((*request)["observe"]["submeshes"], false);
+
+  const auto observed = [](nlohmann::json groups, nlohmann::json coordinate_of_2) {
+    return nlohmann::json{{"layout", "((2,2)):((4,1))"},
+                          {"shape", {4}},
+                          {"names", {"dp_tp"}},
+                          {"groups", std::move(groups)},
+                          {"coordinates", {{"2", std::move(coordinate_of_2)}, {"3", {1}}}},
+                          {"mesh_for_rank", {{"3", {2, 3, 6, 7}}}}};
+  };
+  const nlohmann::json right_groups = nlohmann::json::array({{{0, 1, 4, 5}, {2, 3, 6, 7}}});
+  const Outcome pass = prepared.check_observables(observed(right_groups, nullptr), "/tmp");
+  EXPECT_EQ(pass.status, Status::pass) << pass.message;
+
+  const Outcome fail = prepared.check_observables(
+      observed(nlohmann::json::array({{{0, 1, 2, 3}, {4, 5, 6, 7}}}), nullptr), "/tmp");
+  EXPECT_EQ(fail.status, Status::fail);
+  EXPECT_EQ(fail.message,
+            "groups: expected [[[0,1,4,5],[2,3,6,7]]], got [[[0,1,2,3],[4,5,6,7]]]");
+  const Outcome coordinate = prepared.check_observables(observed(right_groups, {0}), "/tmp");
+  EXPECT_EQ(coordinate.message, "coordinates of rank 2: expected null, got [0]");
+
+  nlohmann::json flat_groups = observed(nlohmann::json::array({0, 1, 4, 5}), nullptr);
+  EXPECT_THROW(prepared.check_observables(flat_groups, "/tmp"), ImplFailure);
+  nlohmann::json bad_layout = observed(right_groups, nullptr);
+  bad_layout["layout"] = "((2,2)):((4,1)";
+  EXPECT_THROW(prepared.check_observables(bad_layout, "/tmp"), ImplFailure);
+  nlohmann::json missing_rank = observed(right_groups, nullptr);
+  missing_rank["coordinates"].erase("3");
+  try {
+    prepared.check_observables(missing_rank, "/tmp");
+    ADD_FAILURE() << "a missing coordinate the case expects must be an ImplFailure";
+  } catch (const ImplFailure& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "answered no 'coordinates' of rank 3, which the case expects");
+  }
+  nlohmann::json no_groups = observed(right_groups, nullptr);
+  no_groups.erase("groups");
+  EXPECT_THROW(prepared.check_observables(no_groups, "/tmp"), ImplFailure);
+  EXPECT_THROW(prepared.check_observables("garbage", "/tmp"), ImplFailure);
+}
+
+// Expectations on meshgate's own model comparison, and warnings, are no observables of another
+// implementation: the case is not handed over, and says why.
+TEST(MeshKind, ModelComparisonsAndWarningsAreNotHandedToAnotherImplementation) {
+  std::string why;
+  PlannedCases compare = plan(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, compare_models: true, "
+      "model_differences: []}");
+  ASSERT_TRUE(compare.errors.empty()) << compare.errors.front();
+  EXPECT_FALSE(compare.cases.at(0).prepared->impl_request("/tmp", why).has_value());
+  EXPECT_NE(why.find("compare_models with model_differences"), std::string::npos) << why;
+
+  PlannedCases warnings = plan(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, expect: {warnings: 0}}");
+  ASSERT_TRUE(warnings.errors.empty()) << warnings.errors.front();
+  EXPECT_FALSE(warnings.cases.at(0).prepared->impl_request("/tmp", why).has_value());
+  EXPECT_NE(why.find("expect.warnings"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace meshgate::runner
