@@ -16,6 +16,10 @@
 // the ratio of the hot medians; the runner's samples (time_iteration) are hot samples of the
 // fused implementation (else of the first listed other than cpu_reference) taken by the same
 // function.
+//
+// Another implementation under test (docs/impl-protocol.md, gemm) gets the stored inputs and
+// answers its outputs; the same OutputJudge that checks meshgate's implementations in run()
+// checks them, so a tolerance, a fingerprint or a drift means the same whoever computed it.
 #include "kinds/gemm_kind.hpp"
 
 #include <unistd.h>
@@ -25,6 +29,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -39,6 +44,7 @@
 #include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "core/error.hpp"
+#include "external_impl.hpp"
 #include "gemm/cpu_gemm.hpp"
 #include "gemm/gemm.hpp"
 #include "gemm/numeric.hpp"
@@ -329,6 +335,154 @@ Status parse_status(const std::string& s) {
   return Status::error;
 }
 
+// Judges the outputs of one problem, whoever computed them (meshgate's implementations in run(),
+// another implementation's answers in check_observables()): each output against the fp64
+// reference of the checked rows with the dtype's tolerance and row cosine, each output of a
+// configuration after the pinned one against the same implementation's pinned output (drift),
+// and every pair of implementations of the pinned configuration against each other.
+class OutputJudge {
+ public:
+  OutputJudge(const Resolved& r, const g::GemmInputs& inputs)
+      : r_(r),
+        // All rows up to 2^30 multiply-adds of fp64 reference, evenly spread rows beyond that.
+        rows_(g::rows_to_check(r.problem, 1 << 30)),
+        ref_(g::reference_rows(r.problem, inputs, rows_)),
+        tol_(g::tolerance_for(r.problem)) {}
+
+  // Judges `y`, the output of implementation `name` under configuration `c` (0: the pinned
+  // one), with what the run recorded of it in `entry`. The implementations of a configuration
+  // come in the same order as those of the pinned one.
+  void add(std::size_t c, const std::string& name, nlohmann::json entry,
+           const std::string& plan_line, g::HostTensor y) {
+    const Config& config = r_.configs[c];
+    g::GemmProblem q = r_.problem;
+    q.workspace = config.workspace;
+    q.split_k = config.split_k;
+    const g::Comparison cmp = g::compare_to_reference(q, rows_, ref_, y, tol_);
+    entry["fingerprint"] = g::fingerprint(q, y);
+    entry["ulp_vs_reference"] = ulp_json(ulp_to_reference(q, rows_, ref_, y));
+    entry.update(comparison_json(cmp));
+    if (config.split_k > 1 && entry.contains("algo"))
+      split_k_requests_.push_back(
+          {name, config.label, config.split_k, entry["algo"].value("split_k_forced", false)});
+    const std::string where = r_.configs.size() > 1 ? " [" + config.label + "]" : "";
+    if (!cmp.ok) failures_.push_back(name + where + " vs fp64 reference: " + cmp.describe());
+    outcome_.plan.push_back(c == 0 ? plan_line : "[" + config.label + "] " + plan_line);
+    if (c == 0) {
+      impls_[name] = std::move(entry);
+      names_.push_back(name);
+      pinned_.push_back(std::move(y));
+      return;
+    }
+    const auto at = std::find(names_.begin(), names_.end(), name);
+    if (at == names_.end())
+      throw std::logic_error("gemm: " + name + " has no output in the pinned configuration");
+    const g::UlpSummary vs_pinned = g::ulp_summary(q, pinned_[at - names_.begin()], y);
+    entry["ulp_vs_pinned"] = ulp_json(vs_pinned);
+    if (vs_pinned.differing > 0) {
+      nlohmann::json& d = drift_[name];
+      d["configs"].push_back(config.label);
+      d["max_ulp_vs_pinned"] =
+          std::max<std::uint64_t>(d.value("max_ulp_vs_pinned", std::uint64_t{0}), vs_pinned.max);
+    }
+    config_impls_[name] = std::move(entry);
+  }
+
+  // After the last output of configuration `c`.
+  void end_config(std::size_t c) {
+    if (c == 0) return;
+    const Config& config = r_.configs[c];
+    configs_.push_back({{"label", config.label},
+                        {"workspace", config.workspace},
+                        {"split_k", config.split_k},
+                        {"impls", config_impls_}});
+    config_impls_ = nlohmann::json::object();
+  }
+
+  // Compares the implementations with each other and writes the metrics; returns the flags of
+  // numerics, drift and split-K, which the caller may extend before conclude().
+  std::vector<std::string> summarize(const std::vector<std::string>& environments) {
+    const g::GemmProblem& p = r_.problem;
+    // Every implementation within tolerance of every other: drift between paths is a failure
+    // even when each one alone is close enough to the reference.
+    nlohmann::json pairs = nlohmann::json::object();
+    for (std::size_t a = 0; a < names_.size(); ++a)
+      for (std::size_t b = a + 1; b < names_.size(); ++b) {
+        const g::Comparison c = g::compare_outputs(p, pinned_[a], pinned_[b], tol_);
+        const std::string name = names_[a] + "/" + names_[b];
+        pairs[name] = {
+            {"max_abs_err", c.max_abs_err},
+            {"min_row_cosine", c.min_row_cosine},
+            {"bitwise_equal", g::fingerprint(p, pinned_[a]) == g::fingerprint(p, pinned_[b])},
+            {"ok", c.ok}};
+        if (!c.ok) failures_.push_back(name + " drift: " + c.describe());
+      }
+    nlohmann::json& metrics = outcome_.metrics;
+    metrics["impls"] = impls_;
+    metrics["pairs"] = pairs;
+    metrics["pinned_config"] = r_.configs.front().label;
+    if (r_.configs.size() > 1) {
+      metrics["configs"] = configs_;
+      metrics["drift"] = drift_;
+    }
+    std::string joined_env;
+    for (const std::string& e : environments) joined_env += (joined_env.empty() ? "" : " + ") + e;
+    metrics["numerics_env"] = joined_env;
+    metrics["tolerance"] = {{"atol", tol_.atol},
+                            {"rtol", tol_.rtol},
+                            {"max_mean_rel", tol_.max_mean_rel},
+                            {"min_cosine", tol_.min_cosine}};
+    metrics["flops"] = g::flops(p);
+
+    std::vector<std::string> flags;
+    if (!failures_.empty()) flags.push_back("numerics: " + failures_.front());
+    for (const auto& [name, d] : drift_.items()) {
+      std::ostringstream s;
+      s << "drift: " << name << " is not bitwise equal to its output at "
+        << r_.configs.front().label << " under " << d["configs"].size()
+        << " other configuration(s) (max " << d["max_ulp_vs_pinned"].get<std::uint64_t>()
+        << " ulp)";
+      flags.push_back(s.str());
+    }
+    if (std::string flag = split_k_flag(split_k_requests_); !flag.empty())
+      flags.push_back(flag);
+    return flags;
+  }
+
+  // The metrics written by summarize() (perf adds to them before conclude()).
+  Outcome& outcome() { return outcome_; }
+
+  // The verdict: fail naming every failure, else pass (saying the first flag when there is one).
+  Outcome conclude(std::vector<std::string> flags) {
+    outcome_.metrics["flags"] = flags;
+    if (!failures_.empty()) {
+      outcome_.status = Status::fail;
+      std::ostringstream message;
+      for (std::size_t i = 0; i < failures_.size(); ++i)
+        message << (i ? "; " : "") << failures_[i];
+      outcome_.message = message.str();
+    } else if (!flags.empty()) {
+      outcome_.message = "flagged: " + flags.front();
+    }
+    return std::move(outcome_);
+  }
+
+ private:
+  const Resolved& r_;
+  std::vector<std::int64_t> rows_;
+  std::vector<double> ref_;
+  g::Tolerance tol_;
+  Outcome outcome_;
+  std::vector<std::string> failures_;
+  std::vector<std::string> names_;    // the implementations, in the order of the pinned outputs
+  std::vector<g::HostTensor> pinned_;  // outputs of the pinned configuration, per implementation
+  nlohmann::json impls_ = nlohmann::json::object();
+  nlohmann::json config_impls_ = nlohmann::json::object();
+  nlohmann::json configs_ = nlohmann::json::array();
+  nlohmann::json drift_ = nlohmann::json::object();
+  std::vector<SplitKRequest> split_k_requests_;
+};
+
 // Runs the implementations of one device on one configuration of the problem.
 class Executor {
  public:
@@ -603,119 +757,27 @@ class GemmCase final : public PreparedCase {
     if (needs_cpu) environments.push_back(g::cpu_numerics_environment());
 
     inputs_ = g::make_inputs(p);
-    // All rows up to 2^30 multiply-adds of fp64 reference, evenly spread rows beyond that.
-    const std::vector<std::int64_t> rows = g::rows_to_check(p, 1 << 30);
-    const std::vector<double> ref = g::reference_rows(p, inputs_, rows);
-    const g::Tolerance tol = g::tolerance_for(p);
-
-    Outcome outcome;
-    std::vector<std::string> failures;
-    std::vector<g::HostTensor> pinned;  // outputs of the pinned configuration, per impl
-    nlohmann::json impls = nlohmann::json::object();
-    nlohmann::json configs = nlohmann::json::array();
-    nlohmann::json drift = nlohmann::json::object();
-    std::vector<SplitKRequest> split_k_requests;
+    OutputJudge judge(r, inputs_);
     for (std::size_t c = 0; c < r.configs.size(); ++c) {
-      const Config& config = r.configs[c];
-      const g::GemmProblem q = problem_of(config);
-      nlohmann::json config_impls = nlohmann::json::object();
-      for (std::size_t i = 0; i < r.impls.size(); ++i) {
-        const g::Impl impl = r.impls[i];
+      for (const g::Impl impl : r.impls) {
         const std::string name(g::to_string(impl));
         nlohmann::json entry = {{"device", g::to_string(g::device_of(impl))}};
         std::string plan_line;
         g::HostTensor y = executor(c, g::device_of(impl)).run(impl, entry, plan_line);
-        const g::Comparison cmp = g::compare_to_reference(q, rows, ref, y, tol);
-        entry["fingerprint"] = g::fingerprint(q, y);
-        entry["ulp_vs_reference"] = ulp_json(ulp_to_reference(q, rows, ref, y));
-        entry.update(comparison_json(cmp));
-        if (config.split_k > 1 && entry.contains("algo"))
-          split_k_requests.push_back({name, config.label, config.split_k,
-                                      entry["algo"].value("split_k_forced", false)});
-        const std::string where = r.configs.size() > 1 ? " [" + config.label + "]" : "";
-        if (!cmp.ok) failures.push_back(name + where + " vs fp64 reference: " + cmp.describe());
-        outcome.plan.push_back(c == 0 ? plan_line : "[" + config.label + "] " + plan_line);
-        if (c == 0) {
-          if (perf_ || c + 1 < r.configs.size()) {
-            if (nlohmann::json o = executor(c, g::device_of(impl)).setup_overhead(impl);
-                !o.is_null())
-              entry["setup_overhead_s"] = o;
-          }
-          impls[name] = entry;
-          pinned.push_back(std::move(y));
-          continue;
+        if (c == 0 && (perf_ || r.configs.size() > 1)) {
+          if (nlohmann::json o = executor(c, g::device_of(impl)).setup_overhead(impl);
+              !o.is_null())
+            entry["setup_overhead_s"] = o;
         }
-        const g::UlpSummary vs_pinned = g::ulp_summary(q, pinned[i], y);
-        entry["ulp_vs_pinned"] = ulp_json(vs_pinned);
-        if (vs_pinned.differing > 0) {
-          nlohmann::json& d = drift[name];
-          d["configs"].push_back(config.label);
-          d["max_ulp_vs_pinned"] = std::max<std::uint64_t>(
-              d.value("max_ulp_vs_pinned", std::uint64_t{0}), vs_pinned.max);
-        }
-        config_impls[name] = entry;
+        judge.add(c, name, std::move(entry), plan_line, std::move(y));
       }
-      if (c > 0) {
-        configs.push_back({{"label", config.label},
-                           {"workspace", config.workspace},
-                           {"split_k", config.split_k},
-                           {"impls", config_impls}});
-        if (!perf_) release_config(c);  // only the pinned configuration is timed
-      }
+      judge.end_config(c);
+      if (c > 0 && !perf_) release_config(c);  // only the pinned configuration is timed
     }
-    // Every implementation within tolerance of every other: drift between paths is a failure
-    // even when each one alone is close enough to the reference.
-    nlohmann::json pairs = nlohmann::json::object();
-    for (std::size_t a = 0; a < r.impls.size(); ++a)
-      for (std::size_t b = a + 1; b < r.impls.size(); ++b) {
-        const g::Comparison c = g::compare_outputs(p, pinned[a], pinned[b], tol);
-        const std::string name =
-            std::string(g::to_string(r.impls[a])) + "/" + std::string(g::to_string(r.impls[b]));
-        pairs[name] = {
-            {"max_abs_err", c.max_abs_err},
-            {"min_row_cosine", c.min_row_cosine},
-            {"bitwise_equal", g::fingerprint(p, pinned[a]) == g::fingerprint(p, pinned[b])},
-            {"ok", c.ok}};
-        if (!c.ok) failures.push_back(name + " drift: " + c.describe());
-      }
-    outcome.metrics["impls"] = impls;
-    outcome.metrics["pairs"] = pairs;
-    outcome.metrics["pinned_config"] = r.configs.front().label;
-    if (r.configs.size() > 1) {
-      outcome.metrics["configs"] = configs;
-      outcome.metrics["drift"] = drift;
-    }
-    std::string joined_env;
-    for (const std::string& e : environments) joined_env += (joined_env.empty() ? "" : " + ") + e;
-    outcome.metrics["numerics_env"] = joined_env;
-    outcome.metrics["tolerance"] = {{"atol", tol.atol},
-                                    {"rtol", tol.rtol},
-                                    {"max_mean_rel", tol.max_mean_rel},
-                                    {"min_cosine", tol.min_cosine}};
-    outcome.metrics["flops"] = g::flops(p);
-
-    std::vector<std::string> flags;
-    if (!failures.empty()) flags.push_back("numerics: " + failures.front());
-    for (const auto& [name, d] : drift.items()) {
-      std::ostringstream s;
-      s << "drift: " << name << " is not bitwise equal to its output at " << r.configs.front().label
-        << " under " << d["configs"].size() << " other configuration(s) (max "
-        << d["max_ulp_vs_pinned"].get<std::uint64_t>() << " ulp)";
-      flags.push_back(s.str());
-    }
-    if (std::string flag = split_k_flag(split_k_requests); !flag.empty()) flags.push_back(flag);
-    if (perf_) measure_all(outcome, flags);
-    outcome.metrics["flags"] = flags;
+    std::vector<std::string> flags = judge.summarize(environments);
+    if (perf_) measure_all(judge.outcome(), flags);
+    Outcome outcome = judge.conclude(std::move(flags));
     if (!perf_) release();
-
-    if (!failures.empty()) {
-      outcome.status = Status::fail;
-      std::ostringstream message;
-      for (std::size_t i = 0; i < failures.size(); ++i) message << (i ? "; " : "") << failures[i];
-      outcome.message = message.str();
-    } else if (!flags.empty()) {
-      outcome.message = "flagged: " + flags.front();
-    }
     return outcome;
   }
 
@@ -736,6 +798,121 @@ class GemmCase final : public PreparedCase {
     executors_.clear();
   }
 
+  // The case for another implementation (docs/impl-protocol.md, gemm): the problem's keys and
+  // the stored input buffers exactly as meshgate's implementations read them (offsets, padded
+  // leading dimensions and batch strides included), each with the strided view of the stored
+  // matrix inside it. The layout's transposes are the implementation's to apply.
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path& dir,
+                                             std::string& why) override {
+    const Resolved& r = resolved_;
+    const g::GemmProblem& p = r.problem;
+    if (r.configs.size() > 1) {
+      why = "the case compares " + std::to_string(r.configs.size()) +
+            " configurations of workspace and split_k; the protocol's gemm request carries one";
+      return std::nullopt;
+    }
+    inputs_ = g::make_inputs(p);
+    const std::string dtype(g::to_string(p.dtype));
+    const auto write = [&](const char* name, const g::HostTensor& t) {
+      return write_tensor_file(dir / (std::string(name) + ".bin"), dtype, {t.size()}, t.data(),
+                               t.bytes());
+    };
+    const auto view = [](std::int64_t offset, std::vector<std::int64_t> shape,
+                         std::vector<std::int64_t> stride) {
+      return nlohmann::json{{"offset", offset}, {"shape", shape}, {"stride", stride}};
+    };
+    const bool xt = g::x_transposed(p), wt = g::w_transposed(p);
+    const bool bias = g::has_bias(p.epilogue);
+    nlohmann::json request = {
+        {"m", p.m},
+        {"n", p.n},
+        {"k", p.k},
+        {"batch", p.batch},
+        {"dtype", dtype},
+        {"epilogue", g::to_string(p.epilogue)},
+        {"layout", g::to_string(p.layout)},
+        {"alpha", static_cast<double>(p.alpha)},
+        {"device", request_device()},
+        {"tf32", p.tf32},
+        {"workspace", p.workspace},
+        {"split_k", p.split_k},
+        {"split_k_partials", g::to_string(p.split_k_partials)},
+        {"ldy", g::y_ld(p)},
+        {"inputs",
+         {{"x", write("x", inputs_.x)},
+          {"w", write("w", inputs_.w)},
+          {"bias", bias ? write("bias", inputs_.bias) : nlohmann::json()}}},
+        {"views",
+         {{"x", view(p.x_offset, {p.batch, xt ? p.k : p.m, xt ? p.m : p.k},
+                     {g::x_batch_stride(p), g::x_ld(p), 1})},
+          {"w", view(p.w_offset, {p.batch, wt ? p.n : p.k, wt ? p.k : p.n},
+                     {g::w_batch_stride(p), g::w_ld(p), 1})},
+          {"bias", bias ? view(p.bias_offset, {p.n}, {1}) : nlohmann::json()}}}};
+    return request;
+  }
+
+  // Every output the implementation answered, judged by the same OutputJudge as meshgate's own
+  // implementations in run(): against the fp64 reference and against each other.
+  Outcome check_observables(const nlohmann::json& observables,
+                            const std::filesystem::path& dir) override {
+    const Resolved& r = resolved_;
+    const g::GemmProblem& p = r.problem;
+    const auto shorten = [](const nlohmann::json& v) {
+      std::string text = v.dump();
+      return text.size() > 200 ? text.substr(0, 200) + "..." : text;
+    };
+    if (!observables.is_object() || !observables.contains("impls") ||
+        !observables["impls"].is_object() || observables["impls"].empty())
+      throw ImplFailure("answered gemm observables without a non-empty object 'impls': " +
+                        shorten(observables));
+    std::string environment;
+    if (observables.contains("numerics_env")) {
+      if (!observables["numerics_env"].is_string())
+        throw ImplFailure("answered a 'numerics_env' that is not a string: " +
+                          shorten(observables["numerics_env"]));
+      environment = observables["numerics_env"].get<std::string>();
+    }
+    const std::string dtype(g::to_string(p.dtype));
+    const std::int64_t ldy = g::y_ld(p);
+    OutputJudge judge(r, inputs_);
+    for (const auto& [name, answered] : observables["impls"].items()) {
+      // Pairs are named "a/b": a name with a slash would make them ambiguous.
+      if (name.empty() || name.find('/') != std::string::npos)
+        throw ImplFailure("answered an output named '" + name +
+                          "': a name is non-empty and has no '/'");
+      if (!answered.is_object() || !answered.contains("output") ||
+          !answered.contains("fused") || !answered["fused"].is_boolean() ||
+          !answered.contains("path") || !answered["path"].is_string())
+        throw ImplFailure("answered '" + name +
+                          "' without {output: TENSOR, fused: bool, path: string}: " +
+                          shorten(answered));
+      const TensorFile t = read_tensor_file(answered["output"], dir, "the output of '" + name + "'");
+      if (t.dtype != dtype)
+        throw ImplFailure("answered the output of '" + name + "' as " + t.dtype +
+                          "; the case's dtype is " + dtype);
+      const std::vector<std::int64_t> stored = {p.batch, p.m, ldy};
+      const bool shaped =
+          t.shape == stored || (p.batch == 1 && t.shape == std::vector<std::int64_t>{p.m, ldy});
+      if (!shaped)
+        throw ImplFailure("answered the output of '" + name + "' with shape " +
+                          nlohmann::json(t.shape).dump() + "; Y as stored is " +
+                          nlohmann::json(stored).dump() + " ([batch, m, ldy])");
+      // read_tensor_file checked that the file holds exactly its shape, which is Y's.
+      g::HostTensor y(p.dtype, g::y_elements(p));
+      if (!t.bytes.empty()) std::memcpy(y.data(), t.bytes.data(), t.bytes.size());
+      const std::string path = answered["path"].get<std::string>();
+      nlohmann::json entry = {{"device", request_device()},
+                              {"executed", path},
+                              {"fused", answered["fused"].get<bool>()}};
+      judge.add(0, name, std::move(entry), name + ": " + path, std::move(y));
+    }
+    judge.end_config(0);
+    std::vector<std::string> flags =
+        judge.summarize(environment.empty() ? std::vector<std::string>{}
+                                            : std::vector<std::string>{environment});
+    return judge.conclude(std::move(flags));
+  }
+
  private:
   static Outcome skipped(std::string reason) {
     Outcome o;
@@ -744,14 +921,20 @@ class GemmCase final : public PreparedCase {
     return o;
   }
 
+  // A case is a CUDA case when its device is cuda or it lists a CUDA implementation.
+  bool uses_cuda() const {
+    return resolved_.device == g::Device::cuda ||
+           std::any_of(resolved_.impls.begin(), resolved_.impls.end(),
+                       [](g::Impl i) { return g::device_of(i) == g::Device::cuda; });
+  }
+  std::string request_device() const { return uses_cuda() ? "cuda" : "cpu"; }
+
   // CUDA cases run in a child process unless the case says otherwise: a sticky device fault
   // then costs one error row, not the rest of the suite. A case is a CUDA case when it lists a
   // CUDA implementation, whatever its `device` (which only picks the default impls).
   bool isolated() const {
     if (spec_.isolate) return *spec_.isolate;
-    return resolved_.device == g::Device::cuda ||
-           std::any_of(resolved_.impls.begin(), resolved_.impls.end(),
-                       [](g::Impl i) { return g::device_of(i) == g::Device::cuda; });
+    return uses_cuda();
   }
 
   Outcome run_in_child() {

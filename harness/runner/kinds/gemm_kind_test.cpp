@@ -4,10 +4,13 @@
 #include "kinds/gemm_kind.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -15,7 +18,9 @@
 #include <vector>
 
 #include "case_file.hpp"
+#include "external_impl.hpp"
 #include "gemm/cpu_gemm.hpp"
+#include "gemm/reference.hpp"
 #include "isolation.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
@@ -162,6 +167,163 @@ TEST_F(GemmKind, SplitKDriftWithinToleranceChangesTheFingerprint) {
 
 // cuBLASLt may take no algorithm with the split asked for (on an H100 none took split_k 4 or 8
 // of the drift cases): that is flagged, or the drift check would pass for want of a split.
+// Another implementation's answers (docs/impl-protocol.md, gemm) go through the same checks as
+// meshgate's own: an output computed right passes, a wrong element fails naming it, and an
+// answer that is not the protocol's is an ImplFailure.
+class GemmObservables : public ::testing::Test {
+ protected:
+  // A bf16 relu_bias case with a padded ldy, offsets and a batch, so that the request's views
+  // and Y as stored are exercised.
+  static constexpr const char* kCase =
+      "{name: c, kind: gemm, m: 9, n: 6, k: 12, dtype: bfloat16, epilogue: relu_bias, "
+      "layout: tn, ldy: 8, x_offset: 1, bias_offset: 2, batch: 2}";
+
+  void SetUp() override {
+    planned_ = plan_one_case(kCase, kinds());
+    dir_ = std::make_unique<ScratchDir>(std::filesystem::temp_directory_path(),
+                                        "meshgate-gemm-observables-" + std::to_string(::getpid()));
+    std::string why;
+    const std::optional<nlohmann::json> request = planned_.prepared->impl_request(dir_->path(), why);
+    ASSERT_TRUE(request) << why;
+    request_ = *request;
+    p_.m = 9, p_.n = 6, p_.k = 12, p_.dtype = g::DType::bf16, p_.epilogue = g::Epilogue::relu_bias;
+    p_.layout = g::GemmLayout::tn, p_.ldy = 8, p_.x_offset = 1, p_.bias_offset = 2, p_.batch = 2;
+  }
+
+  // Y as meshgate's cpu_epilogue computes it, as stored ([batch, m, ldy]).
+  g::HostTensor right_output() const {
+    g::HostTensor y(p_.dtype, g::y_elements(p_));
+    y.fill_nan();
+    g::run_cpu(g::Impl::cpu_epilogue, p_, g::make_inputs(p_), y);
+    return y;
+  }
+
+  nlohmann::json write(const std::string& name, const g::HostTensor& y,
+                       std::vector<std::int64_t> shape = {}) const {
+    if (shape.empty()) shape = {p_.batch, p_.m, g::y_ld(p_)};
+    return write_tensor_file(dir_->path() / (name + ".bin"), "bfloat16", shape, y.data(),
+                             y.bytes());
+  }
+
+  static nlohmann::json answer(const nlohmann::json& output, bool fused = true) {
+    return {{"output", output}, {"fused", fused}, {"path", "test path"}};
+  }
+
+  Outcome check(const nlohmann::json& observables) {
+    return planned_.prepared->check_observables(observables, dir_->path());
+  }
+
+  PlannedCase planned_;
+  std::unique_ptr<ScratchDir> dir_;
+  nlohmann::json request_;
+  g::GemmProblem p_;
+};
+
+TEST_F(GemmObservables, TheRequestCarriesTheStoredInputsAndTheirViews) {
+  EXPECT_EQ(request_["m"], 9);
+  EXPECT_EQ(request_["layout"], "tn");
+  EXPECT_EQ(request_["ldy"], 8);
+  EXPECT_EQ(request_["device"], "cpu");
+  const g::GemmInputs in = g::make_inputs(p_);
+  const TensorFile x = read_tensor_file(request_["inputs"]["x"], dir_->path(), "x");
+  ASSERT_EQ(x.bytes.size(), in.x.bytes());
+  EXPECT_EQ(std::memcmp(x.bytes.data(), in.x.data(), in.x.bytes()), 0);
+  // X is 't': stored [K, M] per batch, after the offset.
+  EXPECT_EQ(request_["views"]["x"],
+            (nlohmann::json{{"offset", 1}, {"shape", {2, 12, 9}}, {"stride", {108, 9, 1}}}));
+  EXPECT_EQ(request_["views"]["w"],
+            (nlohmann::json{{"offset", 0}, {"shape", {2, 12, 6}}, {"stride", {72, 6, 1}}}));
+  EXPECT_EQ(request_["views"]["bias"],
+            (nlohmann::json{{"offset", 2}, {"shape", {6}}, {"stride", {1}}}));
+  EXPECT_EQ(read_tensor_file(request_["inputs"]["bias"], dir_->path(), "bias").shape,
+            std::vector<std::int64_t>{8});
+}
+
+TEST_F(GemmObservables, RightOutputsPassWithTheMetricsOfMeshgatesOwn) {
+  const g::HostTensor y = right_output();
+  const Outcome o = check({{"impls",
+                            {{"fused_one", answer(write("a", y))},
+                             {"unfused_one", answer(write("b", y), false)}}},
+                           {"numerics_env", "test env"}});
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+  const nlohmann::json& impls = o.metrics["impls"];
+  ASSERT_EQ(impls.size(), 2u);
+  EXPECT_EQ(impls["fused_one"]["fingerprint"], g::fingerprint(p_, y));
+  EXPECT_TRUE(impls["fused_one"]["fused"].get<bool>());
+  EXPECT_FALSE(impls["unfused_one"]["fused"].get<bool>());
+  EXPECT_EQ(impls["unfused_one"]["executed"], "test path");
+  EXPECT_TRUE(impls["fused_one"].contains("ulp_vs_reference"));
+  EXPECT_TRUE(o.metrics["pairs"]["fused_one/unfused_one"]["bitwise_equal"].get<bool>());
+  EXPECT_EQ(o.metrics["numerics_env"], "test env");
+  EXPECT_EQ(o.metrics["tolerance"]["atol"], g::tolerance_for(p_).atol);
+}
+
+TEST_F(GemmObservables, AWrongElementFailsNamingIt) {
+  g::HostTensor wrong = right_output();
+  const std::int64_t at = g::y_index(p_, 13, 4);  // batch 1, row 4
+  wrong.set(at, wrong.get(at) + 1.0f);
+  const Outcome o = check({{"impls",
+                            {{"right", answer(write("a", right_output()))},
+                             {"wrong", answer(write("b", wrong))}}}});
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("wrong vs fp64 reference"), std::string::npos) << o.message;
+  EXPECT_NE(o.message.find("right/wrong drift"), std::string::npos) << o.message;
+  EXPECT_TRUE(o.metrics["impls"]["right"]["ok"].get<bool>());
+  EXPECT_FALSE(o.metrics["impls"]["wrong"]["ok"].get<bool>());
+}
+
+TEST_F(GemmObservables, PaddingOfYIsNeverRead) {
+  g::HostTensor y = right_output();
+  for (std::int64_t row = 0; row < g::total_rows(p_); ++row)
+    for (std::int64_t j = p_.n; j < g::y_ld(p_); ++j) y.set(row * g::y_ld(p_) + j, 12345.0f);
+  const Outcome o = check({{"impls", {{"a", answer(write("a", y))}}}});
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+}
+
+TEST_F(GemmObservables, AnswersOutsideTheProtocolAreImplFailures) {
+  const g::HostTensor y = right_output();
+  const nlohmann::json good = write("good", y);
+  const auto fails = [&](const nlohmann::json& observables, const std::string& says) {
+    try {
+      check(observables);
+      ADD_FAILURE() << "no ImplFailure for " << observables.dump();
+    } catch (const ImplFailure& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  fails(nlohmann::json::object(), "without a non-empty object 'impls'");
+  fails({{"impls", nlohmann::json::object()}}, "without a non-empty object 'impls'");
+  fails({{"impls", {{"a", {{"output", good}, {"fused", "yes"}, {"path", "p"}}}}}},
+        "without {output: TENSOR, fused: bool, path: string}");
+  fails({{"impls", {{"a/b", answer(good)}}}}, "has no '/'");
+  // Packed [batch, m, n] is not Y as stored when ldy pads it.
+  g::HostTensor packed(p_.dtype, p_.batch * p_.m * p_.n);
+  fails({{"impls", {{"a", answer(write("packed", packed, {p_.batch, p_.m, p_.n}))}}}},
+        "with shape [2,9,6]");
+  nlohmann::json as_f16 = good;
+  as_f16["dtype"] = "float16";
+  fails({{"impls", {{"a", answer(as_f16)}}}}, "as float16");
+  nlohmann::json too_long = good;
+  too_long["shape"] = {p_.batch, p_.m + 1, g::y_ld(p_)};
+  fails({{"impls", {{"a", answer(too_long)}}}}, "bytes where its shape and dtype make");
+  nlohmann::json outside = good;
+  outside["path"] = "/etc/hostname";
+  fails({{"impls", {{"a", answer(outside)}}}}, "outside the case's dir");
+  fails({{"impls", {{"a", answer(good)}}}, {"numerics_env", 3}}, "'numerics_env'");
+}
+
+TEST_F(GemmKind, ACaseOfSeveralConfigurationsIsNotHandedOver) {
+  PlannedCase planned = plan_one_case(
+      "{name: c, kind: gemm, m: 4, n: 4, k: 4, dtype: float32, epilogue: bias, "
+      "split_k: [auto, 2]}",
+      kinds());
+  const ScratchDir dir(std::filesystem::temp_directory_path(),
+                       "meshgate-gemm-configs-" + std::to_string(::getpid()));
+  std::string why;
+  EXPECT_FALSE(planned.prepared->impl_request(dir.path(), why));
+  EXPECT_NE(why.find("2 configurations"), std::string::npos) << why;
+}
+
 TEST(GemmSplitKFlag, NamesTheRequestsTheLibraryDidNotApply) {
   EXPECT_EQ(split_k_flag({}), "");
   EXPECT_EQ(split_k_flag({{"lt_epilogue", "workspace=32MiB split_k=4", 4, true}}), "");
