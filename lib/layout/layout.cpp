@@ -420,11 +420,14 @@ Layout parse_layout(std::string_view text) {
   IntTuple shape = parse_int_tuple_at(text, pos, ':');
   ++pos;
   IntTuple stride = parse_int_tuple_at(text, pos, '\0');
+  // PyTorch's layout constructor rejects the same pair in these words; a case's expect_error
+  // written against them matches here too.
   if (!match_structure(shape, stride)) {
-    throw Error(ErrorKind::value, "layout '" + std::string(text) + "': shape " + to_string(shape) +
-                                      " and stride " + to_string(stride) +
-                                      " must have the same nesting (int for int, tuples of equal "
-                                      "length)");
+    throw Error(ErrorKind::value, "sizes " + python_repr(shape) + " and strides " +
+                                      python_repr(stride) + " don't match (layout '" +
+                                      std::string(text) +
+                                      "': shape and stride must have the same nesting, int for "
+                                      "int and tuples of equal length)");
   }
   return Layout(std::move(shape), std::move(stride));
 }

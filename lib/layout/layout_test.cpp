@@ -71,6 +71,16 @@ TEST(Layout, ConstructionAndAccess) {
   const Error mismatch = error_of([] { Layout(parse_int_tuple("(2,3)"), parse_int_tuple("(1)")); });
   EXPECT_EQ(mismatch.kind(), ErrorKind::value);
   EXPECT_TRUE(contains(mismatch, "sizes (2, 3) and strides (1,) don't match")) << mismatch.what();
+  // Parsed text that pairs them wrongly opens with the same words, as PyTorch writes them.
+  const Error parsed = error_of([] { (void)parse_layout("(2,4):(4,1,1)"); });
+  EXPECT_EQ(parsed.kind(), ErrorKind::value);
+  EXPECT_EQ(std::string(parsed.what()),
+            "ValueError: sizes (2, 4) and strides (4, 1, 1) don't match (layout '(2,4):(4,1,1)': "
+            "shape and stride must have the same nesting, int for int and tuples of equal length)");
+  EXPECT_TRUE(contains(error_of([] { (void)parse_layout("8:(1)"); }),
+                       "ValueError: sizes 8 and strides (1,) don't match"));
+  EXPECT_TRUE(contains(error_of([] { (void)parse_layout("(2,(2,2)):(4,2)"); }),
+                       "ValueError: sizes (2, (2, 2)) and strides (4, 2) don't match"));
 }
 
 TEST(Layout, EvaluationSizeCosize) {

@@ -154,10 +154,12 @@ Layout axis_to_pycute(const Layout& axis) {
 Layout mesh_mode(const Layout& l, std::int64_t dim) {
   const auto n = static_cast<std::int64_t>(l.rank());
   if (dim < -n || dim >= n) {
-    throw Error(ErrorKind::index, "Dim " + std::to_string(dim) +
+    // PyTorch 2.15's _MeshLayout indexes its tuple of axes; the bounds that earlier releases
+    // named follow.
+    throw Error(ErrorKind::index, "tuple index out of range (Dim " + std::to_string(dim) +
                                       " is out of range for layout with " + std::to_string(n) +
                                       " dimensions. Expected dim to be in range [" +
-                                      std::to_string(-n) + ", " + std::to_string(n - 1) + "].");
+                                      std::to_string(-n) + ", " + std::to_string(n - 1) + "].)");
   }
   if (l.shape().is_int() && dim != 0) {
     // pycute's Layout.__getitem__ on an int shape asserts i == 0, so -1 fails there too.

@@ -49,8 +49,8 @@ TEST(MeshLayout, MeshModeBoundsAndNegativeDims) {
   const Error e = error_of([&] { (void)mesh_mode(l, 2); });
   EXPECT_EQ(e.kind(), ErrorKind::index);
   EXPECT_TRUE(contains(e,
-                       "IndexError: Dim 2 is out of range for layout with 2 dimensions. "
-                       "Expected dim to be in range [-2, 1]."))
+                       "IndexError: tuple index out of range (Dim 2 is out of range for layout "
+                       "with 2 dimensions. Expected dim to be in range [-2, 1].)"))
       << e.what();
   EXPECT_EQ(error_of([&] { (void)mesh_mode(l, -3); }).kind(), ErrorKind::index);
   EXPECT_EQ(mesh_mode(L("8:1"), 0), L("8:1"));

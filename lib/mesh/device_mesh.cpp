@@ -55,6 +55,10 @@ bool contains(const std::vector<std::string>& items, const std::string& item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
 
+bool contains_rank(const std::vector<std::int64_t>& ranks, std::int64_t rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+}
+
 std::size_t index_of(const std::vector<std::string>& items, const std::string& item) {
   return static_cast<std::size_t>(std::find(items.begin(), items.end(), item) - items.begin());
 }
@@ -139,8 +143,36 @@ std::vector<std::int64_t> arange(std::int64_t n) {
   return out;
 }
 
-// init_device_mesh's checks on mesh_dim_names.
-void check_names(const std::vector<std::string>& names, std::size_t ndim) {
+// DeviceMesh.__repr__ without the device type, which meshgate's meshes do not have:
+// "DeviceMesh((dp=2, tp=4), stride=(4, 1))", or "DeviceMesh((2, 4), stride=(4, 1))" unnamed. A
+// dim whose stride is a tuple prints its leaves as a tuple, as the reference prints a
+// multi-mode axis.
+std::string mesh_repr(const Layout& layout, const std::vector<std::string>& names) {
+  std::vector<std::string> dims;
+  std::vector<std::string> strides;
+  for (std::size_t d = 0; d < layout.rank(); ++d) {
+    const Layout mode = mesh_mode(layout, static_cast<std::int64_t>(d));
+    const std::string size = std::to_string(meshgate::size(mode));
+    dims.push_back(d < names.size() ? names[d] + "=" + size : size);
+    const std::vector<std::int64_t> stride = leaves(mode.stride());
+    strides.push_back(stride.size() == 1 ? std::to_string(stride[0]) : py_int_tuple(stride));
+  }
+  const auto tuple = [](const std::vector<std::string>& items, bool trailing_comma) {
+    std::string out = "(";
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+    return out + (trailing_comma && items.size() == 1 ? ",)" : ")");
+  };
+  // Named dims are joined ("(dp=8)"); sizes and strides are Python tuples ("(8,)").
+  return "DeviceMesh(" + tuple(dims, names.empty()) + ", stride=" + tuple(strides, true) + ")";
+}
+
+constexpr std::string_view kSliceFlattenedFromRootWarning =
+    "Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to "
+    "bookkeep the flattened mesh directly.";
+
+}  // namespace
+
+void DeviceMesh::check_dim_names(const std::vector<std::string>& names, std::size_t ndim) {
   if (names.empty()) return;
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
@@ -159,11 +191,45 @@ void check_names(const std::vector<std::string>& names, std::size_t ndim) {
   }
 }
 
-constexpr std::string_view kSliceFlattenedFromRootWarning =
-    "Slicing a flattened dim from root mesh will be deprecated in PT 2.11. Users need to "
-    "bookkeep the flattened mesh directly.";
-
-}  // namespace
+void DeviceMesh::check_distinct_ranks(const Layout& layout, std::span<const std::int64_t> rank_map,
+                                      std::optional<std::int64_t> current_rank) {
+  std::vector<std::int64_t> sorted(rank_map.begin(), rank_map.end());
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) return;
+  const std::string repeated = "DeviceMesh cannot have duplicate values, but found " +
+                               py_int_list(rank_map) + ": list every rank once";
+  const std::int64_t rank = current_rank.value_or(rank_map.empty() ? 0 : rank_map[0]);
+  // PyTorch meets a repeated rank when it creates each dim's process groups, dim by dim and
+  // group by group: new_group rejects a (sorted) rank list holding a rank twice, and the mesh
+  // rejects a rank that lands in two groups of one dim.
+  for (std::size_t d = 0; d < layout.rank(); ++d) {
+    std::vector<std::vector<std::int64_t>> groups;
+    try {
+      groups =
+          rows_of(remap_to_tensor(nest(mesh_mode(layout, static_cast<std::int64_t>(d))), rank_map));
+    } catch (const Error&) {
+      break;  // no groups to create: the repeat is all there is to report
+    }
+    bool member = false;
+    for (const std::vector<std::int64_t>& group : groups) {
+      std::vector<std::int64_t> ranks = group;
+      std::sort(ranks.begin(), ranks.end());
+      if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end()) {
+        throw Error(ErrorKind::value, "ranks list must not contain duplicate entries, got " +
+                                          py_int_list(ranks) + " (" + repeated + ")");
+      }
+      if (!contains_rank(group, rank)) continue;
+      if (member) {
+        throw Error(ErrorKind::runtime,
+                    "Each device mesh dimension should get only one process group, but got " +
+                        std::to_string(rank) + " in " + py_int_list(group) + "! (" + repeated +
+                        ")");
+      }
+      member = true;
+    }
+  }
+  throw Error(ErrorKind::runtime, repeated);
+}
 
 std::string_view to_string(LayoutModel model) {
   return model == LayoutModel::one_level ? "one_level" : "two_level";
@@ -312,12 +378,6 @@ DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes 
 DeviceMesh DeviceMesh::make_root(LayoutModel model, const Layout& layout,
                                  std::vector<std::string> names, std::vector<std::int64_t> rank_map,
                                  std::optional<std::int64_t> current_rank) {
-  std::vector<std::int64_t> sorted = rank_map;
-  std::sort(sorted.begin(), sorted.end());
-  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    throw Error(ErrorKind::runtime, "DeviceMesh cannot have duplicate values, but found " +
-                                        py_int_list(rank_map) + ": list every rank once");
-  }
   auto root = std::make_shared<Root>();
   root->model = model;
   root->rank_map = std::move(rank_map);
@@ -326,6 +386,9 @@ DeviceMesh DeviceMesh::make_root(LayoutModel model, const Layout& layout,
   MeshAxes axes;
   if (model == LayoutModel::two_level) axes = mesh_axes_from_layout(layout);
   DeviceMesh mesh = make(root, layout, std::move(axes), std::move(names), true);
+  // After make()'s checks, as the reference constructor checks the layout, the rank map's size
+  // and the mesh tensor before it creates the process groups that meet a repeated rank.
+  check_distinct_ranks(layout, root->rank_map, root->current_rank);
   root->layout = mesh.layout_;
   return mesh;
 }
@@ -342,7 +405,7 @@ DeviceMesh DeviceMesh::create(std::span<const std::int64_t> shape, std::vector<s
                                         " has a size below 1: every mesh dim needs a rank");
     }
   }
-  check_names(names, shape.size());
+  check_dim_names(names, shape.size());
   const Layout layout = row_major(shape);
   if (rank_map.empty()) rank_map = arange(meshgate::size(layout));
   return make_root(model, layout, std::move(names), std::move(rank_map), current_rank);
@@ -363,7 +426,7 @@ DeviceMesh DeviceMesh::from_layout(const Layout& layout, std::vector<std::string
                                         " has a size below 1: every mesh dim needs a rank");
     }
   }
-  check_names(names, layout.rank());
+  check_dim_names(names, layout.rank());
   if (rank_map.empty()) rank_map = arange(default_rank_count(layout));
   return make_root(model, layout, std::move(names), std::move(rank_map), current_rank);
 }
@@ -414,10 +477,12 @@ std::int64_t DeviceMesh::current_rank() const {
 std::size_t DeviceMesh::checked_dim(std::int64_t dim) const {
   const auto n = static_cast<std::int64_t>(ndim());
   if (dim < -n || dim >= n) {
-    throw Error(ErrorKind::index, "Dim " + std::to_string(dim) +
+    // PyTorch 2.15 indexes the tuple of its dims (layout[dim]); the bounds that earlier
+    // releases named follow.
+    throw Error(ErrorKind::index, "tuple index out of range (Dim " + std::to_string(dim) +
                                       " is out of range for layout with " + std::to_string(n) +
                                       " dimensions. Expected dim to be in range [" +
-                                      std::to_string(-n) + ", " + std::to_string(n - 1) + "].");
+                                      std::to_string(-n) + ", " + std::to_string(n - 1) + "].)");
   }
   return static_cast<std::size_t>(dim < 0 ? dim + n : dim);
 }
@@ -594,8 +659,10 @@ DeviceMesh DeviceMesh::flatten(std::optional<std::string> name) const {
   const std::string flat_name = name && !name->empty() ? *name : join(names_, "_");
   if (ndim() == 1 && contains(names_, flat_name)) return *this;
   if (contains(root_->names, flat_name)) {
-    throw Error(ErrorKind::value, flat_name + " already exists for submesh of the root mesh " +
-                                      py_tuple(root_->names) +
+    // The reference passes its two sentences to ValueError as two arguments; here they read
+    // as one message.
+    throw Error(ErrorKind::value, flat_name + " already exists for submesh of the " +
+                                      mesh_repr(root_->layout, root_->names) +
                                       ". The mesh_dim_names of submesh and flattened "
                                       "mesh are " +
                                       py_tuple(root_->names) +
@@ -668,13 +735,11 @@ DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_
                     std::to_string(names.size()) + " names for mesh_sizes=" + py_int_tuple(sizes) +
                     ".");
   }
+  // The reference compares the product first, so a zero or an odd count of negative sizes fails
+  // there, in its words.
   std::int64_t product = 1;
   bool overflow = false;
   for (std::int64_t s : sizes) {
-    if (s < 1) {
-      throw Error(ErrorKind::value, "mesh_sizes=" + py_int_tuple(sizes) +
-                                        " has a size below 1: every unflattened dim needs a rank");
-    }
     // A product past int64 cannot equal the dim's size; wrapping around could.
     overflow = overflow || __builtin_mul_overflow(product, s, &product);
   }
@@ -693,6 +758,20 @@ DeviceMesh DeviceMesh::unflatten(const MeshDim& dim, std::span<const std::int64_
                                           " of the mesh " + py_tuple(names_) +
                                           "; a flattened dim unflattens from "
                                           "the mesh _flatten returned)"));
+  }
+  // Negative sizes whose product is the dim's size: the reference builds the layout and fails
+  // when the new mesh reshapes its rank map to [-1, *sizes of every dim].
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] >= 1) continue;
+    std::vector<std::int64_t> view{-1};
+    const std::vector<std::int64_t> before = shape();
+    view.insert(view.end(), before.begin(), before.begin() + static_cast<std::ptrdiff_t>(d));
+    view.insert(view.end(), sizes.begin(), sizes.end());
+    view.insert(view.end(), before.begin() + static_cast<std::ptrdiff_t>(d + 1), before.end());
+    throw Error(ErrorKind::runtime, "invalid shape dimension " + std::to_string(sizes[i]) +
+                                        " at index " + std::to_string(d + 1 + i) + " of shape " +
+                                        py_int_list(view) + " (mesh_sizes=" + py_int_tuple(sizes) +
+                                        " has a size below 1: every unflattened dim needs a rank)");
   }
   if (names_.empty()) {
     throw Error(ErrorKind::type,
@@ -792,8 +871,7 @@ DeviceMesh DeviceMesh::concatenate(std::span<const DeviceMesh> meshes) {
   if (!check_non_overlap(whole)) {
     std::string listing;
     for (const DeviceMesh& m : meshes) {
-      listing += (listing.empty() ? "" : ", ") + std::string("DeviceMesh(") + py_names(m.names_) +
-                 ", layout=" + to_string(m.layout_) + ")";
+      listing += (listing.empty() ? "" : ", ") + mesh_repr(m.layout_, m.names_);
     }
     throw Error(ErrorKind::runtime, "Cannot concatenate overlapping meshes: [" + listing + "]");
   }

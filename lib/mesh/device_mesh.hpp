@@ -55,6 +55,19 @@ class DeviceMesh {
   // that the mesh tensor and every dim's groups fit ((2,2):(3,1): 6; (2,2):(4,1): 8). Any multiple
   // of it fits too. cosize(layout) when no rank map fits the layout; creation then says why.
   static std::int64_t default_rank_count(const Layout& layout);
+  // init_device_mesh's checks of mesh_dim_names against a mesh of `ndim` dims, in its order and
+  // words: Error(runtime) for a repeated name, then for a count other than ndim. Empty = unnamed.
+  static void check_dim_names(const std::vector<std::string>& names, std::size_t ndim);
+  // The constructor's check that the mesh tensor (layout over rank_map) names every rank once,
+  // seen from current_rank (default the rank map's first rank). Error in the words of the
+  // reference's process-group creation, which is where PyTorch meets a repeated rank:
+  // Error(value) "ranks list must not contain duplicate entries, got [..]" for a dim group that
+  // holds a rank twice, Error(runtime) "Each device mesh dimension should get only one process
+  // group, ..." when current_rank is in two groups of one dim, and Error(runtime) "DeviceMesh
+  // cannot have duplicate values, ..." for any other repeat. Expects a rank map that the layout
+  // and its dims' groups fit (check_rank_map_size).
+  static void check_distinct_ranks(const Layout& layout, std::span<const std::int64_t> rank_map,
+                                   std::optional<std::int64_t> current_rank = std::nullopt);
 
   // The layout in the model's own form: one_level as stored; two_level with every top-level
   // mode in its canonical flat form (spec 4), so equal meshes print equally.

@@ -210,7 +210,8 @@ TEST_P(BothModels, DimLookupErrors) {
   const DeviceMesh m = mesh({2, 4}, {"dp", "tp"}, model());
   expect_error([&] { m.groups("pp"); }, ErrorKind::key, "Mesh dimension 'pp' does not exist");
   expect_error([&] { m.groups(std::int64_t{2}); }, ErrorKind::index,
-               "Dim 2 is out of range for layout with 2 dimensions");
+               "IndexError: tuple index out of range (Dim 2 is out of range for layout with 2 "
+               "dimensions");
   expect_error([&] { m.size(-3); }, ErrorKind::index, "Expected dim to be in range [-2, 1]");
   const DeviceMesh unnamed = mesh({2, 4}, {}, model());
   expect_error([&] { unnamed.groups("dp"); }, ErrorKind::key, "No `mesh_dim_names` found.");
@@ -308,6 +309,46 @@ TEST_P(BothModels, FlattenNonContiguousDims) {
   EXPECT_EQ(to_string(m.flattened()[0].second), "((2,2)):((4,1))");
 }
 
+// A repeated rank fails where PyTorch's constructor meets it, creating the process groups dim by
+// dim, in its words; the text earlier releases raised follows.
+TEST_P(BothModels, RepeatedRanksInTheWordsOfProcessGroupCreation) {
+  expect_error(
+      [&] {
+        mesh({4}, {"a"}, model(), {1, 0, 1, 0});
+      },
+      ErrorKind::value,
+      "ranks list must not contain duplicate entries, got [0, 0, 1, 1] (DeviceMesh "
+      "cannot have duplicate values, but found [1, 0, 1, 0]: list every rank once)");
+  // Rows [0, 0] and [1, 1]: dim 0's groups [0, 1] and [0, 1] both hold rank 0.
+  expect_error(
+      [&] {
+        mesh({2, 2}, {"a", "b"}, model(), {0, 0, 1, 1});
+      },
+      ErrorKind::runtime,
+      "Each device mesh dimension should get only one process group, but got 0 in "
+      "[0, 1]! (DeviceMesh cannot have duplicate values");
+  expect_error(
+      [&] {
+        mesh({2, 2}, {"a", "b"}, model(), {0, 1, 1, 0});
+      },
+      ErrorKind::runtime,
+      "Each device mesh dimension should get only one process group, but got 0 in "
+      "[1, 0]!");
+  // No group holds a rank twice and rank 0 is in one group per dim: PyTorch 2.15 builds this
+  // mesh; meshgate keeps rejecting a repeated rank.
+  expect_error(
+      [&] {
+        mesh({2, 2}, {"a", "b"}, model(), {0, 1, 1, 2});
+      },
+      ErrorKind::runtime, "DeviceMesh cannot have duplicate values, but found [0, 1, 1, 2]");
+  // The layout is checked before the groups are created.
+  expect_error(
+      [&] {
+        DeviceMesh::from_layout(parse_layout("(2,2):(1,1)"), {}, {0, 0, 1, 1}, model());
+      },
+      ErrorKind::assertion, "Please use a non-overlapping layout");
+}
+
 TEST_P(BothModels, FlattenNamesAndReuse) {
   const DeviceMesh m = mesh({2, 2, 2}, {"dp", "cp", "tp"}, model());
   const DeviceMesh tp = slice(m, {"tp"});
@@ -317,7 +358,11 @@ TEST_P(BothModels, FlattenNamesAndReuse) {
       [&] {
         slice(m, {"cp", "tp"}).flatten("dp");
       },
-      ErrorKind::value, "dp already exists for submesh");
+      ErrorKind::value,
+      "dp already exists for submesh of the DeviceMesh((dp=2, cp=2, tp=2), stride=(4, 2, 1)). "
+      "The mesh_dim_names of submesh and flattened mesh are ('dp', 'cp', 'tp'). Please specify "
+      "another valid mesh_dim_name.");
+  expect_error([&] { m.flatten("cp"); }, ErrorKind::value, "cp already exists for submesh of the");
   const DeviceMesh first = slice(m, {"cp", "tp"}).flatten("inner");
   EXPECT_EQ(slice(m, {"cp", "tp"}).flatten("inner"), first);
   expect_error(
@@ -397,6 +442,25 @@ TEST_P(BothModels, UnflattenErrors) {
       ErrorKind::value,
       "The product of mesh_sizes=(3, 6148914691236517208) is above 2^63, but the original "
       "dimension at dim=0 has size 8.");
+  // Sizes below 1 fail the product comparison first, as in PyTorch; negative sizes whose
+  // product matches fail when the new mesh reshapes its rank map.
+  expect_error(
+      [&] {
+        m.unflatten("world", Sizes{8, 0, 1}, {"a", "b", "c"});
+      },
+      ErrorKind::value,
+      "The product of mesh_sizes=(8, 0, 1) is 0, but the original dimension at dim=0 "
+      "has size 8. These must be equal for unflatten to work correctly.");
+  const DeviceMesh m2 = mesh({2, 4}, {"dp", "tp"}, model());
+  expect_error(
+      [&] {
+        m2.unflatten("tp", Sizes{-2, -2}, {"a", "b"});
+      },
+      ErrorKind::runtime,
+      "invalid shape dimension -2 at index 2 of shape [-1, 2, -2, -2] (mesh_sizes=(-2, "
+      "-2) has a size below 1");
+  expect_error([&] { m2.unflatten(std::int64_t{-3}, Sizes{2}, {"a"}); }, ErrorKind::index,
+               "tuple index out of range (Dim -3 is out of range for layout with 2 dimensions.");
   const DeviceMesh unnamed = mesh({8}, {}, model());
   expect_error(
       [&] {
@@ -455,7 +519,8 @@ TEST_P(BothModels, ConcatenateErrors) {
   const DeviceMesh m = mesh({2, 2, 2}, {"dp", "cp", "tp"}, model());
   const std::vector<DeviceMesh> twice{slice(m, {"dp"}), slice(m, {"dp"})};
   expect_error([&] { DeviceMesh::concatenate(twice); }, ErrorKind::runtime,
-               "Cannot concatenate overlapping meshes");
+               "Cannot concatenate overlapping meshes: [DeviceMesh((dp=2), stride=(4,)), "
+               "DeviceMesh((dp=2), stride=(4,))]");
   const DeviceMesh other =
       mesh({2, 2, 2}, {"dp", "cp", "tp"}, model(), {8, 9, 10, 11, 12, 13, 14, 15});
   const std::vector<DeviceMesh> mixed{slice(m, {"dp"}), slice(other, {"tp"})};

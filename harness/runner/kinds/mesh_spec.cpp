@@ -12,18 +12,7 @@ namespace meshgate::runner {
 namespace {
 
 std::vector<std::int64_t> read_ranks(const YAML::Node& value, const CaseNode& at) {
-  if (value.IsSequence()) {
-    std::vector<std::int64_t> ranks = read_int_list(value, at, "ranks");
-    // A rank is a process index: the reference would name it in new_group and fail there.
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i] < 0) {
-        reject_value_at(at, value[i], "ranks",
-                        "rank " + std::to_string(ranks[i]) +
-                            " is negative: ranks are process indices 0, 1, 2, ...");
-      }
-    }
-    return ranks;
-  }
+  if (value.IsSequence()) return read_int_list(value, at, "ranks");
   const std::string text = value.IsScalar() ? value.Scalar() : "";
   const auto dots = text.find("..");
   try {
@@ -53,6 +42,20 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return out;
 }
 
+// "[2, 4]": a size list as torch prints it in its messages.
+std::string torch_list(const std::vector<std::int64_t>& items) {
+  std::string out;
+  for (const std::int64_t i : items) out += (out.empty() ? "" : ", ") + std::to_string(i);
+  return "[" + out + "]";
+}
+
+// The layout the mesh tensor of a `shape` mesh has: row-major.
+Layout spec_layout(const MeshSpec& spec) {
+  if (spec.layout) return *spec.layout;
+  std::vector<IntTuple> sizes(spec.shape->begin(), spec.shape->end());
+  return Layout(IntTuple::tuple(std::move(sizes)));
+}
+
 // The rank list against the mesh it fills, as the reference constructor checks it.
 // `shape`: DeviceMesh(mesh=tensor) takes the ranks as the mesh tensor itself, one rank per
 // position, so the count must be the mesh's size exactly. `layout`: the private constructor
@@ -66,11 +69,13 @@ void check_rank_count(const MeshSpec& spec, const CaseNode& at, const YAML::Node
     for (const std::int64_t s : *spec.shape)
       overflow = overflow || __builtin_mul_overflow(positions, s, &positions);
     if (overflow || positions != count) {
-      reject_value_at(at, value, "ranks",
-                      std::to_string(count) + " ranks for a mesh of " +
-                          (overflow ? "more than 2^63" : std::to_string(positions)) + " (shape " +
-                          shape_text(*spec.shape) +
-                          "): list one rank per mesh position, in row-major order");
+      // PyTorch's words are those of torch.tensor(ranks).view(shape), which builds the mesh.
+      reject_value_at(
+          at, value, "ranks",
+          "RuntimeError: shape '" + torch_list(*spec.shape) + "' is invalid for input of size " +
+              std::to_string(count) + " (" + std::to_string(count) + " ranks for a mesh of " +
+              (overflow ? "more than 2^63" : std::to_string(positions)) + " (shape " +
+              shape_text(*spec.shape) + "): list one rank per mesh position, in row-major order)");
     }
     return;
   }
@@ -86,11 +91,31 @@ void check_rank_count(const MeshSpec& spec, const CaseNode& at, const YAML::Node
   try {
     DeviceMesh::check_rank_map_size(*spec.layout, count, spec.names);
   } catch (const meshgate::Error& err) {
-    reject_value_at(
-        at, value, "ranks",
-        std::to_string(count) + " ranks for the layout " + to_string(*spec.layout) + ": " +
-            std::to_string(fitting) + " ranks, or any multiple of " + std::to_string(fitting) +
-            ", fit its mesh tensor and the process groups of every dim (" + err.what() + ")");
+    reject_value_at(at, value, "ranks",
+                    std::string(err.what()) + " (" + std::to_string(count) +
+                        " ranks for the layout " + to_string(*spec.layout) + ": " +
+                        std::to_string(fitting) + " ranks, or any multiple of " +
+                        std::to_string(fitting) +
+                        ", fit its mesh tensor and the process groups of every dim)");
+  }
+}
+
+// A rank listed twice, rejected before any mesh is built in the words PyTorch's constructor
+// has for it (DeviceMesh::check_distinct_ranks), seen from the rank map's first rank. A layout
+// that overlaps or that the rank map does not fit is left to creation, which reports that
+// first, as the reference does.
+void check_distinct_ranks(const MeshSpec& spec, const CaseNode& at, const YAML::Node& value) {
+  const Layout layout = spec_layout(spec);
+  if (!check_non_overlap(layout)) return;
+  try {
+    DeviceMesh::check_rank_map_size(layout, static_cast<std::int64_t>(spec.ranks.size()));
+  } catch (const meshgate::Error&) {
+    return;
+  }
+  try {
+    DeviceMesh::check_distinct_ranks(layout, spec.ranks);
+  } catch (const meshgate::Error& err) {
+    reject_value_at(at, value, "ranks", err.what());
   }
 }
 
@@ -132,6 +157,9 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
   const bool has_layout = m.has("layout");
   if (has_shape == has_layout)
     node.fail(k, "give exactly one of " + k + ".shape or " + k + ".layout");
+  // Sizes below 1 keep meshgate's words: PyTorch has no check of its own for them and fails in
+  // unrelated code (ZeroDivisionError in cosize, an empty AssertionError in complement,
+  // torch.arange or view errors), with a text that depends on the mix of sizes.
   if (has_shape) {
     spec.shape = m.required<std::vector<std::int64_t>>("shape");
     if (spec.shape->empty()) reject_value(m, "shape", "a mesh has at least one dim");
@@ -153,27 +181,37 @@ MeshSpec read_mesh_spec(CaseNode& node, std::string_view key) {
   if (YAML::Node v = m.raw("names"); v && !v.IsNull()) {
     spec.names = read_dim_names(v, m, "names");
     const std::size_t ndim = spec.shape ? spec.shape->size() : spec.layout->rank();
-    if (spec.names.size() != ndim) {
+    // init_device_mesh's own check, so the message opens with PyTorch's words.
+    try {
+      DeviceMesh::check_dim_names(spec.names, ndim);
+    } catch (const meshgate::Error& err) {
+      // Repeats are checked first; the explanation follows the check that failed.
+      std::vector<std::string> sorted = spec.names;
+      std::sort(sorted.begin(), sorted.end());
+      const bool repeated = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
       reject_value_at(m, v, "names",
-                      std::to_string(spec.names.size()) + " names for a mesh of " +
-                          std::to_string(ndim) + " dims: give one name per dim");
+                      std::string(err.what()) + " (" +
+                          (repeated ? std::string("give every dim a name of its own")
+                                    : std::to_string(spec.names.size()) + " names for a mesh of " +
+                                          std::to_string(ndim) + " dims: give one name per dim") +
+                          ")");
     }
   }
   if (YAML::Node v = m.raw("ranks"); v && !v.IsNull()) {
     spec.ranks = read_ranks(v, m);
-    // PyTorch's constructor rejects a mesh tensor that names a rank twice; so does validation,
-    // before any mesh is built.
-    std::vector<std::int64_t> sorted = spec.ranks;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-      std::string listed;
-      for (const std::int64_t r : spec.ranks)
-        listed += (listed.empty() ? "" : ", ") + std::to_string(r);
-      reject_value_at(m, v, "ranks",
-                      "DeviceMesh cannot have duplicate values, but found [" + listed +
-                          "]: list every rank once");
-    }
+    // In PyTorch's order: the mesh tensor's shape, then the process groups, which meet a rank
+    // named twice and then a rank out of range.
     check_rank_count(spec, m, v);
+    check_distinct_ranks(spec, m, v);
+    // A rank is a process index: the reference would name it in new_group and fail there.
+    for (std::size_t i = 0; i < spec.ranks.size(); ++i) {
+      if (spec.ranks[i] < 0) {
+        reject_value_at(m, v.IsSequence() ? v[i] : v, "ranks",
+                        "ValueError: Rank " + std::to_string(spec.ranks[i]) +
+                            " is out of range. (rank " + std::to_string(spec.ranks[i]) +
+                            " is negative: ranks are process indices 0, 1, 2, ...)");
+      }
+    }
   } else if (spec.layout) {
     check_default_rank_count(spec, m);
   }
