@@ -5,12 +5,15 @@
 // wrong output elements and the counts are summed over the ranks; any wrong element fails the
 // case. Every size is timed (max over ranks per call; with perf: the median of the timed
 // iterations), and reported as time, algbw and busbw with nccl-tests' bus factors.
+// Another implementation (external_impl.hpp) gets the same inputs as files and answers each
+// rank's outputs, which the same check counts and the same table reports.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@
 #include "comm/communicator.hpp"
 #include "core/error.hpp"
 #include "core/half_float.hpp"
+#include "external_impl.hpp"
 #include "kinds/case_values.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
@@ -337,6 +341,18 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The median of a size's timed iterations: what its row of the table reports.
+double median_of(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  if (n == 0) return 0;
+  return n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+}
+
+// The input files handed to another implementation are written, and its outputs read back, for
+// every rank and size; above this they would cost more time than the collectives they check.
+constexpr double kImplInputLimitBytes = 256.0 * 1024 * 1024;
+
 std::string format_bytes(std::int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int unit = 0;
@@ -404,7 +420,169 @@ class CollectiveCase final : public PreparedCase {
     }
     const std::vector<SizeResult>& results = per_rank[static_cast<std::size_t>(ctx.lead_rank())];
     calls_expected_ = perf ? static_cast<std::size_t>(perf->warmup + perf->iters) : 0;
+    Outcome outcome = judge(results);
+    if (outcome.status != Status::pass || !perf || expect_error) release_states();
+    return outcome;
+  }
 
+  // One call of the largest size (the first in-place setting) on the buffers run() kept.
+  double time_iteration(RunContext& ctx) override {
+    std::vector<double> times(static_cast<std::size_t>(case_ranks), 0.0);
+    run_guarded(ctx, [&](int rank, comm::Communicator& case_comm) {
+      RankState& state = states_.at(static_cast<std::size_t>(rank));
+      const std::int64_t bytes = *std::max_element(sizes.begin(), sizes.end());
+      times[static_cast<std::size_t>(rank)] =
+          timed_call(case_comm, state, bytes, inplace.front(), group_rank_of(rank));
+      if (++state.calls >= calls_expected_) state.release();
+    });
+    return times[static_cast<std::size_t>(ctx.lead_rank())];
+  }
+
+  // Every group rank's send buffer of every size, as meshgate's own run fills it, in one file
+  // per (size, rank): the in-place and out-of-place rows of a size share their inputs.
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path& dir,
+                                             std::string& why) override {
+    const double members = static_cast<double>(group_size) * static_cast<double>(groups.size());
+    double input_bytes = 0;
+    for (const std::int64_t bytes : sizes) input_bytes += static_cast<double>(send_bytes(bytes));
+    input_bytes *= members;
+    if (input_bytes > kImplInputLimitBytes) {
+      why = "its inputs hold " + format_byte_size(input_bytes) +
+            " over every rank and size, more than the " + format_byte_size(kImplInputLimitBytes) +
+            " handed to another implementation as files per case";
+      return std::nullopt;
+    }
+    const std::string dtype_name(comm::to_string(dtype));
+    const Codec codec{dtype, element_size()};
+    std::vector<std::byte> host;
+    std::vector<nlohmann::json> inputs_of_size;
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      nlohmann::json inputs = nlohmann::json::object();
+      host.resize(send_bytes(sizes[s]));
+      for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+        const Values values = values_of(static_cast<int>(gi));
+        for (std::size_t g = 0; g < groups[gi].size(); ++g) {
+          const std::size_t n =
+              fill_send(host.data(), codec, values, sizes[s], static_cast<int>(g));
+          const std::string rank = std::to_string(groups[gi][g]);
+          inputs[rank] = write_tensor_file(
+              dir / ("input-" + std::to_string(s) + "-rank-" + rank + ".bin"), dtype_name,
+              {static_cast<std::int64_t>(n)}, host.data(), n * element_size());
+        }
+      }
+      inputs_of_size.push_back(std::move(inputs));
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    for (const bool in_place : inplace) {
+      for (std::size_t s = 0; s < sizes.size(); ++s) {
+        rows.push_back({{"bytes", sizes[s]},
+                        {"count", count_of(sizes[s])},
+                        {"inplace", in_place},
+                        {"inputs", inputs_of_size[s]}});
+      }
+    }
+    return nlohmann::json{
+        {"op", std::string(to_string(op))},
+        {"dtype", dtype_name},
+        {"reduce", reduce ? nlohmann::json(std::string(to_string(*reduce))) : nlohmann::json()},
+        {"root", op == Op::broadcast ? nlohmann::json(root) : nlohmann::json()},
+        {"groups", groups},
+        {"world", case_ranks},
+        {"sizes", rows}};
+  }
+
+  // Each row's outputs (and an out-of-place broadcast root's send) counted by the check of
+  // meshgate's own run; its time is the median of the answered iterations.
+  Outcome check_observables(const nlohmann::json& observables,
+                            const std::filesystem::path& dir) override {
+    const auto bad = [](const std::string& why) -> void { throw ImplFailure("answered " + why); };
+    if (!observables.is_object() || !observables.contains("sizes") ||
+        !observables["sizes"].is_array()) {
+      bad("collective observables without a list 'sizes'");
+    }
+    const nlohmann::json& answered = observables["sizes"];
+    const std::size_t rows = inplace.size() * sizes.size();
+    if (answered.size() != rows) {
+      bad(std::to_string(answered.size()) + " collective size(s) where the request has " +
+          std::to_string(rows));
+    }
+    const std::string dtype_name(comm::to_string(dtype));
+    const Codec codec{dtype, element_size()};
+    std::vector<SizeResult> results;
+    std::size_t row = 0;
+    for (const bool in_place : inplace) {
+      for (const std::int64_t bytes : sizes) {
+        const nlohmann::json& entry = answered[row++];
+        const std::string where = format_bytes(bytes) + (in_place ? " in place" : " out of place");
+        if (!entry.is_object() || !entry.contains("outputs") || !entry["outputs"].is_object()) {
+          bad("the collective size " + where + " without an object 'outputs'");
+        }
+        // The buffer of `rank` in entry[key] ("outputs" or "sends"), of the case's dtype and
+        // the op's element count.
+        const auto tensor = [&](const char* key, const char* noun, int rank, std::size_t elements) {
+          const nlohmann::json& map = entry[key];
+          const std::string name = std::to_string(rank);
+          const std::string what = std::string(noun) + " of rank " + name + " at " + where;
+          if (!map.contains(name)) bad("no " + what);
+          TensorFile t = read_tensor_file(map[name], dir, "the " + what);
+          if (t.dtype != dtype_name) {
+            bad("the " + what + " as " + t.dtype + " where the case's dtype is " + dtype_name);
+          }
+          if (t.bytes.size() != elements * element_size()) {
+            bad("the " + what + " with " + std::to_string(t.bytes.size() / element_size()) +
+                " element(s) where the op's buffer has " + std::to_string(elements));
+          }
+          return t;
+        };
+        SizeResult r;
+        r.bytes = bytes;
+        r.inplace = in_place;
+        for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+          const Values values = values_of(static_cast<int>(gi));
+          for (std::size_t g = 0; g < groups[gi].size(); ++g) {
+            const int rank = groups[gi][g];
+            const TensorFile out =
+                tensor("outputs", "output", rank, recv_bytes(bytes) / element_size());
+            r.wrong += wrong_in_output(reinterpret_cast<const std::byte*>(out.bytes.data()), codec,
+                                       values, bytes, static_cast<int>(g));
+            if (checks_send(in_place, static_cast<int>(g))) {
+              if (!entry.contains("sends") || !entry["sends"].is_object()) {
+                bad("the out-of-place broadcast at " + where +
+                    " without an object 'sends' (the roots' send buffers after the call)");
+              }
+              const TensorFile send = tensor("sends", "send", rank, count_of(bytes));
+              r.wrong += wrong_in_send(reinterpret_cast<const std::byte*>(send.bytes.data()), codec,
+                                       values, bytes);
+            }
+          }
+        }
+        if (entry.contains("time_s")) {
+          const nlohmann::json& times = entry["time_s"];
+          std::vector<double> samples;
+          if (!times.is_array() || times.empty()) {
+            bad("the collective size " + where + " with a 'time_s' that is not a non-empty list");
+          }
+          for (const nlohmann::json& t : times) {
+            if (!t.is_number() || !std::isfinite(t.get<double>()) || t.get<double>() < 0) {
+              bad("the collective size " + where + " with a time that is not a number >= 0");
+            }
+            samples.push_back(t.get<double>());
+          }
+          r.time_s = median_of(std::move(samples));
+        }
+        results.push_back(r);
+      }
+    }
+    return judge(results);
+  }
+
+ private:
+  std::vector<RankState> states_;
+  std::size_t calls_expected_ = 0;
+
+  // The verdict and the per-size table of every (in-place setting, size) row, in the order
+  // they ran: the same for meshgate's own run and for another implementation's answer.
+  Outcome judge(const std::vector<SizeResult>& results) const {
     Outcome outcome;
     nlohmann::json table = nlohmann::json::array();
     std::int64_t total_wrong = 0;
@@ -447,28 +625,16 @@ class CollectiveCase final : public PreparedCase {
       outcome.message = std::to_string(total_wrong) + " wrong element(s) summed over the ranks (" +
                         wrong_sizes + "); expected exact results";
     }
-    if (outcome.status != Status::pass || !perf || expect_error) release_states();
     return outcome;
   }
 
-  // One call of the largest size (the first in-place setting) on the buffers run() kept.
-  double time_iteration(RunContext& ctx) override {
-    std::vector<double> times(static_cast<std::size_t>(case_ranks), 0.0);
-    run_guarded(ctx, [&](int rank, comm::Communicator& case_comm) {
-      RankState& state = states_.at(static_cast<std::size_t>(rank));
-      const std::int64_t bytes = *std::max_element(sizes.begin(), sizes.end());
-      times[static_cast<std::size_t>(rank)] =
-          timed_call(case_comm, state, bytes, inplace.front(), group_rank_of(rank));
-      if (++state.calls >= calls_expected_) state.release();
-    });
-    return times[static_cast<std::size_t>(ctx.lead_rank())];
-  }
-
- private:
-  std::vector<RankState> states_;
-  std::size_t calls_expected_ = 0;
-
   std::size_t element_size() const { return comm::element_size(dtype); }
+
+  // The generated values of the group with this index: every group has its own inputs.
+  Values values_of(int group_index) const {
+    return Values(seed ^ mix(static_cast<std::uint64_t>(group_index) + 1), dtype, reduce,
+                  group_size);
+  }
 
   // The cost model's time for one call of `bytes` on the case's groups (default topology: 8
   // ranks per node), a deterministic number beside the measured one.
@@ -574,8 +740,7 @@ class CollectiveCase final : public PreparedCase {
     const auto [group_index, g] = place_of(rank);
     const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
     const Codec codec{dtype, element_size()};
-    const Values values(seed ^ mix(static_cast<std::uint64_t>(group_index) + 1), dtype, reduce,
-                        group_size);
+    const Values values = values_of(group_index);
     std::vector<std::byte> host;
     if (state.group) {
       // Separate send and receive buffers; in place, call_buffers points into one of them.
@@ -599,9 +764,7 @@ class CollectiveCase final : public PreparedCase {
           for (int i = 0; i < perf->iters; ++i) {
             samples.push_back(timed_call(case_comm, state, bytes, in_place, g));
           }
-          std::sort(samples.begin(), samples.end());
-          const std::size_t n = samples.size();
-          r.time_s = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
+          r.time_s = median_of(std::move(samples));
         }
         results.push_back(r);
       }
@@ -614,37 +777,56 @@ class CollectiveCase final : public PreparedCase {
     return results;
   }
 
-  // Fills the call's buffers: the output with the sentinel, then this rank's inputs. A
-  // broadcast's input is the root's alone: the other ranks' send holds the sentinel too, so
-  // that a backend which reads it, or leaves any recv unwritten (the root's included), is
-  // counted wrong.
+  // Fills the call's buffers: the output with the sentinel, then this rank's inputs
+  // (fill_send).
   void prepare(RankState& state, std::vector<std::byte>& host, const Codec& codec,
                const Values& values, std::int64_t bytes, bool in_place, int g) const {
     comm::Communicator& group = *state.group;
-    const std::size_t count = count_of(bytes);
     const std::size_t es = element_size();
     const Call call = call_buffers(state, bytes, in_place, g);
     const std::size_t out_elements = recv_bytes(bytes) / es;
     for (std::size_t i = 0; i < out_elements; ++i) codec.put_sentinel(host.data(), i);
     group.copy_from_host(call.recv, host.data(), out_elements * es);
-    std::size_t in_elements = send_bytes(bytes) / es;
-    if (op == Op::broadcast && g != root) {
-      for (std::size_t i = 0; i < count; ++i) codec.put_sentinel(host.data(), i);
-    } else {
-      for (std::size_t i = 0; i < in_elements; ++i) codec.put(host.data(), i, values.input(g, i));
-    }
-    if (op == Op::broadcast) in_elements = count;
+    const std::size_t in_elements = fill_send(host.data(), codec, values, bytes, g);
     group.copy_from_host(call.send, host.data(), in_elements * es);
+  }
+
+  // Writes the send buffer of group rank `g` for a size into `host` and returns its element
+  // count. A broadcast's input is the root's alone: the other ranks' send holds the sentinel,
+  // so that a backend which reads it, or leaves any recv unwritten (the root's included), is
+  // counted wrong.
+  std::size_t fill_send(std::byte* host, const Codec& codec, const Values& values,
+                        std::int64_t bytes, int g) const {
+    const std::size_t in_elements = send_bytes(bytes) / element_size();
+    for (std::size_t i = 0; i < in_elements; ++i) {
+      if (op == Op::broadcast && g != root) {
+        codec.put_sentinel(host, i);
+      } else {
+        codec.put(host, i, values.input(g, i));
+      }
+    }
+    return in_elements;
   }
 
   std::int64_t count_wrong(RankState& state, std::vector<std::byte>& host, const Codec& codec,
                            const Values& values, std::int64_t bytes, bool in_place, int g) const {
     comm::Communicator& group = *state.group;
-    const std::size_t count = count_of(bytes);
     const std::size_t es = element_size();
     const Call call = call_buffers(state, bytes, in_place, g);
-    const std::size_t out_elements = recv_bytes(bytes) / es;
-    group.copy_to_host(host.data(), call.recv, out_elements * es);
+    group.copy_to_host(host.data(), call.recv, recv_bytes(bytes));
+    std::int64_t wrong = wrong_in_output(host.data(), codec, values, bytes, g);
+    if (checks_send(in_place, g)) {
+      group.copy_to_host(host.data(), call.send, count_of(bytes) * es);
+      wrong += wrong_in_send(host.data(), codec, values, bytes);
+    }
+    return wrong;
+  }
+
+  // The output elements of group rank `g` that differ from the exact result.
+  std::int64_t wrong_in_output(const std::byte* out, const Codec& codec, const Values& values,
+                               std::int64_t bytes, int g) const {
+    const std::size_t count = count_of(bytes);
+    const std::size_t out_elements = recv_bytes(bytes) / element_size();
     std::int64_t wrong = 0;
     for (std::size_t i = 0; i < out_elements; ++i) {
       std::int64_t expected = 0;
@@ -666,14 +848,20 @@ class CollectiveCase final : public PreparedCase {
           expected = values.input(root, i);
           break;
       }
-      if (!codec.equals(host.data(), i, expected)) ++wrong;
+      if (!codec.equals(out, i, expected)) ++wrong;
     }
-    // Out of place, the root's send is only read: an element the call changed is wrong too.
-    if (op == Op::broadcast && !in_place && g == root) {
-      group.copy_to_host(host.data(), call.send, count * es);
-      for (std::size_t i = 0; i < count; ++i) {
-        if (!codec.equals(host.data(), i, values.input(root, i))) ++wrong;
-      }
+    return wrong;
+  }
+
+  // Out of place, the root's send is only read: an element the call changed is wrong too.
+  bool checks_send(bool in_place, int g) const {
+    return op == Op::broadcast && !in_place && g == root;
+  }
+  std::int64_t wrong_in_send(const std::byte* send, const Codec& codec, const Values& values,
+                             std::int64_t bytes) const {
+    std::int64_t wrong = 0;
+    for (std::size_t i = 0; i < count_of(bytes); ++i) {
+      if (!codec.equals(send, i, values.input(root, i))) ++wrong;
     }
     return wrong;
   }

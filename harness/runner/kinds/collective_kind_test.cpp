@@ -2,16 +2,23 @@
 // that are counted on every rank and fail the case, and the size rules as input errors.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "case_file.hpp"
 #include "comm/threads_world.hpp"
+#include "external_impl.hpp"
 #include "kinds/kind_test_support.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
@@ -393,6 +400,243 @@ TEST(CollectiveKind, SweepSizesRoundDownToWholeChunks) {
       "{from: 10, to: 100, factor: 2}}");
   // 10 -> 0 (dropped), 20 -> 12, 40 -> 36, 80 -> 72: multiples of 3 chunks of 4 bytes.
   EXPECT_EQ(c.prepared->params()["bytes"], (nlohmann::json{12, 36, 72}));
+}
+
+// ---- another implementation's answers (external_impl.hpp) -------------------------------------
+
+// A case's request written into a scratch folder, and answers built from its input files.
+struct ImplExchange {
+  ScratchDir dir;
+  PlannedCase planned;
+  nlohmann::json request;
+
+  explicit ImplExchange(const std::string& case_yaml)
+      : dir(std::filesystem::temp_directory_path(), unique_leaf()), planned(plan_one(case_yaml)) {
+    std::string why;
+    const std::optional<nlohmann::json> made = planned.prepared->impl_request(dir.path(), why);
+    EXPECT_TRUE(made.has_value()) << why;
+    if (made) request = *made;
+  }
+
+  static std::string unique_leaf() {
+    static int serial = 0;
+    return "meshgate-collective-kind-test-" + std::to_string(::getpid()) + "-" +
+           std::to_string(++serial);
+  }
+
+  std::vector<float> input(const nlohmann::json& row, int rank) const {
+    const TensorFile t = read_tensor_file(row["inputs"][std::to_string(rank)], dir.path(), "input");
+    std::vector<float> values(t.bytes.size() / sizeof(float));
+    std::memcpy(values.data(), t.bytes.data(), t.bytes.size());
+    return values;
+  }
+
+  nlohmann::json output(const std::string& name, const std::vector<float>& values) const {
+    return write_tensor_file(dir.path() / name, "float32",
+                             {static_cast<std::int64_t>(values.size())}, values.data(),
+                             values.size() * sizeof(float));
+  }
+
+  // The right answer of a float32 all_gather: every rank gets its group's inputs in group order.
+  // `corrupt(row, rank, output)` may change one rank's output.
+  nlohmann::json all_gather_answer(
+      const std::function<void(std::size_t, int, std::vector<float>&)>& corrupt = {}) const {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (std::size_t i = 0; i < request["sizes"].size(); ++i) {
+      const nlohmann::json& row = request["sizes"][i];
+      nlohmann::json entry = {{"outputs", nlohmann::json::object()},
+                              {"time_s", {2e-6, 1e-6, 3e-6}}};
+      for (const nlohmann::json& group : request["groups"]) {
+        std::vector<float> gathered;
+        for (const nlohmann::json& member : group) {
+          const std::vector<float> in = input(row, member.get<int>());
+          gathered.insert(gathered.end(), in.begin(), in.end());
+        }
+        for (const nlohmann::json& member : group) {
+          std::vector<float> out = gathered;
+          if (corrupt) corrupt(i, member.get<int>(), out);
+          entry["outputs"][std::to_string(member.get<int>())] =
+              output("out-" + std::to_string(i) + "-" + std::to_string(member.get<int>()), out);
+        }
+      }
+      sizes.push_back(entry);
+    }
+    return {{"sizes", sizes}};
+  }
+
+  Outcome check(const nlohmann::json& observables) {
+    return planned.prepared->check_observables(observables, dir.path());
+  }
+};
+
+constexpr const char* kGatherCase =
+    "{name: a, kind: collective, op: all_gather, mesh: {shape: [2, 2], names: [dp, tp], ranks: "
+    "[3, 1, 2, 0]}, group: tp, dtype: float32, bytes: [8, 1KiB], inplace: [false, true]}";
+
+// The request holds a row per (in-place setting, size), in the order meshgate runs them, with
+// the inputs of meshgate's own run: group ranks in mesh order, the size's files shared by the
+// in-place and out-of-place rows.
+TEST(CollectiveKindImpl, TheRequestCarriesTheGroupsAndEveryRowsInputs) {
+  ImplExchange x(kGatherCase);
+  const nlohmann::json& r = x.request;
+  EXPECT_EQ(r["op"], "all_gather");
+  EXPECT_EQ(r["dtype"], "float32");
+  EXPECT_TRUE(r["reduce"].is_null());
+  EXPECT_TRUE(r["root"].is_null());
+  EXPECT_EQ(r["groups"], (nlohmann::json{{3, 1}, {2, 0}}));
+  EXPECT_EQ(r["world"], 4);
+  ASSERT_EQ(r["sizes"].size(), 4u);
+  EXPECT_EQ(r["sizes"][0]["bytes"], 8);
+  EXPECT_EQ(r["sizes"][0]["count"], 1);
+  EXPECT_EQ(r["sizes"][0]["inplace"], false);
+  EXPECT_EQ(r["sizes"][3]["bytes"], 1024);
+  EXPECT_EQ(r["sizes"][3]["count"], 128);
+  EXPECT_EQ(r["sizes"][3]["inplace"], true);
+  EXPECT_EQ(r["sizes"][1]["inputs"], r["sizes"][3]["inputs"]);
+  EXPECT_EQ(r["sizes"][3]["inputs"]["0"]["shape"], (nlohmann::json{128}));
+  // Every group has its own values.
+  EXPECT_NE(x.input(r["sizes"][1], 3), x.input(r["sizes"][1], 2));
+
+  const nlohmann::json broadcast =
+      ImplExchange(
+          "{name: b, kind: collective, op: broadcast, mesh: {shape: [3]}, dtype: int8, root: 2, "
+          "bytes: 4}")
+          .request;
+  EXPECT_EQ(broadcast["root"], 2);
+  const nlohmann::json reduce = ImplExchange(
+                                    "{name: c, kind: collective, op: reduce_scatter, mesh: "
+                                    "{shape: [2]}, dtype: float64, reduce: avg, bytes: 16}")
+                                    .request;
+  EXPECT_EQ(reduce["reduce"], "avg");
+  EXPECT_EQ(reduce["sizes"][0]["count"], 1);
+}
+
+TEST(CollectiveKindImpl, RightOutputsPassWithTheTableOfMeshgatesOwnRun) {
+  ImplExchange x(kGatherCase);
+  const Outcome outcome = x.check(x.all_gather_answer());
+  ASSERT_EQ(outcome.status, Status::pass) << outcome.message;
+  const nlohmann::json& sizes = outcome.metrics["sizes"];
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_EQ(sizes[3]["bytes"], 1024);
+  EXPECT_EQ(sizes[3]["inplace"], true);
+  EXPECT_EQ(sizes[3]["wrong"], 0);
+  // The median of the answered iterations, and nccl-tests' bandwidths from it.
+  EXPECT_DOUBLE_EQ(sizes[3]["time_s"].get<double>(), 2e-6);
+  EXPECT_DOUBLE_EQ(sizes[3]["algbw_GBps"].get<double>(), 1024 / 2e-6 / 1e9);
+  EXPECT_DOUBLE_EQ(sizes[3]["busbw_GBps"].get<double>(), 1024 / 2e-6 / 1e9 / 2);
+  EXPECT_EQ(outcome.metrics["wrong"], 0);
+  EXPECT_EQ(outcome.metrics["groups"], 2);
+  EXPECT_EQ(outcome.metrics["bytes"], 1024);
+  EXPECT_EQ(outcome.plan, (std::vector<std::string>{"all_gather(float32) on 2 group(s) of 2"}));
+  EXPECT_NE(outcome.console_detail.find("float32"), std::string::npos);
+}
+
+TEST(CollectiveKindImpl, WrongOutputsFailWithTheSummedCount) {
+  ImplExchange x(kGatherCase);
+  // Rank 1 loses one element at the second size in place; rank 2 has its blocks swapped at the
+  // first size out of place (what a group in rank order rather than mesh order gathers).
+  const Outcome outcome =
+      x.check(x.all_gather_answer([](std::size_t row, int rank, std::vector<float>& out) {
+        if (row == 3 && rank == 1) out[5] += 1;
+        if (row == 0 && rank == 2) std::swap(out[0], out[1]);
+      }));
+  EXPECT_EQ(outcome.status, Status::fail);
+  EXPECT_EQ(outcome.metrics["wrong"], 3);
+  EXPECT_EQ(outcome.message,
+            "3 wrong element(s) summed over the ranks (8 B out-of-place: 2, 1 KiB in-place: 1); "
+            "expected exact results");
+}
+
+// Out of place, a broadcast root's send must be unchanged: the answer carries it.
+TEST(CollectiveKindImpl, AnOutOfPlaceBroadcastIsCheckedInTheRootsSendToo) {
+  ImplExchange x(
+      "{name: a, kind: collective, op: broadcast, mesh: {shape: [3]}, dtype: float32, root: 1, "
+      "bytes: 8, inplace: [false, true]}");
+  const nlohmann::json& rows = x.request["sizes"];
+  const std::vector<float> sent = x.input(rows[0], 1);
+  // The other ranks' send holds the sentinel: only the root's values are sent.
+  EXPECT_TRUE(std::isnan(x.input(rows[0], 0)[0]));
+  const auto answer = [&](const std::vector<float>& root_send) {
+    nlohmann::json sizes = nlohmann::json::array();
+    for (int row = 0; row < 2; ++row) {
+      nlohmann::json entry = {{"outputs", nlohmann::json::object()}};
+      for (int rank = 0; rank < 3; ++rank) {
+        entry["outputs"][std::to_string(rank)] =
+            x.output("out-" + std::to_string(row) + "-" + std::to_string(rank), sent);
+      }
+      if (row == 0) entry["sends"] = {{"1", x.output("send-1", root_send)}};
+      sizes.push_back(entry);
+    }
+    return nlohmann::json{{"sizes", sizes}};
+  };
+  EXPECT_EQ(x.check(answer(sent)).status, Status::pass);
+  std::vector<float> changed = sent;
+  changed[1] = 0.5F;
+  const Outcome outcome = x.check(answer(changed));
+  EXPECT_EQ(outcome.status, Status::fail);
+  EXPECT_EQ(outcome.metrics["sizes"][0]["wrong"], 1);
+  // Without perf the answer may leave out time_s; the time is then 0.
+  EXPECT_EQ(outcome.metrics["sizes"][0]["time_s"], 0.0);
+  nlohmann::json without_sends = answer(sent);
+  without_sends["sizes"][0].erase("sends");
+  EXPECT_THROW(x.check(without_sends), ImplFailure);
+}
+
+// An answer that is not of the protocol's form is the implementation's failure, not a verdict.
+TEST(CollectiveKindImpl, GarbageIsAnImplFailure) {
+  ImplExchange x(kGatherCase);
+  const nlohmann::json right = x.all_gather_answer();
+  ASSERT_EQ(x.check(right).status, Status::pass);
+  const auto fails = [&](const std::function<void(nlohmann::json&)>& spoil,
+                         const std::string& words) {
+    nlohmann::json answer = right;
+    spoil(answer);
+    try {
+      x.check(answer);
+      ADD_FAILURE() << "no ImplFailure for " << answer.dump().substr(0, 300);
+    } catch (const ImplFailure& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  fails([](nlohmann::json& a) { a = nlohmann::json::array(); }, "without a list 'sizes'");
+  fails([](nlohmann::json& a) { a["sizes"] = "all"; }, "without a list 'sizes'");
+  fails([](nlohmann::json& a) { a["sizes"].erase(3); },
+        "3 collective size(s) where the request has 4");
+  fails([](nlohmann::json& a) { a["sizes"][1] = 7; }, "without an object 'outputs'");
+  fails([](nlohmann::json& a) { a["sizes"][1]["outputs"].erase("2"); },
+        "no output of rank 2 at 1 KiB out of place");
+  fails([](nlohmann::json& a) { a["sizes"][2]["outputs"]["0"]["dtype"] = "float64"; },
+        "the output of rank 0 at 8 B in place with a tensor file of 8 bytes where its shape and "
+        "dtype make 16");
+  fails([](nlohmann::json& a) { a["sizes"][2]["outputs"]["0"]["dtype"] = "int32"; },
+        "the output of rank 0 at 8 B in place as int32 where the case's dtype is float32");
+  fails(
+      [&](nlohmann::json& a) {
+        a["sizes"][0]["outputs"]["3"] = x.output("short", std::vector<float>(1, 0.0F));
+      },
+      "the output of rank 3 at 8 B out of place with 1 element(s) where the op's buffer has 2");
+  fails([](nlohmann::json& a) { a["sizes"][0]["outputs"]["3"]["path"] = "/etc/passwd"; },
+        "outside the case's dir");
+  fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = 3; }, "not a non-empty list");
+  fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = nlohmann::json::array(); },
+        "not a non-empty list");
+  fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = {1e-6, "fast"}; }, "not a number >= 0");
+  fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = {-1e-6}; }, "not a number >= 0");
+}
+
+// Inputs over the limit would cost more to write and read back than the collectives they
+// check: the case is not handed over, and the skip says why.
+TEST(CollectiveKindImpl, InputsOverTheLimitAreNotHandedOver) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: collective, op: all_reduce, mesh: {shape: [8]}, dtype: float32, reduce: "
+      "sum, bytes: 64MiB}");
+  const ScratchDir dir(std::filesystem::temp_directory_path(), ImplExchange::unique_leaf());
+  std::string why;
+  EXPECT_FALSE(c.prepared->impl_request(dir.path(), why).has_value());
+  EXPECT_EQ(why,
+            "its inputs hold 512 MiB over every rank and size, more than the 256 MiB handed to "
+            "another implementation as files per case");
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }
 
 }  // namespace

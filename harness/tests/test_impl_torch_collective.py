@@ -1,0 +1,205 @@
+"""Collective cases with PyTorch as the implementation under test (--impl torch): the real runner
+(MESHGATE_RUNNER, else a runner built under build/) hands each case's inputs to the torch
+adapter, which runs torch.distributed's collectives on a gloo world, and counts the wrong
+elements of every rank's output with meshgate's own check. No row may be an error; the cases
+the adapter does not take are skips that say why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+from tests.support import torch_tests_skip_reason
+
+HERE = Path(__file__).resolve().parent
+PACKAGE_PARENT = HERE.parent  # harness/, which holds the meshgate package
+REPO = PACKAGE_PARENT.parent
+
+CASES = """\
+suite: torch-collective
+cases:
+  - name: broadcast-root-2-of-5
+    kind: collective
+    op: broadcast
+    mesh: {shape: [5], names: [x]}
+    dtype: bfloat16
+    root: 2
+    bytes: [10, 2KiB]
+    inplace: [false, true]
+  - name: reduce-scatter-avg-over-tp
+    kind: collective
+    op: reduce_scatter
+    mesh: {shape: [2, 3], names: [dp, tp]}
+    group: tp
+    dtype: float16
+    reduce: avg
+    bytes: [12, 6KiB]
+    inplace: [false, true]
+  - name: all-reduce-int8-product
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [3], names: [x]}
+    dtype: int8
+    reduce: product
+    bytes: [3, 3000]
+    inplace: [false, true]
+  # Group ranks in mesh order, not rank order: rank 3 is the group's rank 0.
+  - name: all-gather-permuted-ranks
+    kind: collective
+    op: all_gather
+    mesh: {shape: [2, 2], names: [dp, tp], ranks: [3, 1, 2, 0]}
+    group: [dp, tp]
+    dtype: int32
+    bytes: [16, 4KiB]
+    inplace: [false, true]
+  # Rank 1 is in no group: it still takes part in creating the groups.
+  - name: all-reduce-rank-outside-the-mesh
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [2], names: [x], ranks: [0, 2]}
+    dtype: float64
+    reduce: max
+    bytes: [8, 8KiB]
+  - name: all-to-all-out-of-place
+    kind: collective
+    op: all_to_all
+    mesh: {shape: [3], names: [x]}
+    dtype: float32
+    bytes: [12, 12KiB]
+  - name: timed
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [2], names: [x]}
+    dtype: float32
+    reduce: sum
+    bytes: [1KiB, 64KiB]
+    perf: {warmup: 1, iters: 3, runs: 1}
+  - name: more-ranks-than-the-world
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [9], names: [x]}
+    dtype: float32
+    reduce: sum
+    bytes: 36
+  - name: inputs-over-the-limit
+    kind: collective
+    op: all_reduce
+    mesh: {shape: [2], names: [x]}
+    dtype: float32
+    reduce: sum
+    bytes: 160MiB
+"""
+
+
+def _runner() -> Path | None:
+    given = os.environ.get("MESHGATE_RUNNER", "")
+    if given and not given.endswith(".py") and Path(given).exists():
+        return Path(given)
+    for preset in ("cuda", "cpu"):
+        built = REPO / "build" / preset / "harness" / "runner" / "meshgate-runner"
+        if built.exists():
+            return built
+    return None
+
+
+RUNNER = _runner()
+SKIP_TORCH = torch_tests_skip_reason()
+
+
+@unittest.skipIf(SKIP_TORCH is not None, SKIP_TORCH or "")
+@unittest.skipUnless(RUNNER is not None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
+class TorchCollectives(unittest.TestCase):
+    rows: dict[str, dict] = {}
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.tmp = tempfile.TemporaryDirectory()
+        cases = Path(cls.tmp.name) / "collectives.yaml"
+        cases.write_text(CASES)
+        env = dict(os.environ, MESHGATE_TORCH_MAX_RANKS="8",
+                   PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        out = Path(cls.tmp.name) / "out"
+        proc = subprocess.run(
+            [str(RUNNER), "run", str(cases), "--impl", "torch",
+             "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch"]),
+             "--out", str(out)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        results = out / "results.json"
+        if not results.exists():
+            raise AssertionError(f"no results.json (exit {proc.returncode}):\n"
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        cls.rows = {row["id"]: row for row in json.loads(results.read_text())["cases"]}
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.tmp.cleanup()
+
+    def row(self, name: str) -> dict:
+        case_id = f"torch-collective/{name}"
+        self.assertIn(case_id, self.rows)
+        return self.rows[case_id]
+
+    def assert_passes(self, name: str, rows: int) -> dict:
+        row = self.row(name)
+        self.assertEqual(row["status"], "pass", row.get("message"))
+        self.assertEqual(row["impl"], "torch")
+        self.assertEqual(row["metrics"]["wrong"], 0)
+        self.assertEqual(len(row["metrics"]["sizes"]), rows)
+        for size in row["metrics"]["sizes"]:
+            self.assertEqual(size["wrong"], 0)
+            self.assertGreater(size["time_s"], 0)
+            self.assertGreater(size["algbw_GBps"], 0)
+        return row
+
+    def test_no_row_is_an_error(self):
+        errors = {i: r.get("message") for i, r in self.rows.items() if r["status"] == "error"}
+        self.assertEqual(errors, {})
+
+    def test_broadcast_from_a_non_zero_root_in_and_out_of_place(self):
+        self.assert_passes("broadcast-root-2-of-5", 4)
+
+    def test_reduce_scatter_avg_on_the_groups_of_a_dim(self):
+        row = self.assert_passes("reduce-scatter-avg-over-tp", 4)
+        self.assertEqual(row["metrics"]["groups"], 2)
+        self.assertEqual(row["metrics"]["group_size"], 3)
+
+    def test_an_integer_product(self):
+        self.assert_passes("all-reduce-int8-product", 4)
+
+    def test_groups_keep_the_mesh_order_of_their_ranks(self):
+        self.assert_passes("all-gather-permuted-ranks", 4)
+
+    def test_a_rank_in_no_group_takes_part(self):
+        row = self.assert_passes("all-reduce-rank-outside-the-mesh", 2)
+        self.assertEqual(row["params"]["ranks"], 3)
+
+    def test_all_to_all_out_of_place(self):
+        self.assert_passes("all-to-all-out-of-place", 2)
+
+    def test_a_perf_case_answers_the_timed_iterations_of_its_largest_size(self):
+        row = self.assert_passes("timed", 2)
+        samples = row["samples"]["time_s"]
+        self.assertEqual(len(samples), 1)
+        self.assertEqual(len(samples[0]), 3)
+        # The largest size's row is the median of those same iterations.
+        self.assertAlmostEqual(row["metrics"]["sizes"][1]["time_s"], sorted(samples[0])[1])
+
+    def test_a_case_larger_than_the_world_is_a_skip_naming_the_limit(self):
+        row = self.row("more-ranks-than-the-world")
+        self.assertEqual(row["status"], "skip")
+        self.assertIn("needs 9 gloo ranks, more than MESHGATE_TORCH_MAX_RANKS=8", row["message"])
+
+    def test_inputs_over_the_limit_are_a_skip_saying_why(self):
+        row = self.row("inputs-over-the-limit")
+        self.assertEqual(row["status"], "skip")
+        self.assertIn("its inputs hold 320 MiB over every rank and size, more than the 256 MiB",
+                      row["message"])
+
+
+if __name__ == "__main__":
+    unittest.main()
