@@ -31,11 +31,16 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -43,7 +48,9 @@
 #include "byte_size.hpp"
 #include "case_kind.hpp"
 #include "comm/communicator.hpp"
+#include "comm/threads_world.hpp"
 #include "core/error.hpp"
+#include "external_impl.hpp"
 #include "kinds/case_values.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
@@ -240,7 +247,6 @@ class RedistributeCase final : public PreparedCase {
     if (!perf) states_.clear();
     const RankResult& whole = results.at(static_cast<std::size_t>(ctx.lead_rank()));
     const Report& r = whole.report;
-    const std::string who = "rank " + std::to_string(reference_rank);
 
     Outcome o;
     o.plan = r.issued;
@@ -270,48 +276,222 @@ class RedistributeCase final : public PreparedCase {
       o.metrics["unmerged_time_s"] = {{"median", whole.time_unmerged}};
     }
 
-    std::vector<std::string> problems;
-    const auto& c = whole.counts;
-    if (c[wrong_shape] != expect_wrong_shapes) {
-      problems.push_back(std::to_string(c[wrong_shape]) +
-                         " rank(s) ended with a local shape other than the target shard's" +
-                         (expect_wrong_shapes ? " (expected " +
-                                                    std::to_string(expect_wrong_shapes) + ")"
-                                              : ""));
-    }
-    if (c[wrong_values] != expect_wrong_elements) {
-      problems.push_back(std::to_string(c[wrong_values]) +
-                         " wrong element(s) against the global tensor's target shard" +
-                         (expect_wrong_elements ? " (expected " +
-                                                      std::to_string(expect_wrong_elements) + ")"
-                                                : ""));
-    }
-    if (c[replica_mismatch]) {
-      problems.push_back(std::to_string(c[replica_mismatch]) +
-                         " rank(s) hold replicas that differ bitwise from their group's");
-    }
-    if (c[comm_mismatch]) problems.push_back(who + ": " + comm_diff(*expect_comms, r.issued));
-    if (c[plan_mismatch]) {
-      problems.push_back(std::to_string(c[plan_mismatch]) +
-                         " rank(s) issued collectives other than their own plan's");
-    }
-    if (c[local_shape_mismatch]) {
-      problems.push_back("expect.local_shape " + shape_text(*expect_local_shape) + " but " + who +
-                         " holds " + shape_text(r.local_shape));
-    }
-    if (c[warnings_mismatch]) {
-      problems.push_back("expect.warnings " + std::to_string(*expect_warnings) + " but " + who +
-                         "'s plan has " + std::to_string(r.warnings));
-    }
-    if (c[distinct_plans_mismatch]) {
-      problems.push_back("expect.distinct_plans " + std::to_string(*expect_distinct_plans) +
-                         " but the ranks' plans issue " + std::to_string(r.distinct_plans) +
-                         " different lists of collectives");
-    }
+    const std::vector<std::string> problems = this->problems(whole.counts, r);
     if (!problems.empty()) {
       o.status = Status::fail;
       for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
       states_.clear();
+    }
+    return o;
+  }
+
+  // The request of docs/impl-protocol.md: the case as written, the world size, the mesh's rank
+  // map (row-major over its shape) and every mesh rank's source local tensor, made exactly as
+  // run_rank makes it.
+  std::optional<nlohmann::json> impl_request(const std::filesystem::path& dir,
+                                             std::string& why) override {
+    if (steps) {
+      why = "`steps:` replays a plan written out step by step through meshgate's executor; "
+            "another implementation plans the redistribution itself";
+      return std::nullopt;
+    }
+    const Specs specs = build();
+    const DeviceMesh& mesh = specs.mesh;
+    const std::vector<std::int64_t> mesh_shape = mesh.shape();
+    // The ranks of every row (dim 0's groups hold every rank of every row).
+    std::vector<std::int64_t> all_ranks;
+    for (const auto& group : mesh.groups(std::int64_t{0}))
+      all_ranks.insert(all_ranks.end(), group.begin(), group.end());
+    if (static_cast<std::int64_t>(all_ranks.size()) != mesh.size()) {
+      why = "the mesh's layout leaves ranks of its rank map to " +
+            std::to_string(all_ranks.size() / static_cast<std::size_t>(mesh.size())) +
+            " rows, each redistributing on its own; the protocol's mesh is one rank map";
+      return std::nullopt;
+    }
+    std::vector<std::int64_t> rank_map(all_ranks.size(), -1);
+    const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
+    nlohmann::json inputs = nlohmann::json::object();
+    const std::string dtype_name(comm::to_string(dtype));
+    for (std::int64_t rank : all_ranks) {
+      const std::vector<std::int64_t> coord = *mesh.coordinate(rank);
+      std::int64_t flat = 0;
+      for (std::size_t d = 0; d < coord.size(); ++d) flat = flat * mesh_shape[d] + coord[d];
+      rank_map.at(static_cast<std::size_t>(flat)) = rank;
+      const HostTensor source =
+          source_local_tensor(global, mesh_shape, specs.src.placements, coord, mesh.size());
+      inputs[std::to_string(rank)] =
+          write_tensor_file(dir / ("in-" + std::to_string(rank) + ".bin"), dtype_name,
+                            source.shape, source.data.data(), source.bytes());
+    }
+    nlohmann::json flat_json = nlohmann::json::array();
+    for (const FlattenDims& f : flatten) {
+      flat_json.push_back({{"dims", f.dims},
+                           {"name", f.name ? nlohmann::json(*f.name) : nlohmann::json()}});
+    }
+    std::vector<std::string> from, to;
+    for (const Placement& p : specs.src.placements) from.push_back(to_string(p));
+    for (const Placement& p : specs.dst.placements) to.push_back(to_string(p));
+    return nlohmann::json{
+        {"mesh",
+         {{"shape", mesh_shape},
+          {"names", mesh_spec.names.empty() ? nlohmann::json() : nlohmann::json(mesh_spec.names)},
+          {"layout", nullptr},
+          {"ranks", rank_map}}},
+        {"flatten", flat_json},
+        {"tensor", {{"shape", shape}, {"dtype", dtype_name}}},
+        {"from", from},
+        {"to", to},
+        {"optimize", options.optimize},
+        {"api", std::string(to_string(options.api))},
+        {"planner", std::string(to_string(options.planner))},
+        {"world", case_ranks},
+        {"inputs", inputs}};
+  }
+
+  // Judges another implementation's comms and outputs with the checks run() makes: judge_rank
+  // on a threads world of the case's ranks, check_reference on the reference rank's answer,
+  // expect.distinct_plans over every mesh rank's comm list.
+  Outcome check_observables(const nlohmann::json& observables,
+                            const std::filesystem::path& dir) override {
+    const Specs specs = build();
+    const DeviceMesh& mesh = specs.mesh;
+    const std::vector<std::int64_t> mesh_shape = mesh.shape();
+    if (!observables.is_object()) throw ImplFailure("answered observables that are not an object");
+    for (const char* key : {"comms", "outputs"}) {
+      if (!observables.contains(key) || !observables[key].is_object()) {
+        throw ImplFailure(std::string("answered no '") + key + "' object of rank -> value");
+      }
+    }
+    const nlohmann::json& comms = observables["comms"];
+    const nlohmann::json& outputs = observables["outputs"];
+    const nlohmann::json* warnings_json =
+        observables.contains("warnings") && !observables["warnings"].is_null()
+            ? &observables["warnings"]
+            : nullptr;
+    if (warnings_json && !warnings_json->is_object()) {
+      throw ImplFailure("answered 'warnings' that is not an object of rank -> count");
+    }
+    for (const nlohmann::json* part : {&comms, &outputs, warnings_json}) {
+      if (!part) continue;
+      for (const auto& [key, value] : part->items()) {
+        std::size_t used = 0;
+        long long rank = -1;
+        try {
+          rank = std::stoll(key, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != key.size() || rank < 0 || !mesh.coordinate(rank)) {
+          throw ImplFailure("answered a result for '" + key + "', which is no rank of the mesh");
+        }
+      }
+    }
+
+    const std::string case_dtype(comm::to_string(dtype));
+    const int n = ranks();
+    std::vector<HostTensor> outs(static_cast<std::size_t>(n));
+    std::vector<std::vector<std::string>> issued(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> rank_warnings(static_cast<std::size_t>(n), 0);
+    std::set<std::vector<std::string>> lists;
+    std::vector<std::string> wrong_dtypes;
+    for (int rank = 0; rank < n; ++rank) {
+      if (!mesh.coordinate(rank)) continue;
+      const std::string key = std::to_string(rank);
+      const auto u = static_cast<std::size_t>(rank);
+      if (!comms.contains(key) || !comms[key].is_array()) {
+        throw ImplFailure("answered no list of collectives for rank " + key + " (comms." + key +
+                          ")");
+      }
+      for (const nlohmann::json& item : comms[key]) {
+        if (!item.is_string()) {
+          throw ImplFailure("answered comms." + key + " with an entry that is not a string: " +
+                            item.dump());
+        }
+        issued[u].push_back(item.get<std::string>());
+      }
+      lists.insert(issued[u]);
+      if (!outputs.contains(key)) {
+        throw ImplFailure("answered no output tensor for rank " + key + " (outputs." + key + ")");
+      }
+      TensorFile file = read_tensor_file(outputs[key], dir, "outputs." + key);
+      if (file.dtype != case_dtype) {
+        wrong_dtypes.push_back("rank " + key + " holds " + file.dtype);
+        continue;
+      }
+      HostTensor& out = outs[u];
+      out.shape = file.shape;
+      out.dtype = dtype;
+      out.data.resize(file.bytes.size());
+      if (!file.bytes.empty()) std::memcpy(out.data.data(), file.bytes.data(), file.bytes.size());
+      if (warnings_json) {
+        if (!warnings_json->contains(key) || !(*warnings_json)[key].is_number_integer() ||
+            (*warnings_json)[key].get<std::int64_t>() < 0) {
+          throw ImplFailure("answered no warning count >= 0 for rank " + key + " (warnings." +
+                            key + ")");
+        }
+        rank_warnings[u] = (*warnings_json)[key].get<std::int64_t>();
+      }
+    }
+
+    Outcome o;
+    const auto ref = static_cast<std::size_t>(reference_rank);
+    Report r;
+    r.issued = issued[ref];
+    r.local_shape = outs[ref].shape;
+    r.warnings = static_cast<std::size_t>(rank_warnings[ref]);
+    r.distinct_plans = lists.size();
+    o.plan = r.issued;
+    o.metrics["collectives"] = r.issued.size();
+    o.metrics["warnings"] = warnings_json ? nlohmann::json(r.warnings) : nlohmann::json();
+    o.metrics["distinct_plans"] = r.distinct_plans;
+    o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
+    try {
+      o.metrics["meshgate_plan"] = comm_strings(
+          plan_redistribute(specs.src, specs.dst, *mesh.coordinate(reference_rank), options).steps,
+          mesh);
+    } catch (const meshgate::Error& e) {
+      o.metrics["meshgate_plan"] = std::string("meshgate rejects it: ") + e.what();
+    }
+    if (!wrong_dtypes.empty()) {
+      o.status = Status::fail;
+      o.message = "the outputs' dtype is not the tensor's " + case_dtype + ": " + join(wrong_dtypes);
+      return o;
+    }
+
+    std::vector<std::int64_t> c(count_slots, 0);
+    check_reference(r, c, warnings_json != nullptr);
+    std::vector<std::vector<std::int64_t>> counts(static_cast<std::size_t>(n),
+                                                  std::vector<std::int64_t>(count_slots, 0));
+    const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
+    comm::ThreadsWorld world(n);
+    std::vector<std::exception_ptr> failures(static_cast<std::size_t>(n));
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < n; ++rank) {
+      threads.emplace_back([&, rank] {
+        const auto u = static_cast<std::size_t>(rank);
+        try {
+          const std::unique_ptr<comm::Communicator> comm = world.communicator(rank);
+          const auto coord = mesh.coordinate(rank);
+          HostTensor want;
+          if (coord) want = target_shard(global, mesh_shape, specs.dst.placements, *coord);
+          judge_rank(*comm, mesh, specs.dst, coord.has_value(), outs[u], want, counts[u]);
+        } catch (...) {
+          failures[u] = std::current_exception();
+          world.abort("rank " + std::to_string(rank) + " failed while checking");
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (const std::exception_ptr& e : failures) {
+      if (e) std::rethrow_exception(e);
+    }
+    for (const auto& rank_counts : counts) {
+      for (std::size_t k = 0; k < c.size(); ++k) c[k] += rank_counts[k];
+    }
+    const std::vector<std::string> problems = this->problems(c, r);
+    if (!problems.empty()) {
+      o.status = Status::fail;
+      for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
     }
     return o;
   }
@@ -383,81 +563,16 @@ class RedistributeCase final : public PreparedCase {
     return groups;
   }
 
-  RankResult run_rank(int rank, comm::Communicator& world, const std::optional<PerfSpec>& perf) {
-    const Specs specs = build();
-    const DeviceMesh& mesh = specs.mesh;
-    const DTensorSpec& src = specs.src;
-    const DTensorSpec& dst = specs.dst;
-    RankState& state = states_.at(static_cast<std::size_t>(rank));
+  // The checks every rank makes of its result, whoever computed it (meshgate's executor in
+  // run_rank, another implementation in check_observables): the local shape against the target
+  // shard `want`, the values against it, replicas bitwise equal. Collective over `world`: every
+  // rank of the world calls it, those outside the mesh (in_mesh false, `out` and `want` empty)
+  // only join the splits.
+  static void judge_rank(comm::Communicator& world, const DeviceMesh& mesh, const DTensorSpec& dst,
+                         bool in_mesh, const HostTensor& out, const HostTensor& want,
+                         std::vector<std::int64_t>& c) {
     const std::vector<std::int64_t> mesh_shape = mesh.shape();
-    const std::vector<std::vector<std::int64_t>> groups = all_groups(src, dst);
-    // A rank outside the mesh holds no shard and joins only the world-wide calls below.
-    const bool in_mesh = mesh.coordinate(rank).has_value();
-
-    RankResult result;
-    Report& r = result.report;
-    auto& c = result.counts;
-    Plan unmerged;
-    HostTensor out, want;
-    if (in_mesh) {
-      state.executor = std::make_unique<Redistributor>(world, mesh);
-      Redistributor& ex = *state.executor;
-      const std::vector<std::int64_t> coord = ex.coordinate();
-      const Plan planned = plan_redistribute(src, dst, coord, options);
-      if (steps) {
-        state.plan = Plan{};
-        state.plan.steps = steps_from_text(src, *steps, coord);
-        state.plan.unmerged = state.plan.steps;
-        for (const TransformStep& s : state.plan.steps) state.plan.cost += s.modeled_time;
-        state.plan.greedy_cost = state.plan.cost;
-      } else {
-        state.plan = planned;
-      }
-      unmerged = plan_redistribute(src, dst, coord, unmerged_options());
-      ex.create_groups(groups);
-
-      const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
-      state.source = source_local_tensor(global, mesh_shape, src.placements, coord, mesh.size());
-      CommLog log, log_unmerged;
-      out = ex.run(state.plan.steps, state.source, &log);
-      const HostTensor out_unmerged = ex.run(unmerged.steps, state.source, &log_unmerged);
-
-      r.issued = log.strings();
-      r.issued_unmerged = log_unmerged.strings();
-      r.planned = comm_strings(planned.steps, mesh);
-      r.bytes = log.bytes();
-      r.bytes_unmerged = log_unmerged.bytes();
-      r.warnings = state.plan.warnings.size();
-      r.distinct_plans = distinct_comm_lists(src, dst, mesh);
-      r.cost = state.plan.cost;
-      r.greedy_cost = state.plan.greedy_cost;
-      for (const TransformStep& s : unmerged.steps) r.cost_unmerged += s.modeled_time;
-      r.local_shape = out.shape;
-
-      want = target_shard(global, mesh_shape, dst.placements, coord);
-      if (out.shape != want.shape) c[wrong_shape] = 1;
-      if (out != out_unmerged) c[merged_unmerged_differ] = 1;
-      if (r.issued != comm_strings(state.plan.steps, mesh) ||
-          r.issued_unmerged != comm_strings(unmerged.steps, mesh)) {
-        c[plan_mismatch] = 1;
-      }
-      // Checks of the reference rank's plan are counts too, so that on the mpi backend, where
-      // each process reads its own rank's results, every rank reaches the same verdict.
-      if (rank == reference_rank) {
-        if (expect_comms && r.issued != *expect_comms) c[comm_mismatch] = 1;
-        if (expect_warnings && static_cast<std::int64_t>(r.warnings) != *expect_warnings) {
-          c[warnings_mismatch] = 1;
-        }
-        if (expect_local_shape && out.shape != *expect_local_shape) c[local_shape_mismatch] = 1;
-        if (expect_distinct_plans &&
-            static_cast<std::int64_t>(r.distinct_plans) != *expect_distinct_plans) {
-          c[distinct_plans_mismatch] = 1;
-        }
-      }
-    } else {
-      join_group_splits(world, mesh, groups);
-    }
-
+    if (in_mesh && out.shape != want.shape) c[wrong_shape] = 1;
     // Values: Partial target dims are reduced over their group (in float64, exact for these
     // integers) before comparing with the target shard. Every rank takes part in the splits
     // and the collectives, whatever its shape, so that no rank waits alone; ranks outside the
@@ -516,6 +631,132 @@ class RedistributeCase final : public PreparedCase {
         }
       }
     }
+  }
+
+  // The reference rank's result against `expect`; `warnings` only when its implementation
+  // reports them (meshgate's does).
+  void check_reference(const Report& r, std::vector<std::int64_t>& c,
+                       bool warnings_observed = true) const {
+    if (expect_comms && r.issued != *expect_comms) c[comm_mismatch] = 1;
+    if (warnings_observed && expect_warnings &&
+        static_cast<std::int64_t>(r.warnings) != *expect_warnings) {
+      c[warnings_mismatch] = 1;
+    }
+    if (expect_local_shape && r.local_shape != *expect_local_shape) c[local_shape_mismatch] = 1;
+    if (expect_distinct_plans &&
+        static_cast<std::int64_t>(r.distinct_plans) != *expect_distinct_plans) {
+      c[distinct_plans_mismatch] = 1;
+    }
+  }
+
+  // What the summed counts say, in words: empty when the case passes.
+  std::vector<std::string> problems(const std::vector<std::int64_t>& c, const Report& r) const {
+    const std::string who = "rank " + std::to_string(reference_rank);
+    std::vector<std::string> problems;
+    if (c[wrong_shape] != expect_wrong_shapes) {
+      problems.push_back(std::to_string(c[wrong_shape]) +
+                         " rank(s) ended with a local shape other than the target shard's" +
+                         (expect_wrong_shapes ? " (expected " +
+                                                    std::to_string(expect_wrong_shapes) + ")"
+                                              : ""));
+    }
+    if (c[wrong_values] != expect_wrong_elements) {
+      problems.push_back(std::to_string(c[wrong_values]) +
+                         " wrong element(s) against the global tensor's target shard" +
+                         (expect_wrong_elements ? " (expected " +
+                                                      std::to_string(expect_wrong_elements) + ")"
+                                                : ""));
+    }
+    if (c[replica_mismatch]) {
+      problems.push_back(std::to_string(c[replica_mismatch]) +
+                         " rank(s) hold replicas that differ bitwise from their group's");
+    }
+    if (c[comm_mismatch]) problems.push_back(who + ": " + comm_diff(*expect_comms, r.issued));
+    if (c[plan_mismatch]) {
+      problems.push_back(std::to_string(c[plan_mismatch]) +
+                         " rank(s) issued collectives other than their own plan's");
+    }
+    if (c[local_shape_mismatch]) {
+      problems.push_back("expect.local_shape " + shape_text(*expect_local_shape) + " but " + who +
+                         " holds " + shape_text(r.local_shape));
+    }
+    if (c[warnings_mismatch]) {
+      problems.push_back("expect.warnings " + std::to_string(*expect_warnings) + " but " + who +
+                         "'s plan has " + std::to_string(r.warnings));
+    }
+    if (c[distinct_plans_mismatch]) {
+      problems.push_back("expect.distinct_plans " + std::to_string(*expect_distinct_plans) +
+                         " but the ranks' plans issue " + std::to_string(r.distinct_plans) +
+                         " different lists of collectives");
+    }
+    return problems;
+  }
+
+  RankResult run_rank(int rank, comm::Communicator& world, const std::optional<PerfSpec>& perf) {
+    const Specs specs = build();
+    const DeviceMesh& mesh = specs.mesh;
+    const DTensorSpec& src = specs.src;
+    const DTensorSpec& dst = specs.dst;
+    RankState& state = states_.at(static_cast<std::size_t>(rank));
+    const std::vector<std::int64_t> mesh_shape = mesh.shape();
+    const std::vector<std::vector<std::int64_t>> groups = all_groups(src, dst);
+    // A rank outside the mesh holds no shard and joins only the world-wide calls below.
+    const bool in_mesh = mesh.coordinate(rank).has_value();
+
+    RankResult result;
+    Report& r = result.report;
+    auto& c = result.counts;
+    Plan unmerged;
+    HostTensor out, want;
+    if (in_mesh) {
+      state.executor = std::make_unique<Redistributor>(world, mesh);
+      Redistributor& ex = *state.executor;
+      const std::vector<std::int64_t> coord = ex.coordinate();
+      const Plan planned = plan_redistribute(src, dst, coord, options);
+      if (steps) {
+        state.plan = Plan{};
+        state.plan.steps = steps_from_text(src, *steps, coord);
+        state.plan.unmerged = state.plan.steps;
+        for (const TransformStep& s : state.plan.steps) state.plan.cost += s.modeled_time;
+        state.plan.greedy_cost = state.plan.cost;
+      } else {
+        state.plan = planned;
+      }
+      unmerged = plan_redistribute(src, dst, coord, unmerged_options());
+      ex.create_groups(groups);
+
+      const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
+      state.source = source_local_tensor(global, mesh_shape, src.placements, coord, mesh.size());
+      CommLog log, log_unmerged;
+      out = ex.run(state.plan.steps, state.source, &log);
+      const HostTensor out_unmerged = ex.run(unmerged.steps, state.source, &log_unmerged);
+
+      r.issued = log.strings();
+      r.issued_unmerged = log_unmerged.strings();
+      r.planned = comm_strings(planned.steps, mesh);
+      r.bytes = log.bytes();
+      r.bytes_unmerged = log_unmerged.bytes();
+      r.warnings = state.plan.warnings.size();
+      r.distinct_plans = distinct_comm_lists(src, dst, mesh);
+      r.cost = state.plan.cost;
+      r.greedy_cost = state.plan.greedy_cost;
+      for (const TransformStep& s : unmerged.steps) r.cost_unmerged += s.modeled_time;
+      r.local_shape = out.shape;
+
+      want = target_shard(global, mesh_shape, dst.placements, coord);
+      if (out != out_unmerged) c[merged_unmerged_differ] = 1;
+      if (r.issued != comm_strings(state.plan.steps, mesh) ||
+          r.issued_unmerged != comm_strings(unmerged.steps, mesh)) {
+        c[plan_mismatch] = 1;
+      }
+      // Checks of the reference rank's plan are counts too, so that on the mpi backend, where
+      // each process reads its own rank's results, every rank reaches the same verdict.
+      if (rank == reference_rank) check_reference(r, c);
+    } else {
+      join_group_splits(world, mesh, groups);
+    }
+
+    judge_rank(world, mesh, dst, in_mesh, out, want, c);
 
     world.all_reduce(c.data(), c.data(), c.size(), comm::DType::i64, comm::ReduceOp::sum);
     std::string report = rank == reference_rank ? nlohmann::json(r).dump() : std::string();

@@ -1,13 +1,22 @@
 // The redistribute kind on the threads backend: meshes whose ranks are not 0..n-1, meshes of
-// several rows, and the validation of `expect` and `steps`.
+// several rows, and the validation of `expect` and `steps`; and the judging of another
+// implementation's observables (impl_request / check_observables).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "case_file.hpp"
+#include "external_impl.hpp"
 #include "kinds/kind_test_support.hpp"
+#include "redistribute/reference.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
 
@@ -213,6 +222,213 @@ TEST(RedistributeKind, DistinctPlansCountsTheRanksDifferentListsOfCollectives) {
   EXPECT_NE(input_error(head + "{distinct_plans: 0}}")
                 .find("key 'expect.distinct_plans': must be a count >= 1"),
             std::string::npos);
+}
+
+// ---- another implementation's observables ------------------------------------------------
+
+// A 2x2 mesh gathering (S0, S1) to (R, R): every rank ends with the whole global tensor.
+const char* kGatherCase =
+    "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, flatten: [[A, B]], "
+    "tensor: {shape: [8, 4]}, from: [S(0), S(1)], to: [R, R], expect: {comms: "
+    "[\"all_gather(B, dim=1)\", \"all_gather(A, dim=0)\"], local_shape: [8, 4], warnings: 0}}";
+
+struct Scratch {
+  std::filesystem::path dir;
+  Scratch() {
+    dir = std::filesystem::temp_directory_path() /
+          ("meshgate-redistribute-kind-test-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+};
+
+// What a right implementation answers for kGatherCase: each rank's output is `output(rank)`.
+nlohmann::json gather_observables(const std::filesystem::path& dir,
+                                  const std::function<HostTensor(int)>& output) {
+  nlohmann::json comms = nlohmann::json::object();
+  nlohmann::json outputs = nlohmann::json::object();
+  nlohmann::json warnings = nlohmann::json::object();
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string key = std::to_string(rank);
+    comms[key] = {"all_gather(B, dim=1)", "all_gather(A, dim=0)"};
+    const HostTensor out = output(rank);
+    outputs[key] = write_tensor_file(dir / ("out-" + key + ".bin"),
+                                     std::string(comm::to_string(out.dtype)), out.shape,
+                                     out.data.data(), out.bytes());
+    warnings[key] = 0;
+  }
+  return {{"comms", comms}, {"outputs", outputs}, {"warnings", warnings}};
+}
+
+HostTensor gather_global() { return make_global_tensor({8, 4}, comm::DType::f32, 4); }
+
+TEST(RedistributeKindImpl, TheRequestCarriesEveryRanksSourceShard) {
+  PlannedCase c = plan_one(kGatherCase);
+  Scratch scratch;
+  std::string why;
+  const std::optional<nlohmann::json> request = c.prepared->impl_request(scratch.dir, why);
+  ASSERT_TRUE(request) << why;
+  EXPECT_EQ((*request)["world"], 4);
+  EXPECT_EQ((*request)["mesh"]["ranks"], nlohmann::json({0, 1, 2, 3}));
+  EXPECT_EQ((*request)["mesh"]["names"], nlohmann::json({"A", "B"}));
+  EXPECT_EQ((*request)["flatten"], nlohmann::json::parse(R"([{"dims": ["A", "B"], "name": null}])"));
+  EXPECT_EQ((*request)["from"], nlohmann::json({"S(0)", "S(1)"}));
+  EXPECT_EQ((*request)["api"], "internal");
+  ASSERT_EQ((*request)["inputs"].size(), 4u);
+  // Rank 3 sits at (1, 1): rows 4..7, columns 2..3 of the global tensor.
+  const TensorFile in = read_tensor_file((*request)["inputs"]["3"], scratch.dir, "inputs.3");
+  EXPECT_EQ(in.shape, (std::vector<std::int64_t>{4, 2}));
+  const HostTensor global = gather_global();
+  float first = 0;
+  std::memcpy(&first, in.bytes.data(), sizeof first);
+  EXPECT_EQ(first, global.get(4 * 4 + 2));
+}
+
+TEST(RedistributeKindImpl, RightObservablesPass) {
+  PlannedCase c = plan_one(kGatherCase);
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  const Outcome o = c.prepared->check_observables(
+      gather_observables(scratch.dir, [](int) { return gather_global(); }), scratch.dir);
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+  EXPECT_EQ(o.plan, (std::vector<std::string>{"all_gather(B, dim=1)", "all_gather(A, dim=0)"}));
+  EXPECT_EQ(o.metrics["distinct_plans"], 1);
+  EXPECT_EQ(o.metrics["meshgate_plan"], nlohmann::json({"all_gather(B, dim=1)", "all_gather(A, dim=0)"}));
+}
+
+TEST(RedistributeKindImpl, WrongObservablesFailWithTheNativeChecksWords) {
+  PlannedCase c = plan_one(kGatherCase);
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  PreparedCase& p = *c.prepared;
+
+  // One element of rank 2's replica is off: a wrong value, and replicas that differ.
+  nlohmann::json obs = gather_observables(scratch.dir, [](int rank) {
+    HostTensor t = gather_global();
+    if (rank == 2) t.set(5, t.get(5) + 1);
+    return t;
+  });
+  Outcome o = p.check_observables(obs, scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("1 wrong element(s) against the global tensor's target shard"),
+            std::string::npos)
+      << o.message;
+  EXPECT_NE(o.message.find("rank(s) hold replicas that differ bitwise"), std::string::npos);
+
+  // A merged gather where the case expects two, and a warning count other than expected.
+  obs = gather_observables(scratch.dir, [](int) { return gather_global(); });
+  for (int rank = 0; rank < 4; ++rank) obs["comms"][std::to_string(rank)] = {"all_gather(A+B, dim=0)"};
+  obs["warnings"]["0"] = 1;
+  o = p.check_observables(obs, scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.message,
+            "rank 0: collectives differ: expected [all_gather(B, dim=1), all_gather(A, dim=0)], "
+            "issued [all_gather(A+B, dim=0)]\n  #0: - all_gather(B, dim=1)\n      + "
+            "all_gather(A+B, dim=0)\n  #1: - all_gather(A, dim=0)\n      + (none); "
+            "expect.warnings 0 but rank 0's plan has 1");
+
+  // Without warnings in the answer, expect.warnings is not judged; rank 0's list is right and
+  // the others' differ, which only expect.distinct_plans (absent here) would judge.
+  obs.erase("warnings");
+  obs["comms"]["0"] = {"all_gather(B, dim=1)", "all_gather(A, dim=0)"};
+  o = p.check_observables(obs, scratch.dir);
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+  EXPECT_EQ(o.metrics["distinct_plans"], 2);
+  EXPECT_TRUE(o.metrics["warnings"].is_null());
+}
+
+TEST(RedistributeKindImpl, AWrongShapeAndAWrongDtypeFail) {
+  PlannedCase c = plan_one(kGatherCase);
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  Outcome o = c.prepared->check_observables(
+      gather_observables(scratch.dir,
+                         [](int rank) {
+                           return rank == 1 ? narrow(gather_global(), 0, 0, 4) : gather_global();
+                         }),
+      scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("1 rank(s) ended with a local shape other than the target shard's"),
+            std::string::npos)
+      << o.message;
+  o = c.prepared->check_observables(
+      gather_observables(scratch.dir,
+                         [](int) { return make_global_tensor({8, 4}, comm::DType::f64, 4); }),
+      scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("the outputs' dtype is not the tensor's float32"), std::string::npos)
+      << o.message;
+}
+
+// R -> P(sum) under the internal api divides by the group size: the judge sums the Partial
+// dim's group before comparing, as run() does.
+TEST(RedistributeKindImpl, APartialTargetIsReducedBeforeComparing) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, tensor: {shape: [8, "
+      "4]}, from: [R, R], to: [P(sum), R], expect: {comms: [], local_shape: [8, 4]}}");
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  const auto answer = [&](bool divide_it) {
+    nlohmann::json obs = gather_observables(scratch.dir, [&](int) {
+      HostTensor t = gather_global();
+      if (divide_it) divide(t, 2);
+      return t;
+    });
+    for (int rank = 0; rank < 4; ++rank) obs["comms"][std::to_string(rank)] = nlohmann::json::array();
+    return c.prepared->check_observables(obs, scratch.dir);
+  };
+  const Outcome right = answer(true);
+  EXPECT_EQ(right.status, Status::pass) << right.message;
+  const Outcome wrong = answer(false);
+  EXPECT_EQ(wrong.status, Status::fail);
+  EXPECT_NE(wrong.message.find(" wrong element(s) against the global tensor's target shard"),
+            std::string::npos)
+      << wrong.message;
+}
+
+TEST(RedistributeKindImpl, GarbageIsAnImplFailure) {
+  PlannedCase c = plan_one(kGatherCase);
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  PreparedCase& p = *c.prepared;
+  const nlohmann::json right = gather_observables(scratch.dir, [](int) { return gather_global(); });
+  const auto garbage = [&](const std::function<void(nlohmann::json&)>& spoil,
+                           const std::string& words) {
+    nlohmann::json obs = right;
+    spoil(obs);
+    try {
+      p.check_observables(obs, scratch.dir);
+      ADD_FAILURE() << "no ImplFailure for " << obs.dump();
+    } catch (const ImplFailure& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  garbage([](nlohmann::json& o) { o = nlohmann::json::array(); }, "not an object");
+  garbage([](nlohmann::json& o) { o.erase("outputs"); }, "no 'outputs' object");
+  garbage([](nlohmann::json& o) { o["comms"].erase("2"); }, "no list of collectives for rank 2");
+  garbage([](nlohmann::json& o) { o["comms"]["1"] = {1, 2}; }, "not a string");
+  garbage([](nlohmann::json& o) { o["comms"]["7"] = nlohmann::json::array(); },
+          "'7', which is no rank of the mesh");
+  garbage([](nlohmann::json& o) { o["outputs"].erase("3"); }, "no output tensor for rank 3");
+  garbage([](nlohmann::json& o) { o["outputs"]["0"]["path"] = "/etc/passwd"; }, "outputs.0");
+  garbage([](nlohmann::json& o) { o["outputs"]["0"]["shape"] = {8, 5}; }, "outputs.0");
+  garbage([](nlohmann::json& o) { o["warnings"]["1"] = -1; }, "no warning count >= 0 for rank 1");
+}
+
+TEST(RedistributeKindImpl, WrittenOutStepsAreNotHandedOver) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, tensor: {shape: [4]}, "
+      "from: [S(0)], to: [R], steps: [\"all_gather(A, dim=0)\"]}");
+  Scratch scratch;
+  std::string why;
+  EXPECT_FALSE(c.prepared->impl_request(scratch.dir, why));
+  EXPECT_NE(why.find("`steps:` replays a plan written out step by step"), std::string::npos);
 }
 
 }  // namespace

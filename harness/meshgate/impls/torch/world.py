@@ -1,11 +1,11 @@
 """A world of gloo ranks, one worker process each, kept across cases so that a suite pays the
 process launches (and the import of torch in each) once, not per case.
 
-Each task runs one function on every rank: the worker joins a fresh default process group for
-it (a prefix of one TCPStore the adapter hosts), calls the function, and destroys every group
-afterwards, so that no case sees another's groups and gloo's connections do not pile up. A world
-that is too small for a case is replaced by a larger one; ranks of the world outside a case's
-mesh take part in the groups' creation, as PyTorch requires of every rank."""
+Each task runs one function on the first n ranks, n being what the case needs: those workers
+join a fresh default process group of n ranks for it (a prefix of one TCPStore the adapter
+hosts), call the function, and destroy every group afterwards, so that no case sees another's
+groups, gloo's connections do not pile up, and a small case pays for a small group however
+large the world has grown. A world too small for a case is replaced by a larger one."""
 
 from __future__ import annotations
 
@@ -36,7 +36,10 @@ class WorldBroken(Exception):
 
 
 def _worker_main(rank: int, size: int, port: int, conn) -> None:
+    import torch
     import torch.distributed as dist
+    # Many ranks share few cores: one compute thread each, or their thread pools fight.
+    torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, size, is_master=False,
                           timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     while True:
@@ -46,19 +49,38 @@ def _worker_main(rank: int, size: int, port: int, conn) -> None:
             return
         if task is None:
             return
-        serial, module_name, function_name, argument = task
+        serial, module_name, function_name, argument, participants = task
         try:
             dist.init_process_group(
                 "gloo", store=dist.PrefixStore(f"case-{serial}", store), rank=rank,
-                world_size=size, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+                world_size=participants, timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        except Exception as e:
+            # A failed join still counts a group in this process, so its next groups' store
+            # keys would no longer match the other ranks': the world cannot run another case.
+            conn.send(("broken", type(e).__name__, str(e), traceback.format_exc()))
+            return
+        try:
             try:
                 function = getattr(importlib.import_module(module_name), function_name)
-                result = ("ok", function(rank, size, argument))
+                result = ("ok", function(rank, participants, argument))
             finally:
                 dist.destroy_process_group()
         except Exception as e:  # reported to the adapter, which judges it
             result = ("raised", type(e).__name__, str(e), traceback.format_exc())
         conn.send(result)
+
+
+# What gloo says on the ranks whose peer failed first: their error follows from another's.
+_FOLLOW_ON = ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
+              "Timed out waiting")
+
+
+def _first_cause(raised: list) -> tuple:
+    """The lowest rank whose error is its own, not gloo's report of a peer that went away."""
+    for rank, result in raised:
+        if not any(text in result[2] for text in _FOLLOW_ON):
+            return rank, result
+    return raised[0]
 
 
 class World:
@@ -81,13 +103,17 @@ class World:
             self.procs.append(proc)
 
     def run(self, module_name: str, function_name: str, arguments: list) -> list:
-        """Calls module.function(rank, size, arguments[rank]) on every rank and returns the
-        results in rank order. Raises RankError for the lowest rank that raised."""
+        """Calls module.function(rank, n, arguments[rank]) on the first n = len(arguments) ranks,
+        which form the case's default process group of n ranks (the others sit this case out,
+        so that a small case pays for a small group), and returns the results in rank order.
+        Raises RankError for the rank whose error caused the others' (see _first_cause)."""
+        participants = len(arguments)
         self.serial += 1
-        for rank, conn in enumerate(self.conns):
-            conn.send((self.serial, module_name, function_name, arguments[rank]))
-        results: list = [None] * self.size
-        pending = dict(enumerate(self.conns))
+        for rank in range(participants):
+            self.conns[rank].send((self.serial, module_name, function_name, arguments[rank],
+                                   participants))
+        results: list = [None] * participants
+        pending = dict(enumerate(self.conns[:participants]))
         while pending:
             sentinels = {self.procs[r].sentinel: r for r in pending}
             ready = multiprocessing.connection.wait(
@@ -109,8 +135,13 @@ class World:
                     raise WorldBroken(f"the worker of rank {rank} closed its pipe")
                 del pending[rank]
         for rank, result in enumerate(results):
-            if result[0] == "raised":
-                raise RankError(rank, result[1], result[2], result[3])
+            if result[0] == "broken":
+                raise WorldBroken(f"rank {rank} could not join the case's process group: "
+                                  f"{result[1]}: {result[2]}")
+        raised = [(rank, r) for rank, r in enumerate(results) if r[0] == "raised"]
+        if raised:
+            rank, result = _first_cause(raised)
+            raise RankError(rank, result[1], result[2], result[3])
         return [result[1] for result in results]
 
     def close(self) -> None:
@@ -142,11 +173,12 @@ def get(size: int) -> World:
 
 
 def run(size: int, module_name: str, function_name: str, arguments: list) -> list:
-    """`World.run` on a world of at least `size` ranks; ranks beyond `size` get None. A broken
-    world is dropped so that the next case starts a fresh one."""
+    """`World.run` of arguments[:size] on a world of at least `size` ranks: the case's process
+    group has exactly `size` ranks. A broken world is dropped so that the next case starts a
+    fresh one."""
     global _world
     world = get(size)
-    arguments = list(arguments) + [None] * (world.size - len(arguments))
+    arguments = list(arguments)[:size] + [None] * (size - len(arguments))
     try:
         return world.run(module_name, function_name, arguments)
     except WorldBroken:

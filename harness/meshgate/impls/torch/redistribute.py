@@ -1,0 +1,378 @@
+"""The `redistribute` kind under PyTorch: every rank of a gloo world builds a real DeviceMesh,
+registers the case's flattened meshes, wraps its source local tensor in a DTensor and
+redistributes it as the case's api says: `internal` is redistribute_local_tensor (R -> P is a
+local partition), `public` is DTensor.redistribute (which refuses Partial targets it would have
+to create). The collectives are counted as PyTorch's own tests count them, with CommDebugMode,
+and each is written in meshgate's comm-string form from the functional collective's arguments:
+its process group names the mesh dims (a flattened mesh's group the dims of the merged
+transform that uses it), the reduce op is the collective's, and the tensor dims are those that
+DTensor's placement code passed to the functional collective it called.
+
+Gloo has no alltoall, so on CPU DTensor's shard_dim_alltoall gathers and chunks instead; that
+all_gather is recorded as the all_to_all it stands for (what PyTorch issues on NCCL), so that
+plans compare across backends."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+
+from .. import protocol
+from . import world
+
+_PLACEMENT = re.compile(r"^(S|R|P)(?:\((\w+)\))?$")
+
+
+def handle(request: dict, perf: dict | None, directory: str):
+    size = int(request["world"])
+    mesh = request["mesh"]
+    if mesh.get("layout") is not None:
+        raise protocol.Unsupported(
+            "a mesh given by a layout that leaves ranks of its rank map to other rows; the "
+            "adapter builds DeviceMesh from a row-major rank tensor")
+    inputs = request["inputs"]
+    common = {
+        "shape": [int(s) for s in mesh["shape"]],
+        "names": list(mesh.get("names") or [str(i) for i in range(len(mesh["shape"]))]),
+        "ranks": [int(r) for r in mesh["ranks"]],
+        "flatten": request.get("flatten", []),
+        "tensor": request["tensor"],
+        "from": request["from"],
+        "to": request["to"],
+        "optimize": bool(request.get("optimize", True)),
+        "api": request.get("api", "internal"),
+        "planner": request.get("planner", "greedy"),
+        "perf": perf,
+    }
+    if common["api"] not in ("internal", "public"):
+        raise protocol.Unsupported(f"api {common['api']!r} (known: internal, public)")
+    if common["planner"] not in ("greedy", "min_cost"):
+        raise protocol.Unsupported(f"planner {common['planner']!r} (known: greedy, min_cost)")
+    workers = world.get(size).size
+    arguments = []
+    for rank in range(workers):
+        argument = dict(common)
+        argument["input"] = inputs.get(str(rank))
+        argument["output"] = os.path.join(directory, f"out-{rank}.bin")
+        arguments.append(argument)
+    try:
+        results = world.run(size, __name__, "run_rank", arguments)
+    except world.RankError as e:
+        # Not PyTorch refusing the redistribution (those come back as results): the adapter or
+        # the world broke on that rank.
+        raise RuntimeError(f"rank {e.rank} raised {e.error}: {e.message}\n{e.trace}") from None
+    rejected = [r for r in results if r is not None and "rejected" in r]
+    if rejected:
+        error, message = rejected[0]["rejected"]
+        raise protocol.Rejected(error, message)
+    comms, outputs, warnings = {}, {}, {}
+    for rank, result in enumerate(results):
+        if result is None or "output" not in result:
+            continue
+        comms[str(rank)] = result["comms"]
+        outputs[str(rank)] = result["output"]
+        warnings[str(rank)] = result["warnings"]
+    time_s = None
+    if perf is not None:
+        samples = [r["time_s"] for r in results if r is not None and r.get("time_s")]
+        time_s = [max(column) for column in zip(*samples)] if samples else []
+    return {"comms": comms, "outputs": outputs, "warnings": warnings}, time_s
+
+
+def _torch_dtype(name: str):
+    import torch
+    dtypes = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+              "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+              "int8": torch.int8, "uint8": torch.uint8}
+    if name not in dtypes:
+        raise protocol.Unsupported(f"dtype {name}")
+    return dtypes[name]
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _placement(text: str):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    m = _PLACEMENT.match(text.strip())
+    if not m:
+        raise ValueError(f"placement {text!r} is not of the form S(d), R, P(op)")
+    kind, arg = m.groups()
+    if kind == "S":
+        return Shard(int(arg))
+    if kind == "R":
+        return Replicate()
+    return Partial(arg or "sum")
+
+
+def _read_tensor(descriptor: dict):
+    import torch
+    dtype = _torch_dtype(descriptor["dtype"])
+    with open(descriptor["path"], "rb") as f:
+        data = bytearray(f.read())
+    flat = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
+    return flat.reshape(descriptor["shape"]).clone()
+
+
+def _write_tensor(tensor, path: str) -> dict:
+    import torch
+    t = tensor.detach().contiguous().cpu()
+    raw = t.view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    with open(path, "wb") as f:
+        f.write(raw.numpy().tobytes())
+    return {"path": path, "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
+
+
+class _Recorder:
+    """Instruments one redistribution: the functional collectives CommDebugMode counts, the
+    tensor dims DTensor's placement code passed for each, the flattened transforms of the merge
+    pass (to name a flattened group by the dims it merges) and the merge pass's warnings."""
+
+    def __init__(self):
+        self.pending_dims: list[tuple[str, tuple[int, int]]] = []
+        self.calls: list[tuple[str, str | None, str | None, tuple[int, int] | None]] = []
+        self.flattened_groups: dict[str, tuple[int, ...]] = {}
+        self.warnings: set[tuple[tuple[int, ...], str]] = set()
+
+    @contextlib.contextmanager
+    def patched(self):
+        import torch.distributed._functional_collectives as funcol
+        import torch.distributed.tensor._redistribute as redistribute
+        import torch.distributed.tensor.placement_types as placement_types
+
+        originals = {
+            (funcol, "all_gather_single"): funcol.all_gather_single,
+            (funcol, "reduce_scatter_single"): funcol.reduce_scatter_single,
+            (placement_types, "shard_dim_alltoall"): placement_types.shard_dim_alltoall,
+            (redistribute, "_optimize_transform_infos"): redistribute._optimize_transform_infos,
+            (redistribute, "_warn_flatten_optimization_not_possible"):
+                redistribute._warn_flatten_optimization_not_possible,
+        }
+        recorder = self
+
+        def all_gather_single(tensor, gather_dim, group, *args, **kwargs):
+            recorder.pending_dims.append(("all_gather", (gather_dim, gather_dim)))
+            return originals[(funcol, "all_gather_single")](tensor, gather_dim, group, *args,
+                                                             **kwargs)
+
+        def reduce_scatter_single(tensor, reduce_op, scatter_dim, group, *args, **kwargs):
+            recorder.pending_dims.append(("reduce_scatter", (scatter_dim, scatter_dim)))
+            return originals[(funcol, "reduce_scatter_single")](tensor, reduce_op, scatter_dim,
+                                                                 group, *args, **kwargs)
+
+        def shard_dim_alltoall(tensor, gather_dim, shard_dim, mesh, mesh_dim):
+            # On gloo the all_gather inside stands for this all_to_all (see the module's doc).
+            recorder.pending_dims.append(("all_to_all", (gather_dim, shard_dim)))
+            before = len(recorder.pending_dims)
+            out = originals[(placement_types, "shard_dim_alltoall")](tensor, gather_dim,
+                                                                      shard_dim, mesh, mesh_dim)
+            del recorder.pending_dims[before - 1:]
+            return out
+
+        def optimize(transform_infos, device_mesh, src_placements, dst_placements):
+            result = originals[(redistribute, "_optimize_transform_infos")](
+                transform_infos, device_mesh, src_placements, dst_placements)
+            for info in result:
+                if isinstance(info, redistribute._FlattenedTransformInfo):
+                    name = info.mesh.get_group(0).group_name
+                    recorder.flattened_groups[name] = tuple(info.original_mesh_dims)
+            return result
+
+        def warn(device_mesh, mesh_dims, src_placements, dst_placements, num_ops, comm_type,
+                 reason):
+            recorder.warnings.add((tuple(mesh_dims), reason))
+            return originals[(redistribute, "_warn_flatten_optimization_not_possible")](
+                device_mesh, mesh_dims, src_placements, dst_placements, num_ops, comm_type,
+                reason)
+
+        replacements = {
+            (funcol, "all_gather_single"): all_gather_single,
+            (funcol, "reduce_scatter_single"): reduce_scatter_single,
+            (placement_types, "shard_dim_alltoall"): shard_dim_alltoall,
+            (redistribute, "_optimize_transform_infos"): optimize,
+            (redistribute, "_warn_flatten_optimization_not_possible"): warn,
+        }
+        for (module, name), function in replacements.items():
+            setattr(module, name, function)
+        try:
+            yield
+        finally:
+            for (module, name), function in originals.items():
+                setattr(module, name, function)
+
+    def comm_mode(self):
+        import torch
+        from torch.distributed.tensor.debug import CommDebugMode
+
+        recorder = self
+        funcol = torch.ops._c10d_functional
+        kinds = {
+            funcol.all_reduce: "all_reduce",
+            funcol.all_gather_into_tensor: "all_gather",
+            funcol.reduce_scatter_tensor: "reduce_scatter",
+            funcol.all_to_all_single: "all_to_all",
+            torch.ops._dtensor.shard_dim_alltoall: "all_to_all",
+        }
+
+        class Mode(CommDebugMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                before = self.get_total_counts()
+                out = super().__torch_dispatch__(func, types, args, kwargs)
+                if out is not NotImplemented and self.get_total_counts() > before:
+                    packet = getattr(func, "_overloadpacket", None)
+                    kind = kinds.get(packet)
+                    if kind is None:
+                        recorder.calls.append((str(func), None, None, None))
+                    else:
+                        recorder.calls.append(recorder._call(kind, packet, args))
+                return out
+
+        return Mode()
+
+    def _call(self, kind, packet, args):
+        import torch
+        group = args[-1] if isinstance(args[-1], str) else None
+        reduce_op = None
+        dims = None
+        if kind in ("all_reduce", "reduce_scatter"):
+            reduce_op = str(args[1]).lower()
+        if packet is torch.ops._dtensor.shard_dim_alltoall:
+            dims = (int(args[1]), int(args[2]))
+        elif self.pending_dims:
+            pending_kind, dims = self.pending_dims.pop(0)
+            if pending_kind == "all_to_all":
+                kind = "all_to_all"
+        return (kind, group, reduce_op, dims)
+
+
+def _render(call, group_dims: dict, names: list[str]) -> str:
+    kind, group, reduce_op, dims = call
+    if group is None or group not in group_dims:
+        return f"{kind}(<unknown group {group}>)"
+    where = "+".join(names[d] for d in sorted(group_dims[group]))
+    if kind == "all_reduce":
+        return f"all_reduce({where}, {reduce_op})"
+    if kind == "reduce_scatter":
+        return f"reduce_scatter({where}, {reduce_op}, dim={dims[0]})"
+    if kind == "all_gather":
+        return f"all_gather({where}, dim={dims[0]})"
+    if kind == "all_to_all":
+        return f"all_to_all({where}, dim={dims[0]}->{dims[1]})"
+    return f"{kind}({where})"
+
+
+def run_rank(rank: int, world_size: int, arg: dict):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import _redistribute as redistribute
+
+    shape, names = arg["shape"], arg["names"]
+    mesh_tensor = torch.tensor(arg["ranks"], dtype=torch.int64).reshape(shape)
+    # Every rank of the world creates the mesh's groups, as PyTorch requires; ranks outside the
+    # mesh hold no coordinate and do nothing more.
+    mesh = DeviceMesh("cpu", mesh_tensor, mesh_dim_names=tuple(names))
+    # Ranks outside the mesh hold no groups of it (get_group raises there).
+    in_mesh = mesh.get_coordinate() is not None and arg["input"] is not None
+    group_dims = {mesh.get_group(d).group_name: (d,) for d in range(len(shape))} if in_mesh else {}
+    try:
+        for f in arg["flatten"]:
+            sub = mesh[tuple(f["dims"])]
+            flat = sub._flatten(f["name"]) if f.get("name") else sub._flatten()
+            if in_mesh:
+                group_dims.setdefault(flat.get_group(0).group_name,
+                                      tuple(names.index(d) for d in f["dims"]))
+    except Exception as e:
+        # PyTorch refusing the flatten, as a user would see it. A rank outside the mesh cannot
+        # slice it ("it needs to contain the local rank") and has nothing to flatten: it only
+        # joins the world-wide calls below.
+        if in_mesh:
+            return {"rejected": (type(e).__name__, str(e))}
+
+    result: dict = {}
+    local = _read_tensor(arg["input"]) if in_mesh else None
+    if in_mesh:
+        recorder = _Recorder()
+        try:
+            src = tuple(_placement(p) for p in arg["from"])
+            dst = tuple(_placement(p) for p in arg["to"])
+            global_shape = torch.Size(arg["tensor"]["shape"])
+            stride = torch.empty(global_shape, device="meta").stride()
+            redistribute._gen_transform_infos.cache_clear()
+            with _planning(arg), recorder.patched():
+                dtensor = DTensor.from_local(local, mesh, src, run_check=False,
+                                             shape=global_shape, stride=stride)
+                mode = recorder.comm_mode()
+                with mode:
+                    out = _redistribute(dtensor, mesh, dst, arg["api"])
+        except Exception as e:  # PyTorch refusing the redistribution
+            result = {"rejected": (type(e).__name__, str(e))}
+        else:
+            # A flattened group is named by the dims of the merged transform that uses it.
+            group_dims.update(recorder.flattened_groups)
+            comms = [_render(c, group_dims, names) for c in recorder.calls]
+            if len(comms) != mode.get_total_counts():
+                raise RuntimeError(f"recorded {len(comms)} collectives, CommDebugMode counted "
+                                   f"{mode.get_total_counts()}")
+            result = {"comms": comms, "warnings": len(recorder.warnings),
+                      "output": _write_tensor(out, arg["output"])}
+    # Every rank returns before the timing starts, so a rejection on one rank is not followed
+    # by its peers waiting in a barrier.
+    gathered = [None] * world_size
+    dist.all_gather_object(gathered, "rejected" in result)
+    if any(gathered):
+        return result or None
+    if arg["perf"] is not None:
+        result["time_s"] = _timed(arg, mesh, local, in_mesh)
+    return result or None
+
+
+@contextlib.contextmanager
+def _planning(arg: dict):
+    from torch.distributed.tensor import _redistribute as redistribute
+    with contextlib.ExitStack() as stack:
+        if not arg["optimize"]:
+            stack.enter_context(redistribute.disable_redistribute_transform_optimization(True))
+        if arg["planner"] == "min_cost":
+            stack.enter_context(redistribute.use_min_cost_redistribution_plan(True))
+        yield
+
+
+def _redistribute(dtensor, mesh, dst, api: str):
+    from torch.distributed.tensor import _redistribute as redistribute
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec
+    if api == "public":
+        return dtensor.redistribute(mesh, dst).to_local()
+    target = DTensorSpec(mesh, dst, tensor_meta=dtensor._spec.tensor_meta)
+    return redistribute.redistribute_local_tensor(dtensor._local_tensor, dtensor._spec, target)
+
+
+def _timed(arg: dict, mesh, local, in_mesh: bool) -> list[float]:
+    """Seconds of each timed redistribution on this rank (0 outside the mesh), after the
+    warm-up; every rank waits for the others before each."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+    perf = arg["perf"]
+    dtensor = dst = None
+    if in_mesh:
+        src = tuple(_placement(p) for p in arg["from"])
+        dst = tuple(_placement(p) for p in arg["to"])
+        global_shape = torch.Size(arg["tensor"]["shape"])
+        dtensor = DTensor.from_local(local, mesh, src, run_check=False, shape=global_shape,
+                                     stride=torch.empty(global_shape, device="meta").stride())
+    times = []
+    with _planning(arg):
+        for i in range(int(perf["warmup"]) + int(perf["iters"])):
+            dist.barrier()
+            t0 = time.perf_counter()
+            if in_mesh:
+                _redistribute(dtensor, mesh, dst, arg["api"])
+            dt = time.perf_counter() - t0
+            if i >= int(perf["warmup"]):
+                times.append(dt)
+    return times
