@@ -79,13 +79,16 @@ TEST(ExecuteCase, AReportedRejectionIsJudgedLikeAThrownOneAndKeepsMetrics) {
       "{name: a, kind: probe, value: 1, report_reject: 'KeyError: no dim tp', expect_error: 'no "
       "dim'}");
   EXPECT_EQ(expected.outcome.status, Status::pass);
-  EXPECT_EQ(expected.outcome.metrics, (nlohmann::json{{"kept", true}}));
+  // The kind's metrics stay, and the row records what raised, whatever the verdict.
+  EXPECT_EQ(expected.outcome.metrics,
+            (nlohmann::json{{"kept", true}, {"rejected", "KeyError: no dim tp"}}));
 
   const CaseRun unexpected =
       run_one("{name: a, kind: probe, value: 1, report_reject: 'KeyError: no dim tp'}");
   EXPECT_EQ(unexpected.outcome.status, Status::fail);
   EXPECT_EQ(unexpected.outcome.message, "rejected: KeyError: no dim tp");
-  EXPECT_EQ(unexpected.outcome.metrics, (nlohmann::json{{"kept", true}}));
+  EXPECT_EQ(unexpected.outcome.metrics,
+            (nlohmann::json{{"kept", true}, {"rejected", "KeyError: no dim tp"}}));
 }
 
 TEST(ExecuteCase, AKindsOwnFailureKeepsItsMessageUnderExpectError) {

@@ -91,3 +91,38 @@ def torch_tests_skip_reason() -> str | None:
     if importlib.util.find_spec("torch") is None:
         return "PyTorch is not importable (ci/bootstrap installs the pinned version)"
     return None
+
+
+def built_runner() -> Path | None:
+    """The real meshgate-runner: MESHGATE_RUNNER when it is a binary, else one built under
+    build/."""
+    given = os.environ.get("MESHGATE_RUNNER", "")
+    if given and not given.endswith(".py") and Path(given).exists():
+        return Path(given)
+    repo = Path(__file__).resolve().parents[2]
+    for preset in ("cuda", "cpu"):
+        built = repo / "build" / preset / "harness" / "runner" / "meshgate-runner"
+        if built.exists():
+            return built
+    return None
+
+
+def run_on_torch(runner: Path, args: list, out: Path, timeout: float = 900,
+                 **env: str) -> dict:
+    """meshgate-runner run ARGS --impl torch --out OUT: the results document. AssertionError
+    with the runner's output when it wrote none."""
+    import subprocess
+
+    harness = Path(__file__).resolve().parents[1]  # holds the meshgate package
+    environ = dict(os.environ, PYTHONPATH=str(harness) + os.pathsep
+                   + os.environ.get("PYTHONPATH", ""), **env)
+    proc = subprocess.run(
+        [str(runner), "run", *[str(a) for a in args], "--impl", "torch",
+         "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch"]),
+         "--out", str(out)],
+        cwd=harness.parent, env=environ, capture_output=True, text=True, timeout=timeout)
+    results = Path(out) / "results.json"
+    if not results.exists():
+        raise AssertionError(f"no results.json (exit {proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return json.loads(results.read_text())

@@ -6,33 +6,16 @@ known reasons."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import torch_tests_skip_reason
+from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
 
-HERE = Path(__file__).resolve().parent
-PACKAGE_PARENT = HERE.parent  # harness/, which holds the meshgate package
-REPO = PACKAGE_PARENT.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
-def _runner() -> Path | None:
-    given = os.environ.get("MESHGATE_RUNNER", "")
-    if given and not given.endswith(".py") and Path(given).exists():
-        return Path(given)
-    for preset in ("cuda", "cpu"):
-        built = REPO / "build" / preset / "harness" / "runner" / "meshgate-runner"
-        if built.exists():
-            return built
-    return None
-
-
-RUNNER = _runner()
+RUNNER = built_runner()
 SKIP_TORCH = torch_tests_skip_reason()
 
 
@@ -44,21 +27,11 @@ class TorchLayoutAndMesh(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep
-                   + os.environ.get("PYTHONPATH", ""))
         cls.rows = {}
         for suite in ("layout", "mesh", "mesh-compat"):
-            out = Path(cls.tmp.name) / suite
-            proc = subprocess.run(
-                [str(RUNNER), "run", str(REPO / "cases" / suite), "--impl", "torch",
-                 "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch"]),
-                 "--out", str(out)],
-                cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-            results = out / "results.json"
-            if not results.exists():
-                raise AssertionError(f"no results for cases/{suite}: {proc.stderr[-2000:]}")
-            cases = json.loads(results.read_text())["cases"]
-            cls.rows[suite] = {row["id"]: row for row in cases}
+            document = run_on_torch(RUNNER, [REPO / "cases" / suite], Path(cls.tmp.name) / suite,
+                                    timeout=600)
+            cls.rows[suite] = {row["id"]: row for row in document["cases"]}
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -91,7 +64,7 @@ class TorchLayoutAndMesh(unittest.TestCase):
 
     def test_every_skip_is_explained(self) -> None:
         known = ("layout model", "compare_models", "expect.warnings",
-                 "cannot be handed to another implementation", "is not in this torch")
+                 "before any implementation runs", "is not in this torch")
         for suite, rows in self.rows.items():
             for case, row in rows.items():
                 if row["status"] != "skip":

@@ -6,34 +6,17 @@ runner judges them with the checks of meshgate's own run. No row may be an error
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import torch_tests_skip_reason
+from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
 
-HERE = Path(__file__).resolve().parent
-PACKAGE_PARENT = HERE.parent  # harness/, which holds the meshgate package
-REPO = PACKAGE_PARENT.parent
+REPO = Path(__file__).resolve().parents[2]
 SUITES = ["two-d.yaml", "api-and-errors.yaml", "upstream-bugs.yaml", "sum-avg.yaml"]
 
 
-def _runner() -> Path | None:
-    given = os.environ.get("MESHGATE_RUNNER", "")
-    if given and not given.endswith(".py") and Path(given).exists():
-        return Path(given)
-    for preset in ("cuda", "cpu"):
-        built = REPO / "build" / preset / "harness" / "runner" / "meshgate-runner"
-        if built.exists():
-            return built
-    return None
-
-
-RUNNER = _runner()
+RUNNER = built_runner()
 SKIP_TORCH = torch_tests_skip_reason()
 
 
@@ -45,20 +28,9 @@ class TorchRedistribute(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        env = dict(os.environ, MESHGATE_TORCH_MAX_RANKS="8",
-                   PYTHONPATH=str(PACKAGE_PARENT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        out = Path(cls.tmp.name) / "out"
-        proc = subprocess.run(
-            [str(RUNNER), "run", *[str(REPO / "cases" / "redistribute" / s) for s in SUITES],
-             "--impl", "torch",
-             "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch"]),
-             "--out", str(out)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
-        results = out / "results.json"
-        if not results.exists():
-            raise AssertionError(f"no results.json (exit {proc.returncode}):\n"
-                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        cls.rows = {row["id"]: row for row in json.loads(results.read_text())["cases"]}
+        document = run_on_torch(RUNNER, [REPO / "cases" / "redistribute" / s for s in SUITES],
+                                Path(cls.tmp.name) / "out", MESHGATE_TORCH_MAX_RANKS="8")
+        cls.rows = {row["id"]: row for row in document["cases"]}
 
     @classmethod
     def tearDownClass(cls) -> None:

@@ -119,7 +119,7 @@ class InstallTest(unittest.TestCase):
         self.check_driver(venv / "bin" / "meshgate", env, "pip")
         code, out, err = run([venv / "bin" / "python", "-c",
                               "import meshgate.schema as s; print(sorted(s.NAMES))"], cwd=self.work)
-        self.assertEqual(out.strip(), "['cases-1', 'results-1', 'verdicts-1']", err)
+        self.assertEqual(out.strip(), "['cases-1', 'impl-1', 'results-1', 'verdicts-1']", err)
 
 
 if __name__ == "__main__":
