@@ -1,0 +1,161 @@
+"""meshgate parity's committed list and its checks, and meshgate compat's classification of
+what changed between two implementations: pure functions on result rows."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import unittest
+from pathlib import Path
+
+from meshgate import compat, impls, parity
+
+
+def row(case: str, status: str, kind: str = "redistribute", message: str = "", **metrics) -> dict:
+    return {"id": case, "kind": kind, "status": status, "message": message, "plan": [],
+            "metrics": metrics}
+
+
+class ParityList(unittest.TestCase):
+    def write(self, document: dict) -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="meshgate-parity-"))
+        path = folder / "list.json"
+        path.write_text(json.dumps(document))
+        return path
+
+    def test_a_bug_entry_needs_the_bug_and_the_damage(self):
+        path = self.write({"disagreements": [{"case": "s/a", "class": "pytorch-bug", "why": "x"}]})
+        with self.assertRaisesRegex(parity.ListError, "needs 'bug'"):
+            parity.load_list(path)
+
+    def test_a_meshgate_bug_is_never_listed(self):
+        path = self.write({"disagreements": [{"case": "s/a", "class": "meshgate-bug", "why": "x"}]})
+        with self.assertRaisesRegex(parity.ListError, "a meshgate bug is fixed, never listed"):
+            parity.load_list(path)
+
+    def test_a_case_listed_twice_is_refused(self):
+        entry = {"case": "s/a", "class": "by-design", "why": "x"}
+        with self.assertRaisesRegex(parity.ListError, "listed twice"):
+            parity.load_list(self.write({"disagreements": [entry, entry]}))
+
+    def test_unlisted_stale_and_error_rows_are_found(self):
+        listed = {"disagreements": [{"case": "s/listed", "class": "by-design", "why": "x"},
+                                    {"case": "s/fixed", "class": "by-design", "why": "x"},
+                                    {"case": "s/gone", "class": "by-design", "why": "x"}]}
+        rows = [row("s/listed", "fail"), row("s/fixed", "pass"), row("s/new", "fail"),
+                row("s/broken", "error"), row("s/skipped", "skip", message="torch: no")]
+        unlisted, stale, errors = parity.check(rows, listed)
+        self.assertEqual([r["id"] for r in unlisted], ["s/new"])
+        self.assertEqual([e["case"] for e in stale], ["s/fixed", "s/gone"])
+        self.assertEqual([r["id"] for r in errors], ["s/broken"])
+
+    def test_the_table_counts_disagreements_by_class(self):
+        listed = {"disagreements": [{"case": "s/a", "class": "pytorch-bug", "bug": "b",
+                                     "damage": "d", "why": "w"}]}
+        rows = [row("s/a", "fail"), row("s/b", "fail"), row("s/c", "pass"),
+                row("s/d", "skip", message="torch: needs 32 gloo ranks")]
+        text = parity.render(rows, listed, 1.0, "torch", "2.15.0")
+        self.assertIn("| redistribute | 3 | 1 | 2 (1 / 0 / 1) | 0 | 1 |", text)
+        self.assertIn("skip redistribute x1: torch: needs 32 gloo ranks", text)
+
+    def test_the_committed_list_is_well_formed(self):
+        listed = parity.load_list(Path(__file__).resolve().parents[2] / "baselines"
+                                  / "torch-parity.json")
+        self.assertEqual(listed["version"], impls.pinned_torch().split("==")[1])
+        self.assertTrue(listed["disagreements"])
+
+
+class CompatClassification(unittest.TestCase):
+    def test_a_new_rejection_and_a_relaxation(self):
+        accepted = row("s/a", "pass", plan_dummy=1)
+        rejected = row("s/a", "fail", rejected="RuntimeError: no")
+        self.assertEqual(compat.classify(accepted, rejected)[0], "new_rejection")
+        self.assertEqual(compat.classify(rejected, accepted)[0], "relaxation")
+
+    def test_rejections_by_type_and_by_wording(self):
+        a = row("s/a", "pass", rejected="RuntimeError: Can not redistribute, internal use only")
+        b = row("s/a", "pass", rejected="RuntimeError: Can not redistribute, only S to P(sum)")
+        c = row("s/a", "pass", rejected="ValueError: Can not redistribute")
+        self.assertEqual(compat.classify(a, b)[:2], ("representation_change", "error message"))
+        self.assertEqual(compat.classify(a, c)[:2], ("semantic_change", "error type"))
+        self.assertIsNone(compat.classify(a, dict(a)))
+
+    def test_a_changed_plan_is_semantic_and_a_changed_layout_text_is_representation(self):
+        base = dict(row("s/a", "pass"), plan=["all_reduce(A+B, sum)"])
+        merged_differently = dict(row("s/a", "pass"), plan=["all_reduce(A, sum)",
+                                                           "all_reduce(B, sum)"])
+        self.assertEqual(compat.classify(base, merged_differently)[:2], ("semantic_change", "plan"))
+        one = row("s/m", "pass", kind="mesh", layout="(2,2):(2,1)", shape=[2, 2])
+        two = row("s/m", "pass", kind="mesh", layout="((2),(2)):((2),(1))", shape=[2, 2])
+        self.assertEqual(compat.classify(one, two)[0], "representation_change")
+
+    def test_a_skip_on_one_side_is_expressibility(self):
+        self.assertEqual(compat.classify(row("s/a", "pass"), row("s/a", "skip"))[0],
+                         "expressibility")
+        self.assertIsNone(compat.classify(row("s/a", "skip"), row("s/a", "skip")))
+
+    def test_changes_come_worst_first(self):
+        base = [row("s/a", "pass", rejected="RuntimeError: x"), row("s/b", "pass"),
+                row("s/c", "pass")]
+        candidate = [row("s/a", "pass"), row("s/b", "fail", rejected="RuntimeError: y"),
+                     row("s/c", "pass")]
+        changes = compat.compare(base, candidate)
+        self.assertEqual([(c["case"], c["class"]) for c in changes],
+                         [("s/b", "new_rejection"), ("s/a", "relaxation")])
+        self.assertIn("| new_rejection | 1 |", compat.markdown(changes, "torch 2.13.0",
+                                                              "torch 2.15.0", 3))
+
+
+class ImplNames(unittest.TestCase):
+    def test_names_resolve_to_commands(self):
+        self.assertIsNone(impls.resolve(None))
+        self.assertIsNone(impls.resolve("meshgate"))
+        toy = impls.resolve("toy=python3 toy.py --mode 'a b'")
+        self.assertEqual(toy.command, ("python3", "toy.py", "--mode", "a b"))
+        self.assertEqual(toy.runner_args()[:2], ["--impl", "toy"])
+        self.assertEqual(json.loads(toy.runner_args()[3]), ["python3", "toy.py", "--mode", "a b"])
+
+    def test_unknown_names_and_missing_environments_are_refused(self):
+        with self.assertRaisesRegex(impls.ImplError, "unknown implementation"):
+            impls.resolve("tensorflow")
+        with self.assertRaisesRegex(impls.ImplError, "no such Python interpreter"):
+            impls.resolve("torch@/nonexistent/venv")
+        with self.assertRaisesRegex(impls.ImplError, "may hold letters"):
+            impls.resolve("a b=c")
+
+    def test_missing_torch_names_the_pinned_install_command(self):
+        import sys
+        from unittest import mock
+
+        with mock.patch.object(impls, "has_torch", return_value=False):
+            with self.assertRaises(impls.ImplError) as caught:
+                impls.resolve("torch")
+        self.assertIn(f"{sys.executable} -m pip install '{impls.pinned_torch()}'",
+                      str(caught.exception))
+
+    def test_a_python_adapter_finds_the_meshgate_package(self):
+        torch_impl = impls.Impl("torch", ("python3", "-m", "meshgate.impls.torch"), python="python3")
+        env = torch_impl.env({"PYTHONPATH": "/elsewhere"})
+        self.assertEqual(env["PYTHONPATH"].split(":")[0], str(impls.PACKAGE_PARENT))
+        self.assertIn("/elsewhere", env["PYTHONPATH"])
+
+    def test_each_side_of_an_ab_runs_its_own_implementation(self):
+        from meshgate import replicate
+        from meshgate.launch import Selection
+
+        older = impls.Impl("torch", ("/venv/bin/python", "-m", "meshgate.impls.torch"),
+                           python="/venv/bin/python")
+        launcher = replicate.DriverLauncher()
+        commands = []
+        for side in (replicate.Side(label="base", runner=["runner"], impl=older),
+                     replicate.Side(label="candidate", runner=["runner"])):
+            setup = launcher.setup(side)
+            commands.append(setup.run_command(Selection(paths=["cases"]), Path("/tmp/out"), "id",
+                                              resume=False))
+        self.assertEqual(commands[0][-4:-2], ["--impl", "torch"])
+        self.assertEqual(json.loads(commands[0][-1])[0], "/venv/bin/python")
+        self.assertNotIn("--impl", commands[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
