@@ -35,9 +35,21 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=["threads", "mpi", "nccl"], default="threads",
                         help="ranks as threads of one runner (default), or MPI/NCCL processes "
                              "started with mpirun (srun inside a Slurm allocation)")
-    parser.add_argument("--ranks", type=int, metavar="N",
+    parser.add_argument("--ranks", type=rank_count, metavar="N",
                         help="threads: cap on the world size; mpi/nccl: number of processes")
     impls.add_argument(parser)
+
+
+def rank_count(text: str) -> int:
+    """--ranks: a whole number >= 1, checked here so that a bad value is a usage error before
+    anything builds or claims a report folder."""
+    try:
+        ranks = int(text)
+    except ValueError:
+        ranks = 0
+    if ranks < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of ranks >= 1")
+    return ranks
 
 
 def case_timeout_seconds(text: str) -> float:

@@ -191,6 +191,15 @@ class RunDefaultsTest(CliTestCase):
         self.meshgate("run", "--case-timeout", "0", "--out", str(self.fake.dir / "o"))
         self.assertEqual(option_values(self.fake.run_launches()[0], "--case-timeout"), ["0"])
 
+    def test_a_rank_count_below_one_is_a_usage_error_that_leaves_no_folder(self):
+        for value in ("0", "-2", "many"):
+            with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit_:
+                cli.main(["run", "--ranks", value])
+            self.assertEqual(exit_.exception.code, 2, value)
+            self.assertIn(f"'{value}': a whole number of ranks >= 1", err.getvalue())
+        self.assertEqual(self.fake.launches(), [])
+        self.assertFalse((self.root / "reports").exists())
+
     def test_the_memory_limit_reaches_listing_and_run(self):
         self.meshgate("run", "--memory-limit", "64GiB", "--out", str(self.fake.dir / "o"))
         for argv in self.fake.launches():
