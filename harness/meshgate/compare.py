@@ -513,6 +513,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     comparison = compare_results(
         base, new, floors, base_label=str(base_path), new_label=str(new_path), max_gate=args.max_gate
     )
+    common = set(comparison.base_rows) & set(comparison.new_rows)
+    if not common:
+        # Every case would be "new" or "missing": nothing was judged, which must not pass a gate.
+        print(f"meshgate compare: nothing to compare: {base_path} ({len(comparison.base_rows)} "
+              f"case(s)) and {new_path} ({len(comparison.new_rows)} case(s)) have no case in "
+              f"common", file=sys.stderr)
+        return 2
     print(format_table(comparison))
     if args.json:
         json_path = pathlib.Path(args.json)

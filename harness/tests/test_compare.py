@@ -280,6 +280,19 @@ class CompareCliTest(unittest.TestCase):
             code, _, _ = run_cli(["compare", str(FIXTURES / "base.json"), str(FIXTURES / "base.json"), "--out", str(out)])
             self.assertEqual(code, 0)
 
+    def test_results_with_no_case_in_common_are_unusable(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            other = json.loads((FIXTURES / "new.json").read_text())
+            for row in other["cases"]:
+                row["id"] = "renamed-" + row["id"]
+            renamed = pathlib.Path(tmp) / "renamed.json"
+            renamed.write_text(json.dumps(other))
+            code, _, err = run_cli(["compare", str(FIXTURES / "base.json"), str(renamed),
+                                    "--out", tmp])
+            self.assertEqual(code, 2)
+            self.assertIn("nothing to compare", err)
+            self.assertIn("have no case in common", err)
+
     def test_default_report_folders_of_the_same_second_differ(self):
         with tempfile.TemporaryDirectory() as tmp, \
                 unittest.mock.patch.object(compare.build, "source_root", return_value=pathlib.Path(tmp)):
