@@ -526,6 +526,11 @@ void load_checked_text(const std::string& text, const std::string& file, LoadedC
     const std::optional<std::size_t> combinations =
         count_combinations(*axes, limits.max_matrix_combinations);
     if (!combinations) {
+      // Named by its written name (a ${var} left as written), so that the message says which
+      // case; the name is checked, and quoted for display, where the case expands.
+      if (const YAML::Node name = lookup(case_node, "name"); name.IsScalar() && suite) {
+        errs.case_label = "case " + quote_value(*suite + "/" + name.Scalar());
+      }
       errs.add(lookup(case_node, "matrix").Mark(), "matrix",
                "expands to " + describe_combinations(*axes) + " combinations, above the limit of " +
                    std::to_string(limits.max_matrix_combinations) +

@@ -208,7 +208,8 @@ TEST(CaseFile, MatrixCombinationsAreCountedBeforeExpanding) {
   ASSERT_EQ(loaded.errors.size(), 1u);
   EXPECT_EQ(
       loaded.errors[0],
-      "suite.yaml:4:13: case #1: key 'matrix': expands to k0: 10 x k1: 10 x k2: 10 x k3: 10 x "
+      "suite.yaml:4:13: case 'suite/m-${k0}': key 'matrix': expands to k0: 10 x k1: 10 x k2: "
+      "10 x k3: 10 x "
       "k4: 10 x k5: 10 x k6: 10 x k7: 10 = 100000000 combinations, above the limit of 10000 "
       "per case; split the case or shorten its lists");
   // So many keys that the product overflows 64 bits: still counted, still refused.

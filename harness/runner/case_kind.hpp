@@ -126,6 +126,19 @@ bool decode_strict(const YAML::Node& value, T& out) {
   if constexpr (std::is_same_v<T, std::string> || std::is_arithmetic_v<T>) {
     if (!value.IsScalar()) return false;
   }
+  // A quoted scalar is text: yaml-cpp would read "2" as the number 2, and `shape: [2, "2"]`
+  // would pass for `shape: [2, 2]`.
+  if constexpr (std::is_arithmetic_v<T>) {
+    if (value.Tag() == "!") return false;
+  } else if constexpr (requires { typename T::value_type; }) {
+    if constexpr (std::is_arithmetic_v<typename T::value_type>) {
+      if (value.IsSequence()) {
+        for (const YAML::Node& item : value) {
+          if (item.Tag() == "!") return false;
+        }
+      }
+    }
+  }
   try {
     out = value.as<T>();
     return true;

@@ -145,7 +145,19 @@ void CaseNode::fail_at(const YAML::Node& node, std::string_view key,
 
 void CaseNode::fail_wrong_type(const YAML::Node& value, std::string_view key,
                                std::string_view expected) const {
-  fail_at(value, key, "expected " + std::string(expected) + ", got " + describe_node(value));
+  std::string hint;
+  const bool wants_list = expected.rfind("a list", 0) == 0;
+  if (value.IsSequence() && !wants_list) {
+    // A list where one value belongs is usually a sweep meant for the matrix.
+    const std::string leaf(key.substr(key.rfind('.') == std::string_view::npos
+                                          ? 0
+                                          : key.rfind('.') + 1));
+    hint = "; to run the case once per value, list them under matrix: {" + leaf +
+           ": [...]} and write " + leaf + ": \"${" + leaf + "}\"";
+  } else if (value.IsScalar() && value.Tag() == "!" && expected != "a string") {
+    hint = " (quoted, so it is text: write it without quotes)";
+  }
+  fail_at(value, key, "expected " + std::string(expected) + ", got " + describe_node(value) + hint);
 }
 
 void CaseNode::collect_unknown(bool close_only, const std::vector<std::string>& vocabulary,

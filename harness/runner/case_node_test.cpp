@@ -31,13 +31,31 @@ TEST(CaseNode, GettersReadTypedValues) {
 TEST(CaseNode, WrongTypeNamesPositionCaseAndKey) {
   CaseNode node(YAML::Load("name: x\nvalue: [1, 2]\ntext: [a]\n"), "f.yaml", "s/x");
   EXPECT_EQ(error_of([&] { node.required<int>("value"); }),
-            "f.yaml:2:8: case 's/x': key 'value': expected an integer, got a list");
+            "f.yaml:2:8: case 's/x': key 'value': expected an integer, got a list; to run the "
+            "case once per value, list them under matrix: {value: [...]} and write value: "
+            "\"${value}\"");
   EXPECT_EQ(error_of([&] { node.optional<std::string>("text"); }),
-            "f.yaml:3:7: case 's/x': key 'text': expected a string, got a list");
+            "f.yaml:3:7: case 's/x': key 'text': expected a string, got a list; to run the case "
+            "once per value, list them under matrix: {text: [...]} and write text: \"${text}\"");
   EXPECT_EQ(error_of([&] { node.required<int>("absent"); }),
             "f.yaml:1:1: case 's/x': key 'absent': is required (an integer)");
   EXPECT_EQ(error_of([&] { node.required<std::vector<int>>("name"); }),
             "f.yaml:1:7: case 's/x': key 'name': expected a list of integers, got 'x'");
+}
+
+// yaml-cpp reads "2" as the number 2; a quoted value is text wherever a number belongs.
+TEST(CaseNode, AQuotedNumberIsNoNumber) {
+  CaseNode node(YAML::Load("a: \"3\"\nshape: [2, \"2\"]\nplain: [2, 2]\nt: \"3\"\n"), "f.yaml",
+                "s/x");
+  EXPECT_NE(error_of([&] { node.required<int>("a"); })
+                .find("key 'a': expected an integer, got '3' (quoted, so it is text: write it "
+                      "without quotes)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { node.required<std::vector<std::int64_t>>("shape"); })
+                .find("key 'shape': expected a list of integers"),
+            std::string::npos);
+  EXPECT_EQ(node.required<std::vector<std::int64_t>>("plain"), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(node.required<std::string>("t"), "3");
 }
 
 TEST(CaseNode, UnknownKeySuggestsTheClosestKnownKey) {

@@ -74,6 +74,20 @@ TEST(ExecuteCase, ExpectErrorSemantics) {
   EXPECT_EQ(flag_off.outcome.status, Status::pass);
 }
 
+TEST(Validate, AnUnquotedNumberIsNoExpectErrorButAQuotedOneIsASubstring) {
+  const PlannedCases number =
+      plan("suite: s\ncases:\n  - {name: a, kind: probe, value: 1, expect_error: 5}\n");
+  ASSERT_EQ(number.errors.size(), 1u);
+  EXPECT_NE(number.errors[0].find("key 'expect_error': expected true, false or a substring of the "
+                                  "error message, got the number 5; quote it (\"5\")"),
+            std::string::npos)
+      << number.errors[0];
+  const PlannedCases quoted =
+      plan("suite: s\ncases:\n  - {name: a, kind: probe, value: 1, expect_error: \"5\"}\n");
+  ASSERT_TRUE(quoted.errors.empty()) << quoted.errors.front();
+  EXPECT_EQ(quoted.cases.at(0).expected_message, "5");
+}
+
 TEST(ExecuteCase, AReportedRejectionIsJudgedLikeAThrownOneAndKeepsMetrics) {
   const CaseRun expected = run_one(
       "{name: a, kind: probe, value: 1, report_reject: 'KeyError: no dim tp', expect_error: 'no "

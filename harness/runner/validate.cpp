@@ -136,6 +136,14 @@ void read_expect_error(CaseNode& node, PlannedCase& planned) {
     planned.expect_error = flag;
     return;
   }
+  // An unquoted number is neither a flag nor meant as text: `expect_error: 5` would look for
+  // the substring "5" in every message.
+  double number = 0;
+  if (value.Tag() != "!" && YAML::convert<double>::decode(value, number)) {
+    node.fail("expect_error", "expected true, false or a substring of the error message, got the "
+                              "number " + value.Scalar() + "; quote it (\"" + value.Scalar() +
+                              "\") if the message should contain that text");
+  }
   if (value.Scalar().empty())
     node.fail("expect_error", "an empty substring matches anything; write true");
   planned.expect_error = true;

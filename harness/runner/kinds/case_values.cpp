@@ -71,6 +71,11 @@ Layout read_layout(const YAML::Node& value, const CaseNode& at, std::string_view
 
 std::int64_t read_int(const YAML::Node& value, const CaseNode& at, std::string_view key) {
   std::int64_t i = 0;
+  // A quoted "2" is text, though yaml-cpp would read it as the number.
+  if (value.IsScalar() && value.Tag() == "!") {
+    at.fail_at(value, key, "expected an integer, got the quoted text '" + value.Scalar() +
+                               "' (write the number without quotes)");
+  }
   if (!value.IsScalar() || !try_as(value, i)) at.fail_at(value, key, "expected an integer");
   return i;
 }
