@@ -8,7 +8,10 @@ worktrees of other revisions under it (revisions.py)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,18 +94,37 @@ def preset_for(root: Path, explicit: str | None = None, env: dict | None = None)
     return proc.stdout.strip() or "cpu"
 
 
+# A compiler's own diagnostic: file:line:col: error: ... (gcc, clang, nvcc's host compiler).
+_COMPILE_ERROR = re.compile(r"\S+\.(?:c|cc|cpp|cxx|cu|h|hpp|cuh):\d+(?::\d+)?:\s+(?:fatal )?error:")
+
+
+def failure_cause(lines: list[str]) -> str | None:
+    """What made a build fail, in the failing tool's words: the first compiler error when a
+    compiler failed, else the last line that says error (a linker, ar, ranlib, make)."""
+    for line in lines:
+        if _COMPILE_ERROR.search(line):
+            return line.strip()
+    for line in reversed(lines):
+        if "error" in line.lower() and line.strip():
+            return line.strip()
+    return None
+
+
 def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
-                 env: dict) -> None:
-    """Runs `command`, holding its output back unless it does real work or fails."""
+                 env: dict, compile_step: bool = False) -> None:
+    """Runs `command`, holding its output back unless it does real work or fails. A failed
+    `compile_step` gets `failure_hint` only when a compiler reported the error."""
     try:
         proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, env=env,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
     except FileNotFoundError:
         raise BuildError(f"{command[0]} not found: {BOOTSTRAP_HINT}") from None
     held: list[str] = []
+    seen: list[str] = []
     streaming = False
     with proc:
         for line in proc.stdout:
+            seen.append(line)
             if streaming:
                 out.write(line)
                 out.flush()
@@ -115,6 +137,11 @@ def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
     if proc.returncode != 0:
         if not streaming:
             out.write("".join(held))
+        cause = failure_cause(seen)
+        if compile_step and (cause is None or not _COMPILE_ERROR.search(cause)):
+            # No compiler said error: a hint about the code would send the user the wrong way.
+            failure_hint = f"the failing step said: {cause}" if cause else \
+                "see the output above"
         raise BuildError(f"`{' '.join(command)}` failed with exit code {proc.returncode}; "
                          f"{failure_hint}")
 
@@ -188,16 +215,39 @@ def build_target(root: Path, preset: str, env: dict, out: TextIO,
     configured already, then builds only `target` with `-j build_jobs()`. Returns the build
     folder; BuildError when a step fails."""
     build_dir = root / "build" / preset
-    if not is_configured(build_dir) or not knows_target(build_dir, target):
-        if not checked_packages:
-            ensure_system_packages(root, out, env)
-        out.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
-        _run_quietly(["cmake", "--preset", preset, *configure_args], root, out,
-                     f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
-    _run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
-                  "-j", str(build_jobs(env))], root, out,
-                 "fix the compile error above (or run ci/bootstrap when a tool is missing)", env)
+    with build_lock(build_dir, out):
+        if not is_configured(build_dir) or not knows_target(build_dir, target):
+            if not checked_packages:
+                ensure_system_packages(root, out, env)
+            out.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
+            _run_quietly(["cmake", "--preset", preset, *configure_args], root, out,
+                         f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
+        _run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
+                      "-j", str(build_jobs(env))], root, out,
+                     "fix the compile error above (or run ci/bootstrap when a tool is missing)",
+                     env, compile_step=True)
     return build_dir
+
+
+@contextlib.contextmanager
+def build_lock(build_dir: Path, out: TextIO):
+    """Holds <build_dir>.lock while configuring and building, so that two meshgate commands on
+    one checkout never write the same objects at once (a truncated archive, a half-linked
+    runner): the second waits, and says so."""
+    build_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = build_dir.parent / f".{build_dir.name}.lock"
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            out.write(f"meshgate: another meshgate command is building {build_dir}; waiting for "
+                      f"it to finish\n")
+            out.flush()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def require_cmake(root: Path, out: TextIO, env: dict) -> bool:

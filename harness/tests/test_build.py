@@ -145,6 +145,45 @@ class BuildTest(unittest.TestCase):
             self.build("fail")
         self.assertIn("main.cpp:3:1: error: expected ';'", self.out.getvalue())
 
+    def test_a_failure_no_compiler_reported_names_the_failing_tool(self):
+        with self.assertRaises(BuildError) as caught:
+            self.build("archive_fail")
+        message = str(caught.exception)
+        self.assertNotIn("compile error", message)
+        self.assertIn("the failing step said: gmake[2]: *** [lib/layout/CMakeFiles/meshgate_layout"
+                      ".dir/build.make:97: lib/layout/libmeshgate_layout.a] Error 1", message)
+        with self.assertRaisesRegex(BuildError, "fix the compile error above"):
+            self.build("fail")
+
+    def test_a_second_build_waits_for_the_first_and_says_so(self):
+        import threading
+
+        self.build()  # configured, so both builds below only build
+        hold = self.root / "hold"
+        env = dict(self.env, FAKE_CMAKE_HOLD=str(hold))
+        first_out, second_out = io.StringIO(), io.StringIO()
+        first = threading.Thread(target=build.runner_command,
+                                 args=(self.root, None, env, first_out))
+        first.start()
+        started = Path(str(hold) + ".started")
+        while not started.exists():
+            pass
+        started.unlink()
+        second = threading.Thread(target=build.runner_command,
+                                  args=(self.root, None, env, second_out))
+        second.start()
+        # The second is waiting on the lock, not building: cmake did not start again.
+        second.join(timeout=1.0)
+        self.assertTrue(second.is_alive())
+        self.assertFalse(started.exists())
+        self.assertIn("another meshgate command is building", second_out.getvalue())
+        hold.write_text("")
+        first.join(timeout=10)
+        second.join(timeout=10)
+        self.assertFalse(first.is_alive() or second.is_alive())
+        builds = [c for c in self.calls() if c[0] == "--build"]
+        self.assertEqual(len(builds), 3)
+
     def test_missing_compiler_points_to_bootstrap(self):
         with self.assertRaisesRegex(BuildError, "ci/bootstrap"):
             self.build("configure_fail")
