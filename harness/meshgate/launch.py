@@ -373,7 +373,11 @@ def _handle(event: dict, outcome: LaunchOutcome, view: ProgressView, tally: Tall
         outcome.ended += 1
         status = str(event.get("status", "error"))
         tally.record(status, seconds)
-        view.finished(tally, case_id, status, seconds, str(event.get("message", "")))
+        message = str(event.get("message", ""))
+        if status in ("fail", "error") and event.get("file") and event.get("line"):
+            # Where the case is written, so that a failure on the console leads to its file.
+            message = f"{event['file']}:{event['line']}: {message}"
+        view.finished(tally, case_id, status, seconds, message)
     elif kind == "done":
         outcome.done = event
 

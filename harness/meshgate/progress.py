@@ -94,12 +94,13 @@ class ProgressView(Protocol):
 
 def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
               message: str) -> str:
-    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail/error;
-    control characters in the id and message are shown as escapes (markup.visible)."""
+    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail,
+    error and skip (a skip's reason); control characters in the id and message are shown as
+    escapes (markup.visible)."""
     width = len(str(max(tally.total, tally.done)))
     line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {visible(status):<6} "
             f"{visible(case_id)}  {format_case_time(seconds)}")
-    if status in ("fail", "error") and first_line(message):
+    if status in ("fail", "error", "skip") and first_line(message):
         line += f"  {visible(first_line(message))}"
     return line
 

@@ -51,7 +51,9 @@ void Console::end(const nlohmann::ordered_json& row, std::size_t index, std::siz
           {"index", index},
           {"status", status},
           {"seconds", seconds},
-          {"message", message}});
+          {"message", message},
+          {"file", row.value("file", "")},
+          {"line", row.value("line", 0)}});
     return;
   }
   const int width = static_cast<int>(std::to_string(total).size());

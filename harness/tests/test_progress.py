@@ -66,6 +66,30 @@ class PlainViewTest(unittest.TestCase):
         PlainView(out, out).finished(tally, "mesh/x", "fail", 0.002, "expected [0]\ngot [1]")
         self.assertEqual(out.getvalue(), "[1/4] fail   mesh/x  2.0 ms  expected [0]\n")
 
+    def test_skips_show_their_reason(self):
+        out = io.StringIO()
+        tally = Tally(total=4)
+        tally.record("skip", 0.0)
+        PlainView(out, out).finished(tally, "mesh/x", "skip", 0.0001,
+                                     "needs 16 ranks but the world has 8\nmore")
+        self.assertEqual(out.getvalue(),
+                         "[1/4] skip   mesh/x  0.1 ms  needs 16 ranks but the world has 8\n")
+
+    def test_a_failure_names_where_its_case_is_written(self):
+        from meshgate.launch import LaunchOutcome, _handle
+
+        out = io.StringIO()
+        tally = Tally(total=2)
+        view = PlainView(out, out)
+        for status in ("fail", "pass"):
+            _handle({"event": "end", "id": f"mesh/{status}", "status": status, "seconds": 0.001,
+                     "message": "expected [0], got [1]", "file": "cases/mesh/x.yaml", "line": 12},
+                    LaunchOutcome(), view, tally)
+        lines = out.getvalue().splitlines()
+        self.assertTrue(lines[0].endswith("mesh/fail  1.0 ms  cases/mesh/x.yaml:12: expected [0], "
+                                          "got [1]"), lines[0])
+        self.assertNotIn("x.yaml", lines[1])
+
     def test_text_goes_to_its_stream(self):
         out, err = io.StringIO(), io.StringIO()
         view = PlainView(out, err)
