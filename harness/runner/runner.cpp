@@ -138,6 +138,20 @@ std::optional<std::vector<PlannedCase>> plan_cases(const std::vector<std::string
   return std::move(planned.cases);
 }
 
+// The skip row of a case that needs more ranks than `ranks_cap` (--ranks) allows.
+std::optional<CaseRun> skip_over_cap(PlannedCase& planned, std::optional<int> ranks_cap) {
+  const int needed = planned.prepared->ranks();
+  if (!ranks_cap || needed <= *ranks_cap) return std::nullopt;
+  CaseRun result;
+  try {
+    result.params = planned.prepared->params();
+  } catch (const std::exception&) {
+    // A skipped case's row still names it; its parameters are in the case file.
+  }
+  result.outcome = skip_outcome(needed, *ranks_cap);
+  return result;
+}
+
 }  // namespace
 
 #ifndef MESHGATE_HAVE_MPI
@@ -154,17 +168,8 @@ std::unique_ptr<RunBackend> make_process_backend(const RunOptions& options, std:
 #endif
 
 CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
+  if (std::optional<CaseRun> skipped = skip_over_cap(planned, ranks_cap)) return *skipped;
   const int needed = planned.prepared->ranks();
-  if (ranks_cap && needed > *ranks_cap) {
-    CaseRun result;
-    try {
-      result.params = planned.prepared->params();
-    } catch (const std::exception&) {
-      // A skipped case's row still names it; its parameters are in the case file.
-    }
-    result.outcome = skip_outcome(needed, *ranks_cap);
-    return result;
-  }
   ThreadsContext ctx(ranks_cap ? *ranks_cap : std::max(needed, 1), planned.perf);
   return execute_in(planned, ctx);
 }
@@ -339,17 +344,7 @@ CaseRun execute_external(PlannedCase& planned, ExternalImpl& impl,
 }
 
 CaseRun ExternalImplBackend::run_case(PlannedCase& planned) {
-  const int needed = planned.prepared->ranks();
-  if (ranks_cap_ && needed > *ranks_cap_) {
-    CaseRun result;
-    try {
-      result.params = planned.prepared->params();
-    } catch (const std::exception&) {
-      // A skipped case's row still names it; its parameters are in the case file.
-    }
-    result.outcome = skip_outcome(needed, *ranks_cap_);
-    return result;
-  }
+  if (std::optional<CaseRun> skipped = skip_over_cap(planned, ranks_cap_)) return *skipped;
   return execute_external(planned, impl_, scratch_);
 }
 

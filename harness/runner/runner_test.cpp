@@ -190,7 +190,9 @@ TEST(Validation, ReportsEveryErrorWithPositionCaseAndKey) {
   EXPECT_EQ(planned.errors[0],
             "t.yaml:6:5: case 's/a': key 'expcet': unknown key (did you mean 'expect'?)");
   EXPECT_EQ(planned.errors[1],
-            "t.yaml:9:12: case 's/b': key 'value': expected an integer, got a list");
+            "t.yaml:9:12: case 's/b': key 'value': expected an integer, got a list; to run the "
+            "case once per value, list them under matrix: {value: [...]} and write value: "
+            "\"${value}\"");
   EXPECT_EQ(planned.errors[2],
             "t.yaml:11:11: case 's/c': key 'kind': unknown kind 'prob' (did you mean 'probe'?); "
             "known kinds: probe, echo");

@@ -44,7 +44,7 @@ set(_hostile ${_runner_testdata}/hostile)
 foreach(_case
     "self-alias|self-alias\\.yaml:8:22: alias '\\*x' refers to the anchor '&x' at line 8 that contains it"
     "alias-bomb|alias-bomb\\.yaml:9:12: alias '\\*a4' brings the file past 100000 YAML nodes"
-    "matrix-8x10|matrix-8x10\\.yaml:10:7: case #1: key 'matrix': expands to .* = 100000000 combinations, above the limit of 10000 per case"
+    "matrix-8x10|matrix-8x10\\.yaml:10:7: case 'hostile/m-[^']*': key 'matrix': expands to .* = 100000000 combinations, above the limit of 10000 per case"
     "duplicate-key|duplicate-key\\.yaml:7:5: key 'op': defined twice in this mapping, first at line 6"
     "two-documents|two-documents\\.yaml:7:1: a second YAML document starts here"
     "control-name|control-name\\.yaml:4:11: a string holds the control character U\\+001B"
