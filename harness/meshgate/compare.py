@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import datetime as _dt
 import pathlib
+import re
 import sys
 from typing import Any, Optional
 
@@ -496,6 +497,19 @@ def default_report_dir(prefix: str) -> pathlib.Path:
     return _results.claim_run_dir(build.source_root() / "reports", f"{prefix}-{stamp}")[1]
 
 
+_AB_SIDE = re.compile(r"^(?P<session>.+)-(?:base|candidate)-\d+$")
+
+
+def interleaved(base_run: dict, new_run: dict) -> bool:
+    """Whether two results are the sides of one interleaved A/B session (`meshgate ab` names
+    each side's runs <session>-base-<n> and <session>-candidate-<n>), or one run itself."""
+    if base_run.get("id") and base_run.get("id") == new_run.get("id"):
+        return True
+    a = _AB_SIDE.match(str(base_run.get("id", "")))
+    b = _AB_SIDE.match(str(new_run.get("id", "")))
+    return bool(a and b and a.group("session") == b.group("session"))
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     base_path, new_path = pathlib.Path(args.base), pathlib.Path(args.new)
     try:
@@ -521,6 +535,12 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"common", file=sys.stderr)
         return 2
     print(format_table(comparison))
+    if not interleaved(base.get("run") or {}, new.get("run") or {}):
+        print(f"meshgate compare: warning: {base_path} and {new_path} come from separate runs "
+              f"(ids {(base.get('run') or {}).get('id', '?')!r} and "
+              f"{(new.get('run') or {}).get('id', '?')!r}), not one interleaved A/B: a drift of "
+              f"the machine between them reads as a change of the code; `meshgate ab` "
+              f"interleaves the two builds", file=sys.stderr)
     if args.json:
         json_path = pathlib.Path(args.json)
         json_path.parent.mkdir(parents=True, exist_ok=True)

@@ -293,6 +293,21 @@ class CompareCliTest(unittest.TestCase):
             self.assertIn("nothing to compare", err)
             self.assertIn("have no case in common", err)
 
+    def test_separate_runs_are_compared_with_a_warning_pointing_at_ab(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code, _, err = run_cli(["compare", str(FIXTURES / "base.json"),
+                                    str(FIXTURES / "new.json"), "--out", tmp])
+            self.assertEqual(code, 1)
+            self.assertIn("come from separate runs", err)
+            self.assertIn("`meshgate ab` interleaves the two builds", err)
+        self.assertTrue(compare.interleaved({"id": "ab-20261126-101500-base-1"},
+                                            {"id": "ab-20261126-101500-candidate-3"}))
+        self.assertFalse(compare.interleaved({"id": "ab-20261126-101500-base-1"},
+                                             {"id": "ab-20261126-111500-candidate-1"}))
+        self.assertTrue(compare.interleaved({"id": "base-1"}, {"id": "base-1"}))
+        self.assertFalse(compare.interleaved({"id": "20261126-101500-59fa4d3"},
+                                             {"id": "20261126-111500-59fa4d3"}))
+
     def test_default_report_folders_of_the_same_second_differ(self):
         with tempfile.TemporaryDirectory() as tmp, \
                 unittest.mock.patch.object(compare.build, "source_root", return_value=pathlib.Path(tmp)):
