@@ -107,11 +107,21 @@ def built_runner() -> Path | None:
     return None
 
 
-def run_on_torch(runner: Path, args: list, out: Path, timeout: float = 900,
-                 **env: str) -> dict:
-    """meshgate-runner run ARGS --impl torch --out OUT: the results document. AssertionError
-    with the runner's output when it wrote none."""
+def requires_torch_runner(cls):
+    """Skips a test class of --impl torch where those tests do not run (torch_tests_skip_reason)
+    or no real runner is built."""
+    reason = torch_tests_skip_reason()
+    if reason is None and built_runner() is None:
+        reason = "no meshgate-runner binary (MESHGATE_RUNNER or build/)"
+    return unittest.skip(reason)(cls) if reason else cls
+
+
+def run_on_torch(args: list, out: Path, timeout: float = 900, **env: str) -> dict:
+    """meshgate-runner run ARGS --impl torch --out OUT on the built runner: the results
+    document. AssertionError with the runner's output when it wrote none."""
     import subprocess
+
+    runner = built_runner()
 
     harness = Path(__file__).resolve().parents[1]  # holds the meshgate package
     environ = dict(os.environ, PYTHONPATH=str(harness) + os.pathsep

@@ -10,7 +10,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
+from tests.support import requires_torch_runner, run_on_torch
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,12 +90,7 @@ cases:
 """
 
 
-RUNNER = built_runner()
-SKIP_TORCH = torch_tests_skip_reason()
-
-
-@unittest.skipIf(SKIP_TORCH is not None, SKIP_TORCH or "")
-@unittest.skipUnless(RUNNER is not None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
+@requires_torch_runner
 class TorchCollectives(unittest.TestCase):
     rows: dict[str, dict] = {}
 
@@ -104,7 +99,7 @@ class TorchCollectives(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cases = Path(cls.tmp.name) / "collectives.yaml"
         cases.write_text(CASES)
-        document = run_on_torch(RUNNER, [cases], Path(cls.tmp.name) / "out", timeout=600,
+        document = run_on_torch([cases], Path(cls.tmp.name) / "out", timeout=600,
                                 MESHGATE_TORCH_MAX_RANKS="8")
         cls.rows = {row["id"]: row for row in document["cases"]}
 

@@ -10,24 +10,19 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
+from tests.support import requires_torch_runner, run_on_torch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-RUNNER = built_runner()
-SKIP_TORCH = torch_tests_skip_reason()
-
-
-@unittest.skipIf(SKIP_TORCH is not None, SKIP_TORCH or "")
-@unittest.skipUnless(RUNNER is not None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
+@requires_torch_runner
 class TorchGemmCpu(unittest.TestCase):
     rows: dict[str, dict] = {}
 
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        document = run_on_torch(RUNNER, [REPO / "cases" / "gemm", "--suite", "gemm-cpu"],
+        document = run_on_torch([REPO / "cases" / "gemm", "--suite", "gemm-cpu"],
                                 Path(cls.tmp.name) / "gemm", timeout=600)
         cls.header = document["run"]
         cls.rows = {row["id"]: row for row in document["cases"]}

@@ -10,17 +10,12 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
+from tests.support import requires_torch_runner, run_on_torch
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-RUNNER = built_runner()
-SKIP_TORCH = torch_tests_skip_reason()
-
-
-@unittest.skipIf(SKIP_TORCH is not None, SKIP_TORCH or "")
-@unittest.skipUnless(RUNNER is not None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
+@requires_torch_runner
 class TorchLayoutAndMesh(unittest.TestCase):
     rows: dict[str, dict[str, dict]] = {}
 
@@ -29,7 +24,7 @@ class TorchLayoutAndMesh(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.rows = {}
         for suite in ("layout", "mesh", "mesh-compat"):
-            document = run_on_torch(RUNNER, [REPO / "cases" / suite], Path(cls.tmp.name) / suite,
+            document = run_on_torch([REPO / "cases" / suite], Path(cls.tmp.name) / suite,
                                     timeout=600)
             cls.rows[suite] = {row["id"]: row for row in document["cases"]}
 

@@ -10,25 +10,20 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner, run_on_torch, torch_tests_skip_reason
+from tests.support import requires_torch_runner, run_on_torch
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = ["two-d.yaml", "api-and-errors.yaml", "upstream-bugs.yaml", "sum-avg.yaml"]
 
 
-RUNNER = built_runner()
-SKIP_TORCH = torch_tests_skip_reason()
-
-
-@unittest.skipIf(SKIP_TORCH is not None, SKIP_TORCH or "")
-@unittest.skipUnless(RUNNER is not None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
+@requires_torch_runner
 class TorchRedistribute(unittest.TestCase):
     rows: dict[str, dict] = {}
 
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        document = run_on_torch(RUNNER, [REPO / "cases" / "redistribute" / s for s in SUITES],
+        document = run_on_torch([REPO / "cases" / "redistribute" / s for s in SUITES],
                                 Path(cls.tmp.name) / "out", MESHGATE_TORCH_MAX_RANKS="8")
         cls.rows = {row["id"]: row for row in document["cases"]}
 
