@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Iterable, Optional
 
 from . import compare as _compare
-from . import jsonfile, stats, svg
+from . import jsonfile, stats, summary, svg
 from .markup import html_text, md_cell, md_code, visible
 from .results import where
 
@@ -184,6 +184,8 @@ def run_markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {md_code(r['id'])} | {k} | {svg.format_seconds(med)} | {spread * 100:.2f} % |")
         lines.append("")
 
+    lines += collectives_markdown(summary.collective_tables(rows))
+
     skipped = [r for r in rows if r.get("status") == "skip"]
     if skipped:
         lines += ["<details><summary>Skipped cases (%d)</summary>" % len(skipped), ""]
@@ -197,6 +199,24 @@ def run_markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {md_code(r['id'])} | {md_cell(r.get('kind', ''))} | {md_cell(r.get('status', ''))} | {secs_text} |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+def collectives_markdown(tables: list[summary.CollectiveTable]) -> list[str]:
+    """The "Collectives" section: each collective case group's per-size table as nccl-tests
+    prints it (the table `meshgate run` prints), under the group's title."""
+    if not tables:
+        return []
+    lines = ["## Collectives", ""]
+    for table in tables:
+        measured = list(summary.MEASURED_COLUMNS)
+        header = table.keys + measured + ([f"in-place {c}" for c in measured] if table.in_place else [])
+        align = ["---" if key == "case" else "---:" for key in table.keys] + ["---:"] * (len(header) - len(table.keys))
+        title = md_code(table.name) + (f" ({md_cell(table.about)})" if table.about else "")
+        lines += [title, "", "| " + " | ".join(header) + " |",
+                  "|" + "|".join(align) + "|"]
+        lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in table.rows]
+        lines.append("")
+    return lines
 
 
 def _junit_time(row: dict[str, Any]) -> str:

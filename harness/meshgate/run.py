@@ -320,6 +320,10 @@ def run_command(args: argparse.Namespace) -> int:
         notes.append(f"nothing was tested: all {len(cases)} case(s) were skipped (first reason: "
                      f"{cases[0].get('message') or 'none given'}); pass --allow-all-skipped if that is expected")
         code = max(code, 2)
+    # The collectives' per-size tables (nccl-tests' view of a sweep) come before the summary,
+    # which stays the last thing printed.
+    for line in summary.collective_text(summary.collective_tables(cases)):
+        print(line)
     if stopped is not None:
         notes.append(f"stopped by {stopped}: {len(cases)} of {len(catalogue)} case(s) finished")
         print(summary.render(cases, time.monotonic() - started, out_dir, report_paths, notes))

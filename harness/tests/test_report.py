@@ -129,6 +129,31 @@ class RunReportTest(unittest.TestCase):
         error_root = ET.fromstring(report.junit_xml(load("mesh_compat_run.json")))
         self.assertEqual(error_root.get("errors"), "1")
 
+    def test_collectives_section_has_the_per_size_table_of_each_case_group(self):
+        from .test_summary import COLLECTIVES
+
+        md = report.run_markdown({"run": {"id": "r"}, "cases": COLLECTIVES})
+        self.assertEqual(md.count("## Collectives"), 1)
+        section = md[md.index("## Collectives"):md.index("<details><summary>Skipped")]
+        self.assertEqual(section.splitlines()[2:10], [
+            "`collectives-smoke/all-reduce-tp-sum-*` (all_reduce; 2 groups of 2 ranks; smoke.yaml:6)",
+            "",
+            "| size (B) | count | type | redop | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong | "
+            "in-place time (us) | in-place algbw (GB/s) | in-place busbw (GB/s) | in-place #wrong |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| 8 | 2 | float32 | sum | 7.51 | 0.00 | 0.00 | 0 | 3.66 | 0.00 | 0.00 | 0 |",
+            "| 4096 | 1024 | float32 | sum | 17.74 | 0.23 | 0.23 | 0 | 6.23 | 0.66 | 0.66 | 0 |",
+            "| 8 | 2 | int32 | sum | 3.97 | 0.00 | 0.00 | 0 | 4.13 | 0.00 | 0.00 | 0 |",
+            "| 4096 | 1024 | int32 | sum | 5.54 | 0.74 | 0.74 | 3 | 5.37 | 0.76 | 0.76 | 0 |",
+        ])
+        self.assertIn("| size (B) | count | type | redop | root | time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |",
+                      section)
+        self.assertIn("| 4096 | 4096 | uint8 | - | 1 | 1.49 | 2.75 | 2.75 | 0 |", section)
+        # A row that records only busbw per size still gets its table, unknown cells as '-'.
+        sparse = report.run_markdown(load("new.json"))
+        self.assertIn("`collectives/all-gather-sweep`\n\n| size (B) |", sparse)
+        self.assertIn("| 1048576 | - | - | - | - | 9.60 | 16.64 | - |", sparse)
+
     def test_busbw_in_and_out_of_place_are_separate_lines(self):
         metrics = {"sizes": [{"bytes": 1024, "busbw_GBps": 1.0, "inplace": False},
                              {"bytes": 1024, "busbw_GBps": 3.0, "inplace": True},
