@@ -1,11 +1,14 @@
 """`meshgate ab --base REV --candidate REV [CASES]`: interleaved A/B of two builds.
 
 Each revision is checked out in its own git worktree under build/ab/<commit> (reused when
-present) and builds its own runner there with `cmake --preset`. The performance cases run k
-times per side (default 9) in randomised ABBA order, each run a fresh runner process with
-MESHGATE_COMMIT naming the revision. The comparison is `meshgate compare`'s; cases it flags as
-regressions or improvements are re-run in a fresh interleaved batch, and only those flagged
-the same way again keep their verdict (spec/gating.md, steps 5 and 6). Exit codes as
+present) and builds its own runner there with `cmake --preset`. Selection (experiment_cases):
+with no case arguments, the cases `meshgate run` selects by default (tag smoke) plus every
+performance case of the revision's cases/. Cases without a `perf:` block run once per side for
+their correctness; the performance cases run k times per side (default 9) in randomised ABBA
+order, each run a fresh runner process with MESHGATE_COMMIT naming the revision. Timed cases
+are judged by the gate's rule (verdict.py): inconclusive ones get adaptive runs within
+--max-runs, and flagged ones (regressions, improvements) are re-run in a fresh interleaved
+batch and keep their verdict only when that batch repeats it by the same rule. Exit codes as
 `meshgate compare`: 1 confirmed regression or correctness failure, 0 otherwise, 2 unusable
 input or a build that fails.
 """
@@ -23,14 +26,13 @@ from . import baseline as _baseline
 from . import build
 from . import compare as _compare
 from . import results as _results
-from . import impls, replicate, revisions, stats
+from . import impls, perfruns, replicate, revisions, stats, verdict
 from .replicate import LaunchFn, Side
+from .verdict import CaseVerdict
 # A revision's worktree and build live in revisions.py; AbError is its RevisionError.
 from .revisions import RevisionError as AbError, ensure_worktree, resolve_commit, worktree_path  # noqa: F401
 
 DEFAULT_RUNS = 9
-# Verdicts that count only after a fresh batch repeats them (spec/gating.md items 5 and 6).
-CONFIRMED_VERDICTS = ("regression", "improvement")
 
 
 def case_arguments(cases: list[str], root: Optional[pathlib.Path] = None) -> tuple[list[str], list[str]]:
@@ -51,6 +53,57 @@ def case_arguments(cases: list[str], root: Optional[pathlib.Path] = None) -> tup
     return paths, patterns
 
 
+class Batch:
+    """One interleaved batch of runs of both sides, grown look by look: `run_to(ids, n)` brings
+    `ids` to n runs per side in a fresh randomised ABBA order, launch n of a side landing in
+    <folder>/<label>/run-<n>; `docs()` merges each side's launches into one results document
+    whose rows hold one sample list per run of that case."""
+
+    def __init__(self, sides: list[Side], case_ids: dict[str, list[str]], launch: LaunchFn,
+                 folder: pathlib.Path, rng: random.Random):
+        self.sides, self.case_ids, self.launch, self.folder, self.rng = sides, case_ids, launch, folder, rng
+        self.launches: dict[str, list[tuple[list[str], dict]]] = {s.label: [] for s in sides}
+        self.order: list[str] = []
+        self.judged = False  # whether its first look has been judged
+
+    def runs_of(self, label: str, case_id: str) -> int:
+        return sum(1 for ids, _ in self.launches[label] if case_id in ids)
+
+    def run_to(self, ids: list[str], n: int) -> None:
+        have = min((self.runs_of(s.label, i) for s in self.sides for i in ids), default=n)
+        for index in replicate.abba_order(n - have, self.rng):
+            side = self.sides[index]
+            asked = [i for i in self.case_ids[side.label] if i in set(ids)]
+            number = len(self.launches[side.label]) + 1
+            doc = self.launch(side, number, asked, self.folder / side.label / f"run-{number}")
+            self.launches[side.label].append((asked, doc))
+            self.order.append("AB"[index])
+
+    def docs(self) -> dict[str, dict]:
+        out = {}
+        for side in self.sides:
+            launches = self.launches[side.label]
+            cases = []
+            for case_id in self.case_ids[side.label]:
+                rows = [(number, {r.get("id"): r for r in doc.get("cases", [])}.get(case_id))
+                        for number, (ids, doc) in enumerate(launches, 1) if case_id in ids]
+                if not rows:
+                    continue
+                k = len(rows)
+                first = rows[0][1] or _results.error_row(case_id, f"run {rows[0][0]}: the runner produced no result")
+                cases.append(perfruns.merge_case(first, {i: row for i, (_, row) in enumerate(rows[1:], 2)}, k))
+            run = dict(launches[0][1].get("run") or {}) if launches else {}
+            if side.commit:
+                run["commit"] = side.commit
+            run["runs"] = max((self.runs_of(side.label, i) for i in self.case_ids[side.label]), default=0)
+            out[side.label] = {"schema": _results.SCHEMA, "run": _results.complete_run(run), "cases": cases}
+        return out
+
+    def write(self) -> None:
+        for label, doc in self.docs().items():
+            _results.write_results(self.folder / label / "results.json", doc)
+
+
 def run_ab(
     sides: list[Side],
     case_ids: dict[str, list[str]],
@@ -61,75 +114,101 @@ def run_ab(
     confirm: bool = True,
     floors_for: Optional[Callable[[dict], dict]] = None,
     max_gate: float = stats.MAX_GATE,
+    max_runs: Optional[int] = None,
+    status_ids: Optional[dict[str, list[str]]] = None,
 ) -> tuple[_compare.Comparison, dict[str, Any]]:
-    """The A/B experiment once both runners exist: interleaved batch, comparison, confirmation.
+    """The A/B experiment once both runners exist: correctness run, interleaved batch with
+    adaptive looks, comparison, confirmation (the rule and its looks: verdict.py).
 
-    `floors_for(candidate results)` returns the calibrated noise floors for the machine the
-    runs landed on. Cases flagged as regressions or improvements are re-run in a fresh
-    interleaved batch and keep their verdict only when that batch gives the same one; the
-    others become inconclusive. Returns the final comparison (each confirmed or unconfirmed
-    case carries the confirmation batch's ratio, CI and p beside the first batch's) and a
-    record of what ran.
+    `status_ids` (per side) are cases without timing: they run once per side, first, and count
+    for their correctness alone. The timed `case_ids` run k times per side in randomised ABBA
+    order; cases still inconclusive with an estimated need within `max_runs` (default
+    verdict.DEFAULT_MAX_RUNS; k turns adaptation off) get more runs, look by look, at the
+    spent-down alpha. Flagged cases (regressions and improvements) are re-run in a fresh batch
+    with as many runs as flagged them and keep their verdict only when that batch, judged by
+    the same rule, repeats it. `floors_for(candidate results)` gives the calibrated noise
+    floors of the machine the runs landed on. Returns the final comparison and a record of
+    what ran.
     """
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     rng = random.Random(seed)
+    max_runs = max(k, verdict.DEFAULT_MAX_RUNS if max_runs is None else max_runs)
     base, cand = sides
-    order = replicate.abba_order(k, rng)
-    docs = replicate.collect_runs(sides, order, case_ids, launch, pathlib.Path(out_dir) / "batch-1")
-    for side in sides:
-        _results.write_results(pathlib.Path(out_dir) / "batch-1" / side.label / "results.json", docs[side.label])
-    noise_floors = floors_for(docs[cand.label]) if floors_for else {}
-    comparison = _compare.compare_results(
-        docs[base.label], docs[cand.label], noise_floors, max_gate=max_gate,
-        base_label=f"{base.rev} ({base.commit[:10]})", new_label=f"{cand.rev} ({cand.commit[:10]})",
-    )
+    out_dir = pathlib.Path(out_dir)
     record: dict[str, Any] = {
-        "seed": seed,
-        "k": k,
-        "order": ["AB"[i] for i in order],
-        "base": {"rev": base.rev, "commit": base.commit},
-        "candidate": {"rev": cand.rev, "commit": cand.commit},
-        "batches": [str(pathlib.Path(out_dir) / "batch-1")],
-        "confirmation": {},
+        "seed": seed, "k": k, "max_runs": max_runs,
+        "base": {"rev": base.rev, "commit": base.commit, "impl": base.impl.name if base.impl else None},
+        "candidate": {"rev": cand.rev, "commit": cand.commit, "impl": cand.impl.name if cand.impl else None},
+        "batches": [], "looks": [], "confirm_looks": [], "confirmation": {},
     }
-    flagged = {v.id: v.verdict for v in comparison.cases if v.verdict in CONFIRMED_VERDICTS}
-    if not flagged or not confirm:
-        return comparison, record
-    confirm_ids = {s.label: [i for i in case_ids[s.label] if i in flagged] for s in sides}
-    confirm_order = replicate.abba_order(k, rng)
-    confirm_dir = pathlib.Path(out_dir) / "batch-2"
-    again_docs = replicate.collect_runs(sides, confirm_order, confirm_ids, launch, confirm_dir)
-    for side in sides:
-        _results.write_results(confirm_dir / side.label / "results.json", again_docs[side.label])
-    again = _compare.compare_results(again_docs[base.label], again_docs[cand.label], noise_floors, max_gate=max_gate)
-    again_by_id = {v.id: v for v in again.cases}
-    record["batches"].append(str(confirm_dir))
-    record["confirm_order"] = ["AB"[i] for i in confirm_order]
-    for v in comparison.cases:
-        if v.id not in flagged:
-            continue
-        second = again_by_id.get(v.id)
-        confirmed = second is not None and second.verdict == flagged[v.id]
-        v.confirmed = confirmed
-        if second is not None:
-            v.confirm_verdict, v.confirm_ratio, v.confirm_ci, v.confirm_p = second.verdict, second.ratio, second.ci, second.p
-        evidence = (
-            f"ratio {second.ratio:.3f}, 95 % CI [{second.ci[0]:.3f}, {second.ci[1]:.3f}], p = {second.p:.2g}"
-            if second is not None and second.ratio is not None
-            else (second.note if second is not None else "no result")
-        )
-        record["confirmation"][v.id] = {
-            "confirmed": confirmed, "verdict": second.verdict if second else None,
-            "ratio": second.ratio if second else None, "ci": list(second.ci) if second and second.ci else None,
-            "p": second.p if second else None,
-        }
-        if second is not None and second.verdict == "correctness":
-            v.verdict, v.note = "correctness", f"confirmation batch: {second.note}"
-        elif confirmed:
-            v.note += f"; confirmed by a fresh batch ({evidence})"
-        else:
-            v.verdict = "inconclusive"
-            v.note += f"; not confirmed by a fresh batch ({second.verdict if second else 'missing'}: {evidence})"
+    status_cmp = None
+    if status_ids and any(status_ids.values()):
+        status_docs = {s.label: launch(s, 1, list(status_ids[s.label]), out_dir / "status" / s.label / "run-1")
+                       for s in sides}
+        status_cmp = _compare.compare_results(status_docs[base.label], status_docs[cand.label])
+        record["status"] = str(out_dir / "status")
+    timed = {s.label: [i for i in case_ids.get(s.label, [])] for s in sides}
+    if not any(timed.values()):
+        if status_cmp is None:
+            raise _baseline.InputError("nothing to run: no case is selected on either side")
+        status_cmp.base_label = f"{base.rev} ({base.commit[:10]})"
+        status_cmp.new_label = f"{cand.rev} ({cand.commit[:10]})"
+        return status_cmp, record
+    floors: dict = {}
+
+    def judge_batch(batch: Batch, ids: list[str], runs: int, looks: list) -> dict[str, CaseVerdict]:
+        """The verdicts of `ids` in `batch` after its adaptive looks, from `runs` per side."""
+        def measure_at(asked: list[str], n: int, alpha: float) -> dict[str, CaseVerdict]:
+            nonlocal floors
+            batch.run_to(asked, n)
+            docs = batch.docs()
+            if not batch.judged:
+                floors = floors or (floors_for(docs[cand.label]) if floors_for else {})
+            wanted = set(asked)
+            pick = {label: {**doc, "cases": [r for r in doc["cases"] if r.get("id") in wanted]}
+                    for label, doc in docs.items()}
+            judged = _compare.compare_results(pick[base.label], pick[cand.label], floors, alpha=alpha, max_gate=max_gate)
+            if batch.judged:
+                looks.append({"batch": batch.folder.name, "runs": n, "alpha": alpha, "cases": list(asked)})
+            batch.judged = True
+            return {v.id: v for v in judged.cases}
+
+        final = verdict.judge_adaptively(measure_at, ids, runs, max_runs)
+        batch.write()
+        record["batches"].append(str(batch.folder))
+        return final
+
+    batch = Batch(sides, timed, launch, out_dir / "batch-1", rng)
+    ids = [i for i in timed[cand.label]] + [i for i in timed[base.label] if i not in set(timed[cand.label])]
+    final = judge_batch(batch, ids, k, record["looks"])
+    record["order"] = list(batch.order)
+    docs = batch.docs()
+    comparison = _compare.compare_results(docs[base.label], docs[cand.label], floors, max_gate=max_gate,
+                                          base_label=f"{base.rev} ({base.commit[:10]})",
+                                          new_label=f"{cand.rev} ({cand.commit[:10]})")
+    comparison.cases = [final.get(v.id, v) for v in comparison.cases]
+    flagged = [v for v in comparison.cases if v.verdict in verdict.CONFIRMED_VERDICTS]
+    if flagged and confirm:
+        # The confirmation starts with as many runs as the flag took, and may grow like the first batch.
+        again_runs = max(min(v.runs_base, v.runs_new) for v in flagged)
+        flagged_ids = [v.id for v in flagged]
+        again_batch = Batch(sides, {s.label: [i for i in timed[s.label] if i in set(flagged_ids)] for s in sides},
+                            launch, out_dir / "batch-2", rng)
+        again = judge_batch(again_batch, flagged_ids, again_runs, record["confirm_looks"])
+        record["confirm_order"] = list(again_batch.order)
+        for v in flagged:
+            second = again.get(v.id)
+            verdict.confirm(v, second)
+            record["confirmation"][v.id] = {
+                "confirmed": v.confirmed, "verdict": second.verdict if second else None,
+                "ratio": second.ratio if second else None, "ci": list(second.ci) if second and second.ci else None,
+                "p": second.p if second else None,
+                "runs": min(second.runs_base, second.runs_new) if second else 0,
+            }
+    if status_cmp is not None:
+        comparison.cases += [c for c in status_cmp.cases if c.id not in comparison.new_rows]
+        comparison.base_rows = {**status_cmp.base_rows, **comparison.base_rows}
+        comparison.new_rows = {**status_cmp.new_rows, **comparison.new_rows}
     return comparison, record
 
 
@@ -163,6 +242,21 @@ def selection_for(side: Side, patterns: list[str], args: argparse.Namespace) -> 
                      cases=list(patterns) + list(args.case))
 
 
+def experiment_cases(launcher: Any, side: Side, patterns: list[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """What `ab` and `bisect` select on `side`: (every selected case id, the timed ones among
+    them). With no case arguments and no filters: the cases `meshgate run` selects by default
+    (tag smoke) plus every performance case (a `perf:` block) of the revision's cases/. Cases
+    without timing run once per side for their correctness; the timed ones run k times."""
+    from .run import DEFAULT_TAGS
+
+    listing = launcher.list_cases(side, selection_for(side, patterns, args))
+    perf_ids = replicate.perf_case_ids(listing)
+    if not (args.cases or args.suite or args.tag or args.case):
+        timed = set(perf_ids)
+        listing = [e for e in listing if e["id"] in timed or set(DEFAULT_TAGS) & set(e.get("tags") or [])]
+    return [e["id"] for e in listing], perf_ids
+
+
 def noise_floors_for(machine_class: Optional[str]) -> Callable[[dict], dict]:
     """`floors_for` of run_ab: the calibrated noise floors of the machine the runs landed on
     (or of --machine-class)."""
@@ -190,25 +284,27 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         sides[0].impl = impls.resolve(args.base_impl or args.impl)
         sides[1].impl = impls.resolve(args.candidate_impl or args.impl)
         launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
-        case_ids = {}
+        case_ids, status_ids = {}, {}
         for side in sides:
-            listing = launcher.list_cases(side, selection_for(side, patterns, args))
-            case_ids[side.label] = replicate.perf_case_ids(listing)
+            ids, perf_ids = experiment_cases(launcher, side, patterns, args)
+            case_ids[side.label] = perf_ids
+            status_ids[side.label] = [i for i in ids if i not in set(perf_ids)]
     except (AbError, impls.ImplError) as e:
         print(f"meshgate ab: {e}", file=sys.stderr)
         return 2
     except (launch.LaunchError, launch.RunnerInputError) as e:
         print(f"meshgate ab: the runner rejected the selection: {getattr(e, 'stderr', e)}", file=sys.stderr)
         return 2
-    if not any(case_ids.values()):
-        print("meshgate ab: no performance case (with a `perf:` block) is selected on either side", file=sys.stderr)
+    if not any(case_ids.values()) and not any(status_ids.values()):
+        print("meshgate ab: no case is selected on either side", file=sys.stderr)
         return 2
     out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("ab")
     floors_for = noise_floors_for(args.machine_class)
 
     try:
         comparison, record = run_ab(sides, case_ids, launcher, out_dir, k=args.runs, seed=args.seed,
-                                    confirm=not args.no_confirm, floors_for=floors_for, max_gate=args.max_gate)
+                                    confirm=not args.no_confirm, floors_for=floors_for, max_gate=args.max_gate,
+                                    max_runs=args.max_runs, status_ids=status_ids)
     except _baseline.InputError as e:
         print(f"meshgate ab: {e}", file=sys.stderr)
         return 2
@@ -240,9 +336,15 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
     runs per side, backend, preset, seed, gate, calibration, report folder and repository."""
     from .selection import add_backend_arguments, add_selection_arguments
 
-    add_selection_arguments(parser)
+    add_selection_arguments(parser, default="the cases of the revision's cases/ tagged smoke, once per side "
+                                             "for correctness, plus every performance case, timed")
     parser.add_argument("--runs", type=runs_per_side, default=DEFAULT_RUNS, metavar="K",
                         help="runs per side (default %(default)s; 15 for revert-grade evidence)")
+    parser.add_argument("--max-runs", type=runs_per_side, default=verdict.DEFAULT_MAX_RUNS, metavar="N",
+                        help="budget of runs per side for a case still inconclusive after --runs: it gets more "
+                             "interleaved runs (doubling) while its estimated need is within N, judged at a "
+                             "spent-down alpha so that false alarms stay within alpha (default %(default)s; "
+                             "equal to --runs: no adaptive runs)")
     add_backend_arguments(parser)
     parser.add_argument("--preset", metavar="P", help="CMake preset of every build (default: ci/preset)")
     parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
@@ -255,9 +357,13 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "ab", help="interleaved A/B of two revisions' builds (exit 1 on a confirmed regression)",
-        description="Builds --base and --candidate in git worktrees under build/ab/, runs the "
-                    "selected performance cases k times per side in randomised ABBA order, "
-                    "compares, and re-runs flagged cases (regressions and improvements) in a fresh batch to confirm them.")
+        description="Builds --base and --candidate in git worktrees under build/ab/. Selects CASES (files, "
+                    "folders or id patterns) and the --suite/--tag/--case filters; with none of them, the "
+                    "cases `meshgate run` selects by default (tag smoke) plus every performance case of "
+                    "the revision's cases/. Cases without a perf: block run once per side (correctness); "
+                    "performance cases run --runs times per side in randomised ABBA order, inconclusive "
+                    "ones get more runs up to --max-runs, and flagged ones (regressions and improvements) "
+                    "are re-run in a fresh batch to confirm them by the same rule.")
     parser.add_argument("--base", metavar="REV",
                         help="the revision to compare against (any git revision: branch, tag, "
                              "sha); HEAD when only the implementations differ")

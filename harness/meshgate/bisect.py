@@ -1,9 +1,10 @@
 """`meshgate bisect --good REV --bad REV [CASES]`: the commit that made the selected cases worse,
 and the evidence for reverting it (spec/gating.md items 8 and 9).
 
-1. Endpoints. Both are built (revisions.py). The selected cases (as `meshgate run` selects
-   them, from the bad revision's tree, and run from that tree's case files at every commit)
-   without a `perf:` block run once on each; those that fail or error at bad and pass at good
+1. Endpoints. Both are built (revisions.py). The selected cases (as `meshgate ab` selects
+   them: with no case arguments, the tag-smoke cases plus every performance case of the bad
+   revision's tree, run from that tree's case files at every commit) without a `perf:` block
+   run once on each; those that fail or error at bad and pass at good
    are status targets. The perf cases go through the interleaved A/B of `meshgate ab` (good
    vs bad, k runs a side, flagged cases confirmed in a fresh batch): confirmed regressions
    are perf targets, and a perf case that fails or errors at bad while passing at good is a
@@ -12,19 +13,20 @@ and the evidence for reverting it (spec/gating.md items 8 and 9).
    range, over its first-parent chain, which the JSON records). A commit is bad when a status
    target fails or errors there, or when the SAME A/B against the good endpoint finds a
    confirmed regression of a perf target, or the case times out or errors (a timeout counts
-   as slow); good when every target passes (or improves). An inconclusive A/B is run once
-   more with MORE_RUNS a side; still inconclusive, the commit goes to the endpoint whose ratio
-   (1 for good, the endpoints' A/B for bad) its ratio is nearer on a log scale, and the
-   step's reason says so. A commit that does not build, or where a target cannot be judged
+   as slow); good when every target passes (or improves). An inconclusive A/B gets adaptive
+   runs up to --max-runs a side (verdict.py); still inconclusive, the commit goes to the
+   endpoint whose ratio (1 for good, the endpoints' A/B for bad) its ratio is nearer on a log
+   scale, and the step's reason says so. A commit that does not build, or where a target cannot be judged
    (skipped, no timing), is skipped like `git bisect skip`: the untested commit nearest the
    middle is tried instead. Without skips the search builds and tests at most
    ceil(log2 N) + 2 commits, endpoints included (N = commits in good..bad).
 3. Confirmation. The culprit is A/B-tested against its parent (the tested-good commit before
    it) with REVERT_RUNS a side and a confirmation batch; status targets run once on both.
 4. revert.md recommends `git revert <culprit>` only when the culprit is isolated and either
-   a status target passes at its parent and fails at it, or a perf target's confirmed
-   culprit-vs-parent ratio has its 95 % CI entirely past the gate (low > 1 + gate) in both
-   batches (so the effect shows in two runs of the experiment); otherwise it says why not.
+   a status target passes at its parent and fails at it, or a perf target's culprit-vs-parent
+   regression is revert-grade (verdict.grade: its 95 % CI entirely past the gate in both
+   batches, so the effect shows in two runs of the experiment); otherwise it says which
+   bound fell short. The reports of the folder state the same level for each case.
 
 Exit codes (CONTRACT): 0 a culprit is isolated, 1 none: nothing reproduces, or the first bad
 commit lies among commits that could not be tested (the JSON's evidence.suspects names them),
@@ -51,15 +53,16 @@ from . import ab as _ab
 from . import baseline as _baseline
 from . import build
 from . import compare as _compare
-from . import impls, replicate, revisions, signals, stats
+from . import impls, replicate, revisions, signals, stats, verdict
 from .compare import CaseVerdict, Comparison
 from .markup import md_cell, pct
 from .replicate import LaunchFn, Side
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
-MORE_RUNS = 15    # runs per side when a step's A/B is inconclusive
 REVERT_RUNS = 15  # runs per side of culprit vs parent: revert-grade evidence (spec/gating.md item 2)
 FAILING = _compare.FAILING_STATUSES
+# Endpoint verdicts of timed cases that revert.md lists: not judged, or not measured on both sides.
+LEFT_OUT = ("inconclusive", "skip", "missing", "new")
 
 
 class BisectError(Exception):
@@ -259,24 +262,6 @@ def _ci(ci: Optional[tuple]) -> str:
     return f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "-"
 
 
-def past_gate(v: CaseVerdict) -> tuple[bool, str]:
-    """Whether a culprit-vs-parent verdict qualifies for a revert (a confirmed regression
-    whose CI lies past 1 + gate in both batches), and why not when it does not."""
-    gate = v.min_effect if v.min_effect is not None else stats.minimum_effect(None)
-    edge = 1.0 + gate
-    if v.verdict != "regression":
-        return False, f"{v.id}: {v.verdict} against the parent ({v.note})"
-    if not v.confirmed:
-        return False, f"{v.id}: the regression was not confirmed by a fresh batch"
-    if not v.ci or v.ci[0] <= edge:
-        return False, (f"{v.id}: the first batch's 95 % CI {_ci(v.ci)} reaches the gate "
-                       f"({edge:.3f} = 1 + {pct(gate)}): not entirely past it")
-    if not v.confirm_ci or v.confirm_ci[0] <= edge:
-        return False, (f"{v.id}: the confirmation batch's 95 % CI {_ci(v.confirm_ci)} reaches "
-                       f"the gate ({edge:.3f} = 1 + {pct(gate)}): not entirely past it")
-    return True, ""
-
-
 def recommend(culprit: Optional[str], suspects: list[str], perf: list[CaseVerdict],
               status: list[dict[str, Any]], nothing: str = "") -> Recommendation:
     """spec/gating.md item 9 over the culprit-vs-parent evidence: `perf` (verdicts of the
@@ -294,11 +279,13 @@ def recommend(culprit: Optional[str], suspects: list[str], perf: list[CaseVerdic
     qualifying_status = [s for s in status if s.get("parent_status") == "pass" and s.get("culprit_status") in FAILING]
     qualifying_perf, reasons = [], []
     for v in perf:
-        ok, why = past_gate(v)
-        if ok:
+        verdict.grade(v)
+        if v.grade == "revert-grade":
             qualifying_perf.append(v)
+        elif v.verdict == "regression":
+            reasons.append(f"{v.id}: a regression, not revert-grade: {v.grade_note}")
         else:
-            reasons.append(why)
+            reasons.append(f"{v.id}: {v.verdict} against the parent ({v.note})")
     for s in status:
         if s not in qualifying_status:
             reasons.append(f"{s['id']}: {s.get('parent_status')} at the parent, {s.get('culprit_status')} at the culprit")
@@ -306,7 +293,7 @@ def recommend(culprit: Optional[str], suspects: list[str], perf: list[CaseVerdic
         return Recommendation(False, (
             f"No revert is recommended for {culprit[:12]}: the culprit-vs-parent evidence does not "
             f"meet the bar (a status target that passes at the parent and fails at the culprit, "
-            f"or a confirmed regression whose 95 % CI lies entirely past the gate in both "
+            f"or a revert-grade regression: confirmed, its 95 % CI entirely past the gate in both "
             f"batches). " + "; ".join(reasons) + "."), [], [])
     grounds = []
     if qualifying_status:
@@ -346,16 +333,18 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
     if perf:
         k = ev.get("revert_runs")
         lines += [f"## Culprit vs parent: interleaved A/B, k = {k} runs per side, then a fresh batch", "",
-                  "| case | verdict | ratio | 95 % CI | p | confirmation ratio | confirmation CI | p | gate | noise floor |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| case | verdict | runs | ratio | 95 % CI | p | confirmation ratio | confirmation CI | p | gate | noise floor |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for v in perf:
             floor = pct(v.noise_floor) if v.noise_floor is not None else "not calibrated"
-            lines.append(f"| `{v.id}` | {v.verdict}{' (confirmed)' if v.confirmed else ''} | {_fmt(v.ratio)} | "
-                         f"{_ci(v.ci)} | {_fmt(v.p, '.2g')} | {_fmt(v.confirm_ratio)} | {_ci(v.confirm_ci)} | "
-                         f"{_fmt(v.confirm_p, '.2g')} | {pct(v.min_effect or 0)} | {floor} |")
+            lines.append(f"| `{v.id}` | {v.level()}{' (confirmed)' if v.confirmed else ''} | {v.runs_base}/{v.runs_new} | "
+                         f"{_fmt(v.ratio)} | {_ci(v.ci)} | {_fmt(v.p, '.2g')} | {_fmt(v.confirm_ratio)} | "
+                         f"{_ci(v.confirm_ci)} | {_fmt(v.confirm_p, '.2g')} | {pct(v.min_effect or 0)} | {floor} |")
         lines += ["", "Ratio = culprit / parent of the medians of per-run medians (> 1 is slower); the gate is "
-                  "max(2 %, 3 x the calibrated noise floor); a revert needs the CI's lower end above 1 + gate "
-                  "in both batches.", ""]
+                  "max(2 %, 3 x the calibrated noise floor). A regression is revert-grade when its CI's lower "
+                  "end lies above 1 + gate in both batches."]
+        lines += [f"- `{v.id}`: not revert-grade: {v.grade_note}" for v in perf if v.grade == "not revert-grade"]
+        lines.append("")
     if status:
         lines += ["## Correctness: culprit vs parent", "", "| case | parent | culprit | message |", "|---|---|---|---|"]
         for s in status:
@@ -387,9 +376,11 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
               + (" (first-parent chain: the range has merges)" if ev.get("first_parent") else ""),
               f"- tested {ev['tested']} commit(s), endpoints included (bound ceil(log2 N) + 2 = {ev['bound']}); "
               f"{ev['builds']} build(s)",
-              f"- runs per side: {ev['k']} (inconclusive steps again with {ev['more_runs']}); seed {ev.get('seed')}"]
+              f"- runs per side: {ev['k']}, adaptive up to {ev['max_runs']} for an inconclusive case; "
+              f"culprit vs parent {ev['revert_runs']}; seed {ev.get('seed')}"]
     if doc["skipped"]:
         lines.append(f"- skipped (could not be built or judged): {', '.join(c[:12] for c in doc['skipped'])}")
+    unjudged = ev.get("endpoint_cases") or []
     if not culprit and ev.get("suspects"):
         lines.append(f"- the first bad commit is one of: {', '.join(c[:12] for c in ev['suspects'])}")
     targets = ev.get("targets") or []
@@ -403,6 +394,15 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
         lines.append(f"| {i} | `{step['commit'][:12]}` | {step.get('role', 'step')} | {step['verdict']} | "
                      f"{_fmt(step.get('ratio'))} | {_ci(step.get('ci'))} | {_fmt(step.get('p'), '.2g')} | "
                      f"{md_cell(step['reason'])} |")
+    if unjudged:
+        lines += ["", "## Endpoint cases that were not bisected", "",
+                  "Selected cases that did not become targets because good against bad could not be judged, "
+                  "or that were left out (skipped, missing, failing on both): a regression may hide here.", "",
+                  "| case | verdict | runs | ratio | 95 % CI | why |", "|---|---|---|---|---|---|"]
+        for c in unjudged:
+            runs = f"{c['runs'][0]}/{c['runs'][1]}" if c.get("runs") and any(c["runs"]) else "-"
+            lines.append(f"| `{c['id']}` | {c['verdict']} | {runs} | {_fmt(c.get('ratio'))} | {_ci(c.get('ci'))} | "
+                         f"{md_cell(_first_line(c.get('note', ''), 300))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -476,9 +476,10 @@ class Lab:
     def __init__(self, build: Callable[[str, str], Side], launch: LaunchFn, out_dir: pathlib.Path,
                  k: int = _ab.DEFAULT_RUNS, seed: Optional[int] = None,
                  floors_for: Optional[Callable[[dict], dict]] = None, max_gate: float = stats.MAX_GATE,
-                 more_runs: int = MORE_RUNS, revert_runs: int = REVERT_RUNS, log: Optional[TextIO] = None):
+                 max_runs: int = verdict.DEFAULT_MAX_RUNS, revert_runs: int = REVERT_RUNS,
+                 log: Optional[TextIO] = None):
         self.build, self.launch, self.out_dir = build, launch, pathlib.Path(out_dir)
-        self.k, self.more_runs, self.revert_runs = k, max(more_runs, k), revert_runs
+        self.k, self.max_runs, self.revert_runs = k, max(max_runs, k), revert_runs
         self.seed = random.SystemRandom().randrange(2**31) if seed is None else seed
         self.rng = random.Random(self.seed)
         self.floors_for, self.max_gate = floors_for, max_gate
@@ -502,9 +503,11 @@ class Lab:
 
     def ab(self, base: Side, side: Side, ids: list[str], folder: str, k: Optional[int] = None,
            confirm: bool = True) -> tuple[Comparison, dict]:
+        k = k or self.k
         return _ab.run_ab([base, side], {base.label: list(ids), side.label: list(ids)}, self.launch,
-                          self.out_dir / folder, k=k or self.k, seed=self.rng.randrange(2**31),
-                          confirm=confirm, floors_for=self.floors_for, max_gate=self.max_gate)
+                          self.out_dir / folder, k=k, seed=self.rng.randrange(2**31),
+                          confirm=confirm, floors_for=self.floors_for, max_gate=self.max_gate,
+                          max_runs=max(k, self.max_runs))
 
 
 @dataclasses.dataclass
@@ -556,6 +559,7 @@ class Bisection:
         self.first_parent, self.info_for = first_parent, info_for
         self.targets: list[Target] = []
         self.endpoint_notes: list[str] = []
+        self.endpoint_cases: list[dict] = []  # timed endpoint cases that could not be judged or were left out
         self.endpoint_final: Optional[Comparison] = None
         self.good_side: Optional[Side] = None
         self.probes = 0
@@ -599,17 +603,9 @@ class Bisection:
         if self.perf_ids:
             lab.say(f"endpoints: interleaved A/B of good vs bad over {len(self.perf_ids)} perf case(s), k = {lab.k}")
             perf_cmp, _ = lab.ab(self.good_side, bad_side, self.perf_ids, "endpoints/ab")
-            again = [v.id for v in perf_cmp.cases if v.verdict == "inconclusive"]
-            if again and lab.more_runs > lab.k:
-                # As at every step: an A/B too short to tell gets one longer try before the
-                # endpoints are declared no different.
-                lab.say(f"endpoints: {len(again)} case(s) inconclusive at k = {lab.k}; again with k = {lab.more_runs}")
-                more, _ = lab.ab(self.good_side, bad_side, again, "endpoints/ab-more", k=lab.more_runs)
-                redone = {v.id: v for v in more.cases if v.id in again}
-                for v in redone.values():
-                    v.note = f"after k = {lab.more_runs}: {v.note}"
-                perf_cmp.cases = [redone.get(v.id, v) for v in perf_cmp.cases]
             for v in perf_cmp.cases:
+                if v.verdict in LEFT_OUT:
+                    self.endpoint_cases.append(case_entry(v, v.verdict, v.note))
                 if v.verdict == "regression" and v.confirmed:
                     self.targets.append(Target(v.id, "perf", ratio=v.ratio, ci=v.ci, p=v.p, gate=v.min_effect,
                                                status=v.new_status or ""))
@@ -617,6 +613,8 @@ class Bisection:
                     self.targets.append(Target(v.id, "status", status=v.new_status or "", message=v.message))
                 else:
                     self.endpoint_notes.append(f"{v.id}: {v.verdict}: {v.note}")
+                    if v.verdict == "correctness":  # failing at good too: not this range's doing
+                        self.endpoint_cases.append(case_entry(v, v.verdict, v.note))
                     if v.verdict == "inconclusive":
                         undecided.append(case_entry(v, SKIP, v.note))
         self.endpoint_final = _merge_comparisons(perf_cmp, status_cmp)
@@ -662,27 +660,21 @@ class Bisection:
         lab = self.lab
         ids = [t.id for t in self.perf_targets]
         comparison, _ = lab.ab(self.good_side, side, ids, f"{folder}/ab")
-        judged = {v.id: (v, *judge_perf(v)) for v in comparison.cases if v.id in ids}
-        again = [i for i, (v, verdict, _) in judged.items() if verdict is None and v.verdict == "inconclusive"]
-        if again:
-            lab.say(f"{side.label}: inconclusive at k = {lab.k}; again with k = {lab.more_runs}")
-            more, _ = lab.ab(self.good_side, side, again, f"{folder}/ab-more", k=lab.more_runs)
-            bad_ratio = {t.id: t.ratio for t in self.perf_targets}
-            for v in more.cases:
-                if v.id not in judged:
-                    continue
-                verdict, note = judge_perf(v)
-                if verdict is None and v.verdict == "inconclusive" and v.ratio and bad_ratio.get(v.id):
-                    verdict = nearer_endpoint(v.ratio, bad_ratio[v.id])
-                    ends = {GOOD: "1 (good)", BAD: f"{bad_ratio[v.id]:.3f} (bad)"}
-                    other = BAD if verdict == GOOD else GOOD
-                    note = (f"inconclusive at k = {lab.k} and again at k = {lab.more_runs} ({v.note}); decided by "
-                            f"the nearer endpoint: ratio {v.ratio:.3f} is nearer {ends[verdict]} than "
-                            f"{ends[other]} on a log scale")
-                elif verdict is not None:
-                    note = f"after k = {lab.more_runs}: {note}"
-                judged[v.id] = (v, verdict, note)
-        return [case_entry(v, verdict, note) for v, verdict, note in judged.values()]
+        bad_ratio = {t.id: t.ratio for t in self.perf_targets}
+        judged = []
+        for v in comparison.cases:
+            if v.id not in ids:
+                continue
+            outcome, note = judge_perf(v)
+            if outcome is None and v.verdict == "inconclusive" and v.ratio and bad_ratio.get(v.id):
+                outcome = nearer_endpoint(v.ratio, bad_ratio[v.id])
+                ends = {GOOD: "1 (good)", BAD: f"{bad_ratio[v.id]:.3f} (bad)"}
+                other = BAD if outcome == GOOD else GOOD
+                note = (f"inconclusive after {min(v.runs_base, v.runs_new)} runs a side ({v.note}); decided by "
+                        f"the nearer endpoint: ratio {v.ratio:.3f} is nearer {ends[outcome]} than "
+                        f"{ends[other]} on a log scale")
+            judged.append((v, outcome, note))
+        return [case_entry(v, outcome, note) for v, outcome, note in judged]
 
     def confirm(self, culprit: str, parent: str) -> tuple[list[CaseVerdict], list[dict], Optional[Comparison], dict, dict]:
         """Culprit vs parent: the revert-grade A/B of the perf targets and one status run of the
@@ -725,9 +717,10 @@ class Bisection:
         steps = [good_step, bad_step]
         evidence: dict[str, Any] = {
             "commits": len(self.commits), "first_parent": self.first_parent, "bound": cost_bound(len(self.commits)),
-            "k": lab.k, "more_runs": lab.more_runs, "revert_runs": lab.revert_runs, "seed": lab.seed,
+            "k": lab.k, "max_runs": lab.max_runs, "revert_runs": lab.revert_runs, "seed": lab.seed,
             "max_gate": lab.max_gate, "cases": self.ids,
             "targets": [t.to_json() for t in self.targets], "endpoint_notes": self.endpoint_notes,
+            "endpoint_cases": self.endpoint_cases,
         }
         doc: dict[str, Any] = {"good": self.good, "bad": self.bad, "culprit": None, "steps": [], "skipped": [],
                                "evidence": evidence}
@@ -791,16 +784,6 @@ class Bisection:
 # The command
 
 
-def _selection_ids(launcher: Any, bad_side: Side, patterns: list[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    from .run import DEFAULT_TAGS
-
-    nothing_asked = not (args.cases or args.suite or args.tag or args.case)
-    if nothing_asked:
-        args = argparse.Namespace(**{**vars(args), "tag": list(DEFAULT_TAGS)})
-    listing = launcher.list_cases(bad_side, _ab.selection_for(bad_side, patterns, args))
-    return [e["id"] for e in listing], replicate.perf_case_ids(listing)
-
-
 def write_outputs(outcome: Outcome, out_dir: pathlib.Path, json_path: Optional[pathlib.Path]) -> None:
     """revert.md, bisect.json and the final comparison's reports into out_dir; --json F."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -844,12 +827,12 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         out_dir = pathlib.Path(args.out).resolve() if args.out else _compare.default_report_dir("bisect")
         lab = Lab(build_side, launcher, out_dir, k=args.runs, seed=args.seed,
                   floors_for=_ab.noise_floors_for(args.machine_class), max_gate=args.max_gate,
-                  revert_runs=args.revert_runs)
+                  max_runs=args.max_runs, revert_runs=args.revert_runs)
         try:
             bad_side = lab.side(bad, "bad")
         except revisions.RevisionBuildError as e:
             raise BisectError(f"the bad endpoint {bad[:12]} does not build ({e.reason}): choose a bad revision that builds") from None
-        ids, perf_ids = _selection_ids(launcher, bad_side, patterns, args)
+        ids, perf_ids = _ab.experiment_cases(launcher, bad_side, patterns, args)
         if not ids:
             raise BisectError(f"no case of {bad[:12]}'s tree matches the selection")
         bisection = Bisection(lab, good, bad, commits, ids, perf_ids, first_parent,

@@ -37,6 +37,7 @@ from . import baseline as _baseline
 from . import compare as _compare
 from . import results as _results
 from . import impls, replicate, stats, svg
+from . import verdict as _verdict
 from .markup import pct
 
 DEFAULT_K = 9
@@ -66,7 +67,7 @@ def detection_power(residuals: Sequence[float], effect: float, k: int, noise_flo
 
     caught = 0
     for _ in range(trials):
-        if all(_compare.judge(side(1.0), side(1.0 + effect), noise_floor, max_gate=max_gate).verdict == "regression"
+        if all(_verdict.judge(side(1.0), side(1.0 + effect), noise_floor, max_gate=max_gate).verdict == "regression"
                for _batch in range(2)):
             caught += 1
     return caught / trials

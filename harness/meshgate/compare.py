@@ -1,22 +1,8 @@
-"""Compare two results files case by case and decide a verdict per case (spec/gating.md).
+"""Compare two results files case by case and give a verdict per case.
 
 Verdicts: pass | regression | improvement | inconclusive | new | missing | correctness | skip.
-Timing decisions use per-run medians only. Per timed case, with gate = max(2 %, 3 x noise
-floor) and ratio = median(new) / median(base):
-- REGRESSION (IMPROVEMENT): the ratio is past the gate in the slower (faster) direction AND the
-  change is significant: one-sided Mann-Whitney at alpha = 0.01 in the direction of the
-  change, i.e. the two-sided permutation p <= 2 alpha, and the Benjamini-Hochberg q of the
-  two-sided p among the timed cases <= 0.05. `meshgate ab` then confirms it in a
-  fresh batch before it counts.
-- PASS is a claim too (spec/gating.md item 6): there must be runs enough that the test could
-  have flagged a regression (5 a side at alpha = 0.01), the 95 % CI of the ratio must rule out a
-  slowdown beyond the gate (upper bound <= 1 + gate), the gate must be no wider than
-  `max_gate` (10 %: the largest regression a user accepts to miss) — and so must the gate
-  that the noise these runs show would set (3 x their own relative MAD), since a calibration
-  from a quieter day or the 2 % default is no licence — and the CI must be informative (lower
-  bound >= 1 / (1 + max_gate)), so that very noisy runs that happen to come out fast do not
-  pass. Every PASS row says what it rules out.
-- otherwise INCONCLUSIVE, with the reason and, where more runs would help, how many.
+Timed cases are judged by the gate's decision rule (verdict.py, one look at alpha), from
+per-run medians only, with Benjamini-Hochberg across the timed cases of the comparison.
 Correctness (a failing or erroring case) and plan changes are decided without statistics and
 are never hidden by them.
 
@@ -42,6 +28,8 @@ from . import signals as _signals
 from . import results as _results
 from . import schema as _schema
 from . import stats
+from . import verdict as _verdict
+from .verdict import CaseVerdict
 from .markup import case_column_width, pct
 
 VERDICTS = ("pass", "regression", "improvement", "inconclusive", "new", "missing", "correctness", "skip")
@@ -51,46 +39,6 @@ VERDICT_ORDER = ("regression", "correctness", "inconclusive", "improvement", "mi
 # be judged, or that the new run no longer measures, has not passed.
 UNJUDGED_VERDICTS = ("inconclusive", "missing")
 FAILING_STATUSES = ("fail", "error")
-# Beyond this many runs per side, advice to run more is no advice: the machine is the problem.
-PRACTICAL_RUNS = 100
-
-
-@dataclasses.dataclass
-class CaseVerdict:
-    id: str
-    verdict: str
-    ratio: Optional[float] = None  # median(new per-run medians) / median(base ...); > 1 is slower
-    ci: Optional[tuple[float, float]] = None  # bootstrap 95 % CI of the ratio
-    p: Optional[float] = None  # two-sided Mann-Whitney p
-    q: Optional[float] = None  # Benjamini-Hochberg adjusted p
-    min_effect: Optional[float] = None  # the gate
-    rules_out: Optional[float] = None  # PASS: slowdowns at least this large are ruled out (CI upper - 1)
-    wide_ci: bool = False  # PASS whose CI also admits a speed-up past the gate
-    noise_floor: Optional[float] = None
-    runs_base: int = 0
-    runs_new: int = 0
-    runs_needed: Optional[int] = None  # runs per side that would resolve an inconclusive case
-    base_status: Optional[str] = None
-    new_status: Optional[str] = None
-    message: str = ""  # the new run's status message (why it failed, was skipped, ...)
-    note: str = ""  # why this verdict, in words
-    plan_base: Optional[list] = None
-    plan_new: Optional[list] = None
-    plan_changed: bool = False
-    base_medians: list[float] = dataclasses.field(default_factory=list)
-    new_medians: list[float] = dataclasses.field(default_factory=list)
-    confirmed: Optional[bool] = None  # set by `meshgate ab` after a confirmation batch
-    # The confirmation batch's own evidence (`meshgate ab`), beside the first batch's above.
-    confirm_verdict: Optional[str] = None
-    confirm_ratio: Optional[float] = None
-    confirm_ci: Optional[tuple[float, float]] = None
-    confirm_p: Optional[float] = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["ci"] = list(self.ci) if self.ci else None
-        out["confirm_ci"] = list(self.confirm_ci) if self.confirm_ci else None
-        return out
 
 
 @dataclasses.dataclass
@@ -125,7 +73,10 @@ class Comparison:
         if reg or cor:
             parts = []
             if reg:
-                parts.append(f"{reg} regression{'s' if reg != 1 else ''}")
+                graded = [c.grade for c in self.by_verdict("regression") if c.grade]
+                levels = ", ".join(f"{graded.count(g)} {g}" if len(graded) > 1 or reg > 1 else g
+                                   for g in ("revert-grade", "not revert-grade") if g in graded)
+                parts.append(f"{reg} regression{'s' if reg != 1 else ''}" + (f" ({levels})" if levels else ""))
             if cor:
                 parts.append(f"{cor} correctness failure{'s' if cor != 1 else ''}")
             return "FAIL: " + ", ".join(parts)
@@ -172,86 +123,6 @@ def run_medians(row: Optional[dict[str, Any]]) -> list[float]:
 
 def _finite(values: list) -> list[float]:
     return [x for x in map(stats.finite, values) if x is not None]
-
-
-def _measure(v: CaseVerdict, base: list[float], new: list[float]) -> None:
-    """Fills the ratio, its bootstrap CI and the two-sided Mann-Whitney p-value."""
-    v.ratio = stats.median(new) / stats.median(base)
-    v.ci = stats.bootstrap_ratio_ci(base, new)
-    v.p = stats.mann_whitney_two_sided(new, base)
-
-
-def decide(v: CaseVerdict, q: Optional[float], alpha: float = stats.ALPHA, fdr_q: float = stats.FDR_Q,
-           max_gate: float = stats.MAX_GATE) -> None:
-    """The decision rule of the module docstring for one measured case (ratio, CI, p set);
-    `q` is its Benjamini-Hochberg adjusted p among the comparison's timed cases."""
-    v.q = q
-    gate = v.min_effect
-    lo, hi = v.ci
-    slower = v.ratio >= 1.0
-    past_gate = v.ratio >= 1.0 + gate if slower else v.ratio <= 1.0 / (1.0 + gate)
-    significant = stats.significant(v.p, alpha) and q is not None and q <= fdr_q
-    change = f"{'slower' if slower else 'faster'} by {pct(abs(v.ratio - 1))}"
-    evidence = f"p = {v.p:.2g}, q = {q:.2g}, 95 % CI [{lo:.3f}, {hi:.3f}]"
-    if past_gate and significant:
-        v.verdict = "regression" if slower else "improvement"
-        v.note = f"{change} (gate {pct(gate)}), {evidence}"
-        return
-    floor_lo = 1.0 / (1.0 + max_gate)
-    # The noise these runs show, as a noise floor: a machine that noisy cannot support a PASS
-    # even where a calibration (perhaps from a quieter day) or the 2 % default says otherwise.
-    seen = stats.relative_mad([1.0 + r for r in stats.side_residuals(v.base_medians, v.new_medians)])
-    noisy = stats.minimum_effect(seen) > max_gate
-    # Runs too few for any split to be significant could not have flagged a regression either,
-    # and their CI is too coarse to rule one out: one run a side has a CI of width zero.
-    testable = stats.significant(stats.min_two_sided_p(v.runs_base, v.runs_new), alpha)
-    if gate <= max_gate and not noisy and testable and hi <= 1.0 + gate and lo >= floor_lo:
-        v.verdict = "pass"
-        v.rules_out = max(0.0, hi - 1.0)
-        v.wide_ci = lo < 1.0 / (1.0 + gate) and not (significant and not slower)
-        claim = f"rules out a slowdown of {pct(v.rules_out)} or more" if hi > 1.0 else "rules out any slowdown"
-        v.note = (v.note + "; " if v.note else "") + f"{change}, within the {pct(gate)} gate; {claim} ({evidence})"
-        return
-    v.verdict = "inconclusive"
-    k = min(v.runs_base, v.runs_new)
-    if gate > max_gate or (noisy and not past_gate):
-        v.runs_needed = None
-        if gate > max_gate and gate <= stats.MIN_EFFECT:
-            why = f"the {pct(gate)} minimum effect is wider than --max-gate {pct(max_gate)}: no case can pass"
-        else:
-            floor = v.noise_floor if gate > max_gate else seen
-            source = "calibrated noise floor" if gate > max_gate else "noise floor these runs show"
-            why = (f"3 x the {source} {pct(floor or 0)} is wider than --max-gate {pct(max_gate)}: "
-                   "more runs do not narrow it; quieten the machine or accept a wider gate")
-    elif not testable:
-        v.runs_needed = stats.smallest_k_reaching(alpha)
-        why = f"{v.runs_base} vs {v.runs_new} runs can never reach alpha = {alpha}"
-    elif past_gate:
-        v.runs_needed = stats.runs_to_reach_significance(k, v.p, alpha)
-        why = f"past the {pct(gate)} gate but not significant ({evidence})"
-    elif hi > 1.0 + gate:
-        v.runs_needed = stats.runs_to_narrow_ci(k, hi - v.ratio, 1.0 + gate - v.ratio)
-        why = f"the CI reaches {pct(hi - 1)} slower, past the {pct(gate)} gate ({evidence})"
-    else:
-        v.runs_needed = stats.runs_to_narrow_ci(k, v.ratio - lo, v.ratio - floor_lo)
-        why = (f"the CI [{lo:.3f}, {hi:.3f}] is too wide to say anything: its lower bound is more than "
-               f"--max-gate {pct(max_gate)} below 1")
-    advice = f"; need ~{v.runs_needed} runs per side" if v.runs_needed else ""
-    if v.runs_needed and v.runs_needed > PRACTICAL_RUNS:
-        advice = (f"; it would take ~{v.runs_needed} runs per side, more than is practical: the runs "
-                  "are too spread (see `meshgate calibrate` for this machine's noise)")
-    v.note = f"{change}: {why}{advice}"
-
-
-def judge(base: list[float], new: list[float], noise_floor: Optional[float] = None, alpha: float = stats.ALPHA,
-          max_gate: float = stats.MAX_GATE) -> CaseVerdict:
-    """The verdict of one timed case alone (its BH q is its p), from per-run medians: what a
-    one-case `compare` says, without the results documents; simulations use it."""
-    v = CaseVerdict(id="", verdict="pass", runs_base=len(base), runs_new=len(new), noise_floor=noise_floor,
-                    min_effect=stats.minimum_effect(noise_floor), base_medians=list(base), new_medians=list(new))
-    _measure(v, v.base_medians, v.new_medians)
-    decide(v, v.p, alpha, stats.FDR_Q, max_gate)
-    return v
 
 
 def compare_results(
@@ -323,11 +194,11 @@ def compare_results(
         if min(v.base_medians + v.new_medians) <= 0:
             v.verdict, v.note = "inconclusive", "a run reported a zero or negative time; ratios are undefined"
             continue
-        _measure(v, v.base_medians, v.new_medians)
+        _verdict.measure(v, v.base_medians, v.new_medians)
         timed.append(v)
 
     for v, q in zip(timed, stats.benjamini_hochberg([v.p for v in timed])):
-        decide(v, q, alpha, fdr_q, max_gate)
+        _verdict.decide(v, q, alpha, fdr_q, max_gate)
     return Comparison(
         cases=verdicts,
         base_label=base_label,
@@ -362,6 +233,10 @@ def verdicts_json(comparison: Comparison) -> dict[str, Any]:
                 "rules_out": c.rules_out,
                 "wide_ci": c.wide_ci,
                 "confirmed": c.confirmed,
+                "level": c.level(),
+                "grade": c.grade,
+                "grade_note": c.grade_note,
+                "looks": c.looks,
                 "confirm_ratio": c.confirm_ratio,
                 "confirm_ci": list(c.confirm_ci) if c.confirm_ci else None,
                 "confirm_p": c.confirm_p,

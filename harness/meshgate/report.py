@@ -276,7 +276,7 @@ def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None
             ET.SubElement(tc, "error", message=f"unknown status {status!r}", type="error")
             t["errors"] += 1
         elif v is not None and v.verdict == "regression":
-            ET.SubElement(tc, "failure", message=f"performance regression: {v.note}", type="regression").text = _evidence_text(v)
+            ET.SubElement(tc, "failure", message=f"performance {v.level()}: {v.note}", type="regression").text = _evidence_text(v)
             t["failures"] += 1
         if v is not None and v.verdict in ("inconclusive", "improvement") or (v is not None and v.plan_changed):
             out = ET.SubElement(tc, "system-out")
@@ -545,6 +545,8 @@ def _evidence_text(v: "_compare.CaseVerdict") -> str:
         parts.append(f"new median {svg.format_seconds(stats.median(v.new_medians))}")
     if v.confirmed is not None:
         parts.append("confirmed by a fresh batch" if v.confirmed else "not confirmed by a fresh batch")
+    if v.grade:
+        parts.append(v.grade + (f": {v.grade_note}" if v.grade_note else ""))
     return "; ".join(p for p in parts if p)
 
 
@@ -556,6 +558,8 @@ def _evidence_extra(v: "_compare.CaseVerdict") -> str:
     parts.append(f"noise floor {v.noise_floor * 100:.2f} %" if v.noise_floor is not None else "no calibration")
     if v.confirmed is not None:
         parts.append("confirmed by a fresh batch" if v.confirmed else "not confirmed by a fresh batch")
+    if v.grade:
+        parts.append(f"**{v.grade}**" + (f": {v.grade_note}" if v.grade_note else ""))
     if v.plan_changed:
         parts.append("plan changed (see below)")
     return "; ".join(parts)
@@ -652,7 +656,7 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
         "|---|---|---:|---:|---:|---:|",
     ]
     for v in c.cases:
-        lines.append(f"| {md_code(v.id)} | {v.verdict} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+        lines.append(f"| {md_code(v.id)} | {v.level()} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -671,7 +675,7 @@ def comparison_html(comparison: "_compare.Comparison") -> str:
     for verdict in _compare.VERDICT_ORDER:
         for v in c.by_verdict(verdict):
             body.append(
-                f"<tr><td><code>{html_text(v.id)}</code></td><td>{_badge(v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
+                f"<tr><td><code>{html_text(v.id)}</code></td><td>{_badge(v.level(), v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
                 f"<td class=num>{_fmt_ci(v)}</td><td class=num>{_fmt_p(v.p)}</td><td class=num>{_fmt_p(v.q)}</td>"
                 f"<td class=num>{v.runs_base}/{v.runs_new}</td><td>{html_text(v.note)}</td></tr>"
             )

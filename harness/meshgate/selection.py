@@ -18,10 +18,14 @@ class SelectionError(Exception):
     """A CASES argument that is neither an existing path nor a case id."""
 
 
-def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+RUN_DEFAULT = "the cases of cases/ tagged smoke"
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser, default: str = RUN_DEFAULT) -> None:
+    """CASES and the --suite/--tag/--case filters; `default` says what no CASES and no filter select."""
     parser.add_argument("cases", nargs="*", metavar="CASES",
-                        help="case files or folders (default: cases/), or case ids / fnmatch "
-                             "patterns such as layout-algebra/coalesce-*")
+                        help=f"case files or folders, or case ids / fnmatch patterns such as "
+                             f"layout-algebra/coalesce-* (default: {default})")
     parser.add_argument("--suite", action="append", default=[], metavar="S",
                         help="only cases of this suite (repeatable)")
     parser.add_argument("--tag", action="append", default=[], metavar="T",

@@ -35,7 +35,7 @@ CI_LEVEL = 0.95
 # Mann-Whitney p-values are exact permutation ones (spec/gating.md item 6: with ties or at most
 # 10 runs a side, never the normal approximation) up to EXACT_MWU_MAX_N runs in total, whenever
 # one side has at most EXACT_MWU_SMALL_SIDE runs, and with ties up to EXACT_MWU_TIES_MAX_N runs
-# in total (100 a side, where more runs stop being practical advice: compare.PRACTICAL_RUNS;
+# in total (100 a side, where more runs stop being practical advice: verdict.PRACTICAL_RUNS;
 # the exact programme takes about 2 s there). Beyond these bounds the tie-corrected normal
 # approximation, accurate at that size, is used.
 EXACT_MWU_MAX_N = 60

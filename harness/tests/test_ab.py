@@ -114,10 +114,66 @@ class RunAbTest(unittest.TestCase):
     def test_no_confirmation_batch_without_flags(self):
         launch = SyntheticLaunch({})
         with tempfile.TemporaryDirectory() as tmp:
-            comparison, record = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch, pathlib.Path(tmp), k=5, seed=2)
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launch, pathlib.Path(tmp),
+                                           k=5, seed=2, max_runs=5)
         self.assertEqual(len(launch.calls), 10)
         self.assertEqual(len(record["batches"]), 1)
         self.assertEqual(comparison.exit_code(), 0)
+
+    def test_an_inconclusive_case_gets_adaptive_runs_until_the_rule_decides(self):
+        # 6 % slower under 5 % noise: 9 runs a side cannot tell, 18 or 36 can.
+        launch = SyntheticLaunch({("candidate", "s/slow"): 1.06}, noise=0.05)
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/slow"], "candidate": ["s/slow"]}, launch,
+                                           pathlib.Path(tmp), k=9, seed=4, max_runs=36)
+        v = comparison.cases[0]
+        self.assertEqual(v.verdict, "regression", v.note)
+        self.assertTrue(v.confirmed)
+        self.assertGreater(v.looks, 1)
+        self.assertIn(f"look {v.looks} of 3", v.note)
+        self.assertIn(v.runs_base, (18, 36))
+        runs = [c[2] for c in launch.calls if c[0] == "batch-1" and c[1] == "candidate"]
+        self.assertEqual(runs, list(range(1, v.runs_base + 1)))  # the later looks continue the batch
+        self.assertEqual([look["runs"] for look in record["looks"]], [18, 36][:v.looks - 1])
+        self.assertEqual([look["alpha"] for look in record["looks"]], [0.0025, 0.0025][:v.looks - 1])
+        # The confirmation batch runs as many runs as the flag took.
+        self.assertEqual(record["confirmation"]["s/slow"]["runs"], v.runs_base)
+        self.assertEqual(sum(1 for c in launch.calls if c[0] == "batch-2"), 2 * v.runs_base)
+
+    def test_max_runs_equal_to_runs_turns_adaptation_off(self):
+        launch = SyntheticLaunch({("candidate", "s/slow"): 1.06}, noise=0.05)
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/slow"], "candidate": ["s/slow"]}, launch,
+                                           pathlib.Path(tmp), k=9, seed=4, max_runs=9)
+        self.assertEqual(comparison.cases[0].verdict, "inconclusive")
+        self.assertEqual(comparison.cases[0].looks, 1)
+        self.assertEqual(record["looks"], [])
+        self.assertEqual(len(launch.calls), 18)
+
+    def test_untimed_cases_run_once_per_side_for_their_correctness(self):
+        launch = SyntheticLaunch({})
+        broken = SyntheticLaunch({})
+
+        def launching(side, n, ids, folder):
+            doc = launch(side, n, ids, folder)
+            for row in doc["cases"]:
+                if side.label == "candidate" and row["id"] == "s/broken":
+                    row["status"], row["message"] = "fail", "expected 8, got 9"
+                if "status" in pathlib.Path(folder).parts:
+                    row["samples"] = {}
+            return doc
+
+        with tempfile.TemporaryDirectory() as tmp:
+            comparison, record = ab.run_ab(self.sides(), {"base": ["s/a"], "candidate": ["s/a"]}, launching,
+                                           pathlib.Path(tmp), k=5, seed=2, max_runs=5,
+                                           status_ids={"base": ["s/ok", "s/broken"], "candidate": ["s/ok", "s/broken"]})
+        verdicts = {v.id: v.verdict for v in comparison.cases}
+        self.assertEqual(verdicts["s/broken"], "correctness")
+        self.assertEqual(verdicts["s/ok"], "pass")
+        self.assertEqual(comparison.exit_code(), 1)
+        status_calls = [c for c in launch.calls if c[0] != "batch-1"]
+        self.assertEqual(len(status_calls), 2)  # once per side
+        self.assertEqual(len(launch.calls), 12)
 
     def test_calibrated_floors_apply(self):
         launch = SyntheticLaunch({("candidate", "s/a"): 1.05}, noise=0.005)

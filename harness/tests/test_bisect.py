@@ -150,7 +150,7 @@ class RecommendationTest(unittest.TestCase):
             "date": "2025-01-02T03:04:05+00:00"}
 
     def doc(self, culprit, **evidence):
-        ev = {"commits": 8, "first_parent": False, "tested": 5, "builds": 6, "bound": 5, "k": 9, "more_runs": 15,
+        ev = {"commits": 8, "first_parent": False, "tested": 5, "builds": 6, "bound": 5, "k": 9, "max_runs": 36,
               "revert_runs": 15, "seed": 1, "parent": "b" * 40, "targets": [{"id": "perf/size", "kind": "perf"}]}
         ev.update(evidence)
         return {"good": "a" * 40, "bad": "f" * 40, "culprit": culprit,
@@ -184,7 +184,10 @@ class RecommendationTest(unittest.TestCase):
         self.assertFalse(rec.revert)
         self.assertNotIn("git revert", md)
         self.assertIn("# No revert recommendation", md)
-        self.assertIn("first batch's 95 % CI [1.015, 1.060] reaches the gate (1.020 = 1 + 2.0 %)", md)
+        self.assertIn("first batch's 95 % CI [1.015, 1.060] reaches below the gate (1.020 = 1 + 2.0 %)", md)
+        # revert.md states the level every other file of the folder states
+        self.assertIn("regression, not revert-grade", md)
+        self.assertEqual(perf[0].level(), "regression, not revert-grade")
         # the confirmation batch alone touching it is enough to refuse
         perf = [verdict("perf/size", "regression", 1.1, (1.05, 1.15), 0.004, confirmed=True, confirm_ci=(1.01, 1.2))]
         rec, _ = self.render(self.CULPRIT, perf, [])
@@ -327,24 +330,25 @@ class BisectionTest(unittest.TestCase):
         folders = []
         launch = lab.launch
         lab.launch = lambda side, n, ids, folder: folders.append(str(folder)) or launch(side, n, ids, folder)
-        outcome, _ = self.run_bisection(lab, history, ["perf/size"], ["perf/size"])
+        outcome, _ = self.run_bisection(lab, history, ["perf/size"], ["perf/size"], k=9)
         return history, outcome, folders
 
-    def test_an_inconclusive_endpoint_a_b_runs_again_with_more_runs(self):
+    def test_an_inconclusive_endpoint_a_b_gets_adaptive_runs(self):
         history, outcome, folders = self.endpoints_study(1.04, 0.04)
-        self.assertTrue(any("endpoints/ab-more" in f for f in folders), folders)
+        self.assertTrue(any(f.endswith("endpoints/ab/batch-1/bad/run-18") for f in folders), folders)
         self.assertEqual((outcome.code, outcome.doc["culprit"]), (0, history[2]))
 
     def test_endpoints_that_stay_inconclusive_are_not_called_no_different(self):
         history, outcome, folders = self.endpoints_study(1.03, 0.05)
-        self.assertTrue(any("endpoints/ab-more" in f for f in folders), folders)
         self.assertEqual((outcome.code, outcome.doc["culprit"]), (1, None))
         bad = outcome.doc["steps"][1]
         self.assertEqual((bad["commit"], bad["verdict"]), (history[-1], SKIP))
         self.assertAlmostEqual(bad["ratio"], 1.03, delta=0.02)
         self.assertEqual(len(bad["ci"]), 2)
         self.assertIsNotNone(bad["p"])
-        self.assertIn("after k = 15", bad["reason"])
+        # The estimated need lies beyond --max-runs: no adaptive runs, and the reason says so.
+        self.assertRegex(bad["reason"], r"need ~\d+ runs per side")
+        self.assertFalse(any("batch-1/bad/run-10" in f for f in folders), folders)
         self.assertIn("cannot tell whether bad is worse than good", outcome.doc["evidence"]["reason"])
         self.assertNotIn("bad is not worse than good", outcome.revert_md)
 
@@ -376,7 +380,7 @@ class BisectionTest(unittest.TestCase):
         self.assertEqual(middle["verdict"], GOOD, middle["reason"])
         if "nearer" in middle["reason"]:
             self.assertIn("on a log scale", middle["reason"])
-            self.assertIn("k = 15", middle["reason"])
+            self.assertRegex(middle["reason"], r"inconclusive after (10|20|36) runs a side")
         self.assertEqual(outcome.doc["culprit"], history[2])
 
 

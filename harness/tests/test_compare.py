@@ -14,7 +14,7 @@ import tempfile
 import unittest
 import unittest.mock
 
-from meshgate import baseline, compare
+from meshgate import baseline, compare, verdict
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -160,7 +160,7 @@ class CompareRulesTest(unittest.TestCase):
         n = self.doc([self.timed("s/a", [1.00, 1.00, 0.99, 1.01, 1.00, 1.72, 1.00, 1.01, 0.99])])
         v = compare.compare_results(b, n).cases[0]
         self.assertEqual(v.verdict, "inconclusive")
-        self.assertGreater(v.runs_needed, compare.PRACTICAL_RUNS)
+        self.assertGreater(v.runs_needed, verdict.PRACTICAL_RUNS)
         self.assertIn("more than is practical", v.note)
 
     def test_benjamini_hochberg_across_cases(self):
@@ -241,7 +241,7 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual({line.index("pass") for line in rows}, {header.index("verdict")})
 
     def test_a_max_gate_below_the_minimum_effect_is_named_as_such(self):
-        v = compare.judge([1.0, 1.01, 0.99, 1.0, 1.005], [1.0, 1.01, 0.99, 1.0, 1.005], max_gate=0.01)
+        v = verdict.judge([1.0, 1.01, 0.99, 1.0, 1.005], [1.0, 1.01, 0.99, 1.0, 1.005], max_gate=0.01)
         self.assertEqual(v.verdict, "inconclusive")
         self.assertIn("the 2.0 % minimum effect is wider than --max-gate 1.0 %", v.note)
         self.assertEqual(compare.max_gate_fraction("5%"), 0.05)
