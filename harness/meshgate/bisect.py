@@ -1,5 +1,5 @@
 """`meshgate bisect --good REV --bad REV [CASES]`: the commit that made the selected cases worse,
-and the evidence for reverting it (spec/gating.md items 8 and 9).
+and the evidence for reverting it (docs/gate.md).
 
 1. Endpoints. Both are built (revisions.py). The selected cases (as `meshgate ab` selects
    them: with no case arguments, the tag-smoke cases plus every performance case of the bad
@@ -59,7 +59,7 @@ from .markup import md_cell, pct
 from .replicate import LaunchFn, Side
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
-REVERT_RUNS = 15  # runs per side of culprit vs parent: revert-grade evidence (spec/gating.md item 2)
+REVERT_RUNS = 15  # runs per side of culprit vs parent: revert-grade evidence (docs/gate.md)
 FAILING = _compare.FAILING_STATUSES
 # Endpoint verdicts of timed cases that revert.md lists: not judged, or not measured on both sides.
 LEFT_OUT = ("inconclusive", "skip", "missing", "new")
@@ -264,7 +264,7 @@ def _ci(ci: Optional[tuple]) -> str:
 
 def recommend(culprit: Optional[str], suspects: list[str], perf: list[CaseVerdict],
               status: list[dict[str, Any]], nothing: str = "") -> Recommendation:
-    """spec/gating.md item 9 over the culprit-vs-parent evidence: `perf` (verdicts of the
+    """docs/gate.md over the culprit-vs-parent evidence: `perf` (verdicts of the
     final A/B), `status` (entries with parent_status, culprit_status, message). `nothing`
     explains an empty bisection (no target)."""
     if nothing:

@@ -1,6 +1,6 @@
 """`meshgate calibrate [CASES]`: what the gate can and cannot see on this machine, measured.
 
-spec/gating.md item 6b: calibration measures, it does not assume. One build runs the selected
+docs/gate.md: calibration measures, it does not assume. One build runs the selected
 performance cases in S interleaved A/A sessions (default 10), each exactly what `meshgate ab`
 does with two builds: 2 x k launches (k = 9 per side) in randomised ABBA order, the same build
 labelled A and B, judged by `meshgate compare`'s decision rule, flagged cases confirmed in a
@@ -98,7 +98,7 @@ def minimum_detectable_regression(residuals: Sequence[float], k: int, noise_floo
 
 def judge_sessions(session_docs: list[dict[str, dict]], confirmations: list[dict[str, dict]],
                    floors: dict[str, float], max_gate: float) -> dict[str, dict[str, int]]:
-    """Per case: sessions, first-batch flags, confirmed false alarms, passes (spec/gating.md 6b)."""
+    """Per case: sessions, first-batch flags, confirmed false alarms, passes (docs/gate.md)."""
     out: dict[str, dict[str, int]] = {}
     for docs, again in zip(session_docs, confirmations):
         first = _compare.compare_results(docs["a"], docs["b"], floors, max_gate=max_gate)

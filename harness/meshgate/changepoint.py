@@ -1,4 +1,4 @@
-"""Change points in a nightly series (spec/gating.md item 7), standard library only.
+"""Change points in a nightly series (docs/gate.md), standard library only.
 
 Two stages:
 

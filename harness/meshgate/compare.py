@@ -441,7 +441,7 @@ def max_gate_fraction(text: str) -> float:
     if fraction < stats.MIN_EFFECT:
         raise argparse.ArgumentTypeError(
             f"{text!r}: no gate is narrower than the {pct(stats.MIN_EFFECT)} minimum effect "
-            "(spec/gating.md item 3), so nothing could pass")
+            "(docs/gate.md), so nothing could pass")
     return fraction
 
 

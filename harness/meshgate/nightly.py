@@ -5,7 +5,7 @@ baseline, then timing as an interleaved A/B of the last good commit against HEAD
 2. `meshgate baseline check` of those results against baselines/signals: a changed plan or
    signal, or a case that passed and now fails, is red. No timing is involved.
 3. Timing: `meshgate ab --base <last good> --candidate <HEAD> --tag perf`, both builds on this
-   machine tonight, interleaved (spec/gating.md): never a number stored on another day.
+   machine tonight, interleaved (docs/gate.md): never a number stored on another day.
    The last good commit comes from --last-good REV, else from the state file (default
    reports/nightly/last-good.json). The first night has none: it says so and gates on the
    signals only.

@@ -1,4 +1,4 @@
-"""Repeated performance runs. The unit of replication is one process launch (spec/gating.md):
+"""Repeated performance runs. The unit of replication is one process launch (docs/gate.md):
 a case with `perf: {runs: k}` is run in k runner processes, and the per-run sample lists are
 merged into one result row.
 

@@ -1,5 +1,5 @@
 """Run results on disk: the runner's results.jsonl stream (one row per finished case) and
-results.json (the results CONTRACT of DESIGN.md), plus the contract's exit code."""
+results.json (the results contract of docs/results.md), plus the contract's exit code."""
 
 from __future__ import annotations
 

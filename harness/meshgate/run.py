@@ -168,7 +168,7 @@ def _compare(out_dir: Path, baseline: Path) -> tuple[int, list[str]]:
     """`--baseline DIR`: the signal check against the committed signals beside DIR (DIR/signals
     or DIR/../signals), which gates, and the timing comparison with DIR's per-machine results,
     which is informational: a timing recorded on another day is a blocked comparison that
-    machine drift turns into false alarms (spec/gating.md); `meshgate ab` is the timing gate.
+    machine drift turns into false alarms (docs/gate.md); `meshgate ab` is the timing gate.
     Returns the exit code to combine with the run's and the summary lines."""
     from . import baseline as _baseline
 

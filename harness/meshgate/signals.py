@@ -4,7 +4,7 @@ A signal is a fact the code decides, not the machine: the case's status, the pla
 (the collectives of a redistribution, the implementations a GEMM ran), bytes per rank, the
 cost model's numbers, the GEMM algorithm cuBLASLt picked, collective counts. The same commit
 gives the same signals on any machine of the same kind, so they can be compared with a
-baseline recorded elsewhere, on another day, with zero noise (spec/gating.md, "Deterministic
+baseline recorded elsewhere, on another day, with zero noise (docs/gate.md, "Deterministic
 signals beside time"). Timings, rates, host names and dates never enter.
 
 GEMM outputs add their bitwise fingerprints (a hash of the output's bits, per implementation and

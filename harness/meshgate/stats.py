@@ -1,4 +1,4 @@
-"""Statistics for regression gating (spec/gating.md), standard library only.
+"""Statistics for regression gating (docs/gate.md), standard library only.
 
 The unit of replication is one run (one process launch); every function here takes per-run
 statistics (usually per-run medians), never raw iteration samples, because iterations inside
@@ -22,7 +22,7 @@ import statistics
 from functools import lru_cache
 from typing import Optional, Sequence
 
-# Decision defaults of spec/gating.md: MWU at alpha = 0.01, BH at q = 0.05, 2 % minimum effect,
+# Decision defaults of docs/gate.md: MWU at alpha = 0.01, BH at q = 0.05, 2 % minimum effect,
 # minimum effect = max(2 %, 3 x noise floor), 80 % power target, PASS only when the gate is at
 # most 10 % (the largest regression a user accepts to miss).
 ALPHA = 0.01
@@ -32,7 +32,7 @@ NOISE_FLOOR_FACTOR = 3.0
 TARGET_POWER = 0.8
 MAX_GATE = 0.10
 CI_LEVEL = 0.95
-# Mann-Whitney p-values are exact permutation ones (spec/gating.md item 6: with ties or at most
+# Mann-Whitney p-values are exact permutation ones (docs/gate.md: with ties or at most
 # 10 runs a side, never the normal approximation) up to EXACT_MWU_MAX_N runs in total, whenever
 # one side has at most EXACT_MWU_SMALL_SIDE runs, and with ties up to EXACT_MWU_TIES_MAX_N runs
 # in total (100 a side, where more runs stop being practical advice: verdict.PRACTICAL_RUNS;
@@ -72,7 +72,7 @@ def mad(values: Sequence[float]) -> float:
 
 
 def relative_mad(values: Sequence[float]) -> float:
-    """MAD / median: the noise floor of spec/gating.md when given A/A per-run medians."""
+    """MAD / median: the noise floor of docs/gate.md when given A/A per-run medians."""
     m = median(values)
     if m == 0:
         return 0.0
@@ -257,7 +257,7 @@ def min_two_sided_p(n1: int, n2: int) -> float:
 
 
 def significant(p_two: float, alpha: float = ALPHA) -> bool:
-    """The per-case test of spec/gating.md: one-sided at alpha in the direction of the change,
+    """The per-case test of docs/gate.md: one-sided at alpha in the direction of the change,
     which for a two-sided p-value of a symmetric permutation distribution is p_two <= 2 alpha.
     A/A runs are then flagged slower at most alpha of the time and faster at most alpha."""
     return p_two <= 2.0 * alpha

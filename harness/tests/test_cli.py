@@ -221,7 +221,7 @@ class RunExitCodesTest(CliTestCase):
         self.assertRegex(out, r"mesh\s+1\s+0\s+0\s+1\n")
 
     def test_a_regression_against_a_stored_timing_is_reported_not_gating(self):
-        # A timing stored on another day is a blocked comparison (spec/gating.md): it informs;
+        # A timing stored on another day is a blocked comparison (docs/gate.md): it informs;
         # `meshgate ab` and the signal check (tests/test_signals.py) gate.
         self.compare.return_value = 1
         code, out, err = self.meshgate("run", "mesh/slice-d", "--baseline", "baselines/ci",

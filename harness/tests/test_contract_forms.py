@@ -1,4 +1,4 @@
-"""Every command of DESIGN.md's command-line CONTRACT, written as there: with its defaults
+"""Every command of the command-line contract (docs/results.md), written as there: with its defaults
 (--db, --out, --repo, the baselines folder), through the `meshgate` entry point.
 
 Other tests pass explicit folders; these run the forms users type, so a default that breaks

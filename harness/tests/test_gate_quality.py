@@ -1,4 +1,4 @@
-"""Operating characteristics of the gate on synthetic data with known truth (spec/gating.md).
+"""Operating characteristics of the gate on synthetic data with known truth (docs/gate.md).
 
 Model: k runs per side, each run = 20 timed iterations; per-run offset N(0, s) and
 per-iteration noise N(0, s) at noise level s, 2 % of iterations are outliers 1.5-3x slower.
