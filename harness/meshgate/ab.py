@@ -352,6 +352,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
     parser.add_argument("--machine-class", help="use this machine class's calibration")
     parser.add_argument("--out", metavar="DIR", help=f"report folder (default: reports/{report_prefix}-<time>)")
     parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")
+    revisions.add_verbose_argument(parser)
 
 
 def register(subparsers: Any) -> None:

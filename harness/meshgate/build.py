@@ -111,9 +111,10 @@ def failure_cause(lines: list[str]) -> str | None:
 
 
 def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
-                 env: dict, compile_step: bool = False) -> None:
-    """Runs `command`, holding its output back unless it does real work or fails. A failed
-    `compile_step` gets `failure_hint` only when a compiler reported the error."""
+                 env: dict, compile_step: bool = False, everything: bool = False) -> None:
+    """Runs `command`, holding its output back unless it does real work or fails (or writing
+    all of it, with `everything`: a log file). A failed `compile_step` gets `failure_hint` only
+    when a compiler reported the error."""
     try:
         proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, env=env,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -128,7 +129,7 @@ def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
             if streaming:
                 out.write(line)
                 out.flush()
-            elif any(marker in line for marker in WORK_MARKERS):
+            elif everything or any(marker in line for marker in WORK_MARKERS):
                 streaming = True
                 out.write("".join(held) + line)
                 out.flush()
@@ -210,22 +211,26 @@ def knows_target(build_dir: Path, target: str) -> bool:
 
 def build_target(root: Path, preset: str, env: dict, out: TextIO,
                  target: str = RUNNER_TARGET, configure_args: tuple[str, ...] = (),
-                 checked_packages: bool = False) -> Path:
+                 checked_packages: bool = False, log: TextIO | None = None) -> Path:
     """Configures `root` with `cmake --preset PRESET [configure_args]` unless build/PRESET is
     configured already, then builds only `target` with `-j build_jobs()`. Returns the build
-    folder; BuildError when a step fails."""
+    folder; BuildError when a step fails. The tools' output goes to `out` when they do real
+    work or fail, or all of it to `log` when given (a log file); `out` still says when the
+    build waits for another command's."""
     build_dir = root / "build" / preset
+    tools = log or out
     with build_lock(build_dir, out):
         if not is_configured(build_dir) or not knows_target(build_dir, target):
             if not checked_packages:
-                ensure_system_packages(root, out, env)
-            out.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
-            _run_quietly(["cmake", "--preset", preset, *configure_args], root, out,
-                         f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env)
+                ensure_system_packages(root, tools, env)
+            tools.write(f"meshgate: configuring {build_dir} (cmake --preset {preset})\n")
+            _run_quietly(["cmake", "--preset", preset, *configure_args], root, tools,
+                         f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env,
+                         everything=log is not None)
         _run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
-                      "-j", str(build_jobs(env))], root, out,
+                      "-j", str(build_jobs(env))], root, tools,
                      "fix the compile error above (or run ci/bootstrap when a tool is missing)",
-                     env, compile_step=True)
+                     env, compile_step=True, everything=log is not None)
     return build_dir
 
 

@@ -19,12 +19,17 @@
   is unchanged returns at once, without running cmake; delete the file to force the check.
 - A revision whose runner does not build raises RevisionBuildError (a RevisionError) with the
   commit, so a bisection can skip that commit and stop on anything else.
+- The build tools' output goes to build/<preset>/meshgate-build.log in the worktree, named on
+  one line ("building <commit> (log: PATH)") when the build starts; a build that fails shows
+  the end of that log, with the failing tool's message. With `verbose` (`-v` of ab and bisect)
+  the output comes to the terminal as it comes instead.
 
 Calls for the same commit wait for each other (a lock file beside the worktree).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import json
@@ -39,8 +44,38 @@ from . import build, jsonfile
 
 WORKTREES = pathlib.Path("build") / "ab"  # under the repository
 STAMP = ".meshgate-built.json"            # in a finished build folder
+BUILD_LOG = "meshgate-build.log"        # in a build folder: the tools' output of its last build
+LOG_TAIL_LINES = 20                     # of a failed build's log, shown on the terminal
 WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
 LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
+
+# Whether revision builds show their tools' output as it comes rather than only in their log.
+# The commands that build revisions (ab, bisect) reach build_commit through helpers that take
+# no such option, so their -v sets this for the command (add_verbose_argument).
+_verbose_builds = False
+
+
+def set_verbose_builds(verbose: bool) -> None:
+    """The default of build_commit's `verbose` for the rest of the command."""
+    global _verbose_builds
+    _verbose_builds = verbose
+
+
+class _VerboseBuilds(argparse.Action):
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, True)
+        set_verbose_builds(True)
+
+
+def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
+    """-v/--verbose of a command that builds revisions: their build output on the terminal."""
+    parser.add_argument("-v", "--verbose", action=_VerboseBuilds,
+                        help=f"show each build's output as it comes (by default it goes to "
+                             f"build/<preset>/{BUILD_LOG} in the revision's worktree, and only a "
+                             f"failing build's last lines are shown)")
 
 
 class RevisionError(Exception):
@@ -172,12 +207,44 @@ def finished_runner(repo: pathlib.Path, commit: str, preset: str) -> Optional[pa
     return runner if _is_clean(worktree_path(repo, commit)) else None
 
 
+def log_tail(path: pathlib.Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last `lines` lines of a build log, and before them the first compiler error when
+    it is further up (the error that matters is often the first of many)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    tail = text[-lines:]
+    cause = build.failure_cause(text)
+    if cause is not None and all(cause != line.strip() for line in tail):
+        tail = [cause, "..."] + tail
+    return tail
+
+
+def _build_logged(root: pathlib.Path, preset: str, env: dict, out: TextIO,
+                  log_path: pathlib.Path) -> None:
+    """Builds with the tools' output in `log_path`, and on failure its end on `out`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_path, "w", errors="replace") as log:
+            checked = build.require_cmake(root, log, env)
+            build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                               checked_packages=checked, log=log)
+    except build.BuildError:
+        out.write(f"meshgate: the build failed; the end of {log_path}:\n")
+        out.write("".join(f"  {line}\n" for line in log_tail(log_path)))
+        out.flush()
+        raise
+
+
 def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[TextIO] = None,
-                 env: Optional[dict] = None) -> BuiltRevision:
+                 env: Optional[dict] = None, verbose: Optional[bool] = None) -> BuiltRevision:
     """The worktree and runner of `commit` (a full hash) built with `preset`, reusing a
-    finished build. RevisionBuildError when it does not build."""
+    finished build. The build's output goes to its log (BUILD_LOG), or with `verbose` (default:
+    the command's -v) to `out` as it comes. RevisionBuildError when it does not build."""
     repo = pathlib.Path(repo).resolve()
     out = out or sys.stderr
+    verbose = _verbose_builds if verbose is None else verbose
     with _locked(repo, commit):
         root = ensure_worktree(repo, commit)
         runner = finished_runner(repo, commit, preset)
@@ -187,9 +254,15 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
         build_dir = build_dir_for(repo, commit, preset)
         (build_dir / STAMP).unlink(missing_ok=True)
         try:
-            checked = build.require_cmake(root, out, env)
-            build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
-                               checked_packages=checked)
+            if verbose:
+                checked = build.require_cmake(root, out, env)
+                build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                                   checked_packages=checked)
+            else:
+                log_path = build_dir / BUILD_LOG
+                out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
+                out.flush()
+                _build_logged(root, preset, env, out, log_path)
             runner = build.find_runner(build_dir)
         except build.BuildError as e:
             raise RevisionBuildError(commit, str(e)) from None
@@ -214,9 +287,10 @@ def choose_preset(repo: pathlib.Path, preset: Optional[str] = None,
 
 
 def runner_for(repo: pathlib.Path, rev: str, preset: Optional[str] = None,
-               out: Optional[TextIO] = None, env: Optional[dict] = None) -> BuiltRevision:
+               out: Optional[TextIO] = None, env: Optional[dict] = None,
+               verbose: Optional[bool] = None) -> BuiltRevision:
     """(commit, worktree root, runner command) of revision `rev` of `repo`, built with
     `preset` (default: ci/preset's choice) or reused. RevisionError when `rev` does not
     resolve or its worktree cannot be made; RevisionBuildError when it does not build."""
     commit = resolve_commit(repo, rev)
-    return build_commit(repo, commit, choose_preset(repo, preset, env), out, env)
+    return build_commit(repo, commit, choose_preset(repo, preset, env), out, env, verbose)

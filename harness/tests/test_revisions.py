@@ -101,7 +101,7 @@ class RevisionBuildTest(unittest.TestCase):
         again = self.runner_for("main")
         self.assertEqual(again, first)
         self.assertEqual(len(self.contexts()), calls)
-        self.assertEqual(self.out.getvalue().count("configuring"), 1)
+        self.assertEqual(self.out.getvalue().count("meshgate: building"), 1)
 
     def test_a_changed_runner_is_built_again_without_configuring(self):
         first = self.runner_for("HEAD")
@@ -161,6 +161,63 @@ class RevisionBuildTest(unittest.TestCase):
         built = self.runner_for("HEAD", MESHGATE_RUNNER="/bin/true")
         self.assertNotEqual(built.runner, ["/bin/true"])
         self.assertEqual(len(self.contexts()), 2)
+
+    def test_a_build_writes_its_output_to_a_log_named_on_one_line(self):
+        built = self.runner_for("HEAD", FAKE_CMAKE_MODE="compile")
+        log = revisions.build_dir_for(self.repo.resolve(), self.two, "cpu") / revisions.BUILD_LOG
+        self.assertEqual(self.out.getvalue(), f"meshgate: building {self.two[:12]} (log: {log})\n")
+        self.assertTrue(Path(built.runner[0]).is_relative_to(log.parent))
+        text = log.read_text()
+        for line in ("meshgate: configuring", "-- Configuring done", "Building CXX object",
+                     "[100%] Built target meshgate-runner"):
+            self.assertIn(line, text)
+
+    def test_a_failed_build_shows_the_end_of_its_log(self):
+        commit_files(self.repo, "broken", {"broken": "x"})
+        with self.assertRaises(RevisionBuildError) as e:
+            self.runner_for("HEAD")
+        out = self.out.getvalue().splitlines()
+        self.assertTrue(out[0].startswith(f"meshgate: building {e.exception.commit[:12]} (log: "))
+        self.assertTrue(out[1].startswith("meshgate: the build failed; the end of "))
+        self.assertIn("  main.cpp:3:1: error: expected ';'", out)  # the failing tool's words
+        self.assertIn("fix the compile error above", str(e.exception))
+
+    def test_the_first_compiler_error_is_shown_when_the_tail_has_scrolled_past_it(self):
+        log = self.tmp / "build.log"
+        log.write_text("a.cpp:1:1: error: first\n" + "".join(f"line {i}\n" for i in range(30)))
+        tail = revisions.log_tail(log, lines=5)
+        self.assertEqual(tail, ["a.cpp:1:1: error: first", "...", "line 25", "line 26", "line 27",
+                                "line 28", "line 29"])
+        self.assertEqual(revisions.log_tail(self.tmp / "no-such.log"), [])
+
+    def test_verbose_builds_stream_the_tools_output(self):
+        revisions.runner_for(self.repo, "HEAD", "cpu", out=self.out,
+                             env=dict(self.env, FAKE_CMAKE_MODE="compile"), verbose=True)
+        text = self.out.getvalue()
+        self.assertNotIn("(log: ", text)
+        self.assertIn("meshgate: configuring", text)
+        self.assertIn("Building CXX object", text)
+
+    def test_minus_v_of_ab_and_bisect_makes_builds_verbose(self):
+        import argparse
+
+        from meshgate import bisect
+
+        self.addCleanup(revisions.set_verbose_builds, False)
+        parser = argparse.ArgumentParser()
+        commands = parser.add_subparsers()
+        ab.register(commands)
+        bisect.register(commands)
+        quiet = parser.parse_args(["ab", "--base", "HEAD~1", "--candidate", "HEAD"])
+        self.assertFalse(quiet.verbose)
+        self.runner_for("HEAD~1")
+        self.assertIn("(log: ", self.out.getvalue())
+        self.assertTrue(parser.parse_args(["bisect", "--good", "a", "--bad", "b", "--verbose"]).verbose)
+        self.assertTrue(parser.parse_args(["ab", "-v", "--base", "HEAD~1", "--candidate", "HEAD"]).verbose)
+        self.out = io.StringIO()
+        self.runner_for("HEAD", FAKE_CMAKE_MODE="compile")
+        self.assertNotIn("(log: ", self.out.getvalue())
+        self.assertIn("Building CXX object", self.out.getvalue())
 
     def test_worktree_is_created_then_reused(self):
         path = revisions.ensure_worktree(self.repo, self.one)
