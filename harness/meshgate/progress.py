@@ -1,5 +1,7 @@
 """The runner's --progress event stream and how a run's progress is shown: a live one-line
-status on a terminal, one plain line per finished case otherwise (CI logs)."""
+status on a terminal, one plain line per finished case otherwise (CI logs). With fold_skips
+(the repeated launches of ab, bisect and calibrate), skipped cases are counted instead: one
+line per suite and launch, with the reasons."""
 
 from __future__ import annotations
 
@@ -105,12 +107,43 @@ def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
     return line
 
 
-class PlainView:
-    """One line per finished case; runner text passed through as it comes."""
+class SkippedCases:
+    """Skipped cases counted per suite and reason, to be shown as one line per suite:
+    'gemm-cuda: 39 skipped (no CUDA device present)'."""
 
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None):
+    def __init__(self):
+        self.reasons: dict[str, dict[str, int]] = {}  # suite -> reason -> cases, as they came
+
+    def add(self, case_id: str, message: str) -> None:
+        suite = case_id.partition("/")[0] if "/" in case_id else case_id
+        reason = first_line(message) or "no reason given"
+        by_reason = self.reasons.setdefault(suite, {})
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+
+    def take_lines(self) -> list[str]:
+        """The lines of the skips counted so far, which are then forgotten."""
+        lines = []
+        for suite, by_reason in self.reasons.items():
+            total = sum(by_reason.values())
+            if len(by_reason) == 1:
+                why = visible(next(iter(by_reason)))
+            else:
+                why = "; ".join(f"{visible(reason)}: {count}" for reason, count in by_reason.items())
+            lines.append(f"{visible(suite)}: {total} skipped ({why})")
+        self.reasons = {}
+        return lines
+
+
+class PlainView:
+    """One line per finished case; runner text passed through as it comes. With `fold_skips`
+    skipped cases are counted and shown as one line per suite before the next heading and at
+    the end."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
+                 fold_skips: bool = False):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.skipped = SkippedCases() if fold_skips else None
 
     def plan(self, tally: Tally) -> None:
         pass
@@ -119,20 +152,28 @@ class PlainView:
         pass
 
     def finished(self, tally, case_id, status, seconds, message) -> None:
+        if status == "skip" and self.skipped is not None:
+            self.skipped.add(case_id, message)
+            return
         print(case_line(tally, case_id, status, seconds, message), file=self.out, flush=True)
 
     def text(self, line: str, stream: str) -> None:
         target = self.err if stream == "stderr" else self.out
         print(visible(line), file=target, flush=True)
 
+    def show_skipped(self) -> None:
+        for line in self.skipped.take_lines() if self.skipped is not None else []:
+            print(line, file=self.out, flush=True)
+
     def heading(self, line: str) -> None:
+        self.show_skipped()
         print(visible(line), file=self.out, flush=True)
 
     def tick(self) -> None:
         pass
 
     def close(self) -> None:
-        pass
+        self.show_skipped()
 
 
 class TtyView:
@@ -140,9 +181,10 @@ class TtyView:
     counts. Failing and erroring cases and runner text are printed above it and stay."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
-                 width: int | None = None, min_interval: float = 0.1):
+                 width: int | None = None, min_interval: float = 0.1, fold_skips: bool = False):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.skipped = SkippedCases() if fold_skips else None
         self.width = width
         # Hundreds of sub-millisecond cases would otherwise flood a slow (ssh) terminal.
         self.min_interval = min_interval
@@ -188,6 +230,8 @@ class TtyView:
 
     def finished(self, tally, case_id, status, seconds, message) -> None:
         self.tally = tally
+        if status == "skip" and self.skipped is not None:
+            self.skipped.add(case_id, message)
         if status in ("fail", "error"):
             self.clear()
             print(case_line(tally, case_id, status, seconds, message), file=self.out)
@@ -201,8 +245,13 @@ class TtyView:
         print(visible(line), file=target, flush=True)
         self.draw(force=True)
 
+    def show_skipped(self) -> None:
+        for line in self.skipped.take_lines() if self.skipped is not None else []:
+            print(line, file=self.out, flush=True)
+
     def heading(self, line: str) -> None:
         self.clear()
+        self.show_skipped()
         print(visible(line), file=self.out, flush=True)
 
     def tick(self) -> None:
@@ -211,9 +260,11 @@ class TtyView:
 
     def close(self) -> None:
         self.clear()
+        self.show_skipped()
 
 
-def make_view(out: TextIO | None = None) -> ProgressView:
-    """TtyView when stdout is a terminal, PlainView otherwise."""
+def make_view(out: TextIO | None = None, fold_skips: bool = False) -> ProgressView:
+    """TtyView when stdout is a terminal, PlainView otherwise; `fold_skips` counts skipped
+    cases into one line per suite (SkippedCases)."""
     out = out or sys.stdout
-    return TtyView(out) if out.isatty() else PlainView(out)
+    return TtyView(out, fold_skips=fold_skips) if out.isatty() else PlainView(out, fold_skips=fold_skips)

@@ -113,7 +113,8 @@ def timestamp() -> str:
 
 class DriverLauncher:
     """Launches meshgate-runner through the driver (launch.run_with_recovery): crash recovery,
-    progress on the terminal, one results document per launch."""
+    progress on the terminal (skipped cases as one line per suite and launch), one results
+    document per launch."""
 
     def __init__(self, backend: str = "threads", ranks: Optional[int] = None, case_timeout: Optional[float] = None,
                  run_prefix: str = "ab", quiet: bool = False, stamp: Optional[str] = None,
@@ -145,7 +146,9 @@ class DriverLauncher:
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         run_id = f"{self.run_prefix}-{side.label}-{n}"
-        view = make_view(self.sink)
+        # Each launch runs the same cases: a skip line per case and launch would bury the
+        # measured ones, so skips are counted per suite and reason.
+        view = make_view(self.sink, fold_skips=True)
         what = side.commit[:10] or side.rev
         if side.impl is not None:
             what += f", --impl {side.impl.name} in {side.impl.python or side.impl.command[0]}"

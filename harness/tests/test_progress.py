@@ -99,6 +99,90 @@ class PlainViewTest(unittest.TestCase):
         self.assertEqual(err.getvalue(), "warning: x\n")
 
 
+class FoldedSkipsTest(unittest.TestCase):
+    """ab, bisect and calibrate launch the same cases again and again: their skips are one line
+    per suite and launch, with the reasons, rather than one line per case."""
+
+    def finish(self, view, tally, case_id, status, message=""):
+        tally.record(status, 0.1)
+        view.finished(tally, case_id, status, 0.1, message)
+
+    def test_skips_fold_into_one_line_per_suite_keeping_the_reasons(self):
+        out = io.StringIO()
+        view = PlainView(out, out, fold_skips=True)
+        tally = Tally(total=44)
+        self.finish(view, tally, "gemm-cpu/perf", "pass")
+        for i in range(39):
+            self.finish(view, tally, f"gemm-cuda/case-{i}", "skip", "no CUDA device present\ndetail")
+        self.finish(view, tally, "mesh/a", "skip", "needs 16 ranks but the world has 8")
+        self.finish(view, tally, "mesh/b", "skip", "")
+        self.finish(view, tally, "mesh/c", "skip", "needs 16 ranks but the world has 8")
+        self.finish(view, tally, "gemm-cuda/fp8-is-rejected", "pass")
+        self.assertEqual(out.getvalue().count("skip"), 0)  # nothing yet: the launch goes on
+        view.close()
+        self.assertEqual(out.getvalue().splitlines()[2:], [
+            "gemm-cuda: 39 skipped (no CUDA device present)",
+            "mesh: 3 skipped (needs 16 ranks but the world has 8: 2; no reason given: 1)",
+        ])
+
+    def test_each_launch_gets_its_own_lines(self):
+        out = io.StringIO()
+        view = PlainView(out, out, fold_skips=True)
+        for run in (1, 2):
+            view.heading(f"run {run}")
+            tally = Tally(total=2)
+            self.finish(view, tally, "gemm-cuda/a", "skip", "no CUDA device present")
+            self.finish(view, tally, "gemm-cuda/b", "skip", "no CUDA device present")
+        view.close()
+        self.assertEqual(out.getvalue().splitlines(), [
+            "run 1", "gemm-cuda: 2 skipped (no CUDA device present)",
+            "run 2", "gemm-cuda: 2 skipped (no CUDA device present)"])
+
+    def test_a_terminal_shows_the_folded_lines_when_the_launch_ends(self):
+        out = io.StringIO()
+        view = TtyView(out, width=100, fold_skips=True)
+        tally = Tally(total=2)
+        self.finish(view, tally, "gemm-cuda/a", "skip", "no CUDA device present")
+        self.finish(view, tally, "gemm-cuda/b", "pass")
+        view.close()
+        self.assertTrue(out.getvalue().endswith("\r\x1b[Kgemm-cuda: 1 skipped (no CUDA device present)\n"),
+                        repr(out.getvalue()[-80:]))
+
+    def test_without_folding_every_skip_has_its_line(self):
+        out = io.StringIO()
+        view = progress.make_view(out)
+        tally = Tally(total=2)
+        self.finish(view, tally, "gemm-cuda/a", "skip", "no CUDA device present")
+        view.close()
+        self.assertEqual(out.getvalue(), "[1/2] skip   gemm-cuda/a  100.0 ms  no CUDA device present\n")
+
+    def test_experiment_launches_fold_their_skips(self):
+        import contextlib
+        import tempfile
+        from pathlib import Path
+
+        from meshgate import replicate
+
+        from .support import FakeRunner
+
+        scenario = {"cases": [{"id": "gemm-cpu/perf", "kind": "gemm", "outcome": "pass"}] + [
+            {"id": f"gemm-cuda/case-{i}", "kind": "gemm", "outcome": "skip",
+             "message": "no CUDA device present"} for i in range(39)]}
+        with FakeRunner(scenario) as fake, fake.environ(), tempfile.TemporaryDirectory() as tmp:
+            side = replicate.Side(label="base", commit="0123456789abcdef", runner=fake.command,
+                                  case_paths=[tmp])
+            launcher = replicate.DriverLauncher(stamp="test")
+            ids = [case["id"] for case in scenario["cases"]]
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                for n in (1, 2):
+                    launcher(side, n, ids, Path(tmp) / f"run-{n}")
+        lines = out.getvalue().splitlines()
+        self.assertEqual([line for line in lines if "skip" in line],
+                         ["gemm-cuda: 39 skipped (no CUDA device present)"] * 2)
+        self.assertEqual(len(lines), 6)  # per launch: its heading, the pass, the folded skips
+
+
 class TtyViewTest(unittest.TestCase):
     def test_status_line_shows_position_current_case_times_and_counts(self):
         tally = Tally(total=5, started_at=0.0)
