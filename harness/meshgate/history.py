@@ -466,6 +466,11 @@ def _date(text: str) -> str:
     return text[:10] if text else ""
 
 
+def _minute(text: str) -> str:
+    """'2026-11-26 07:15' of a run's ISO start time."""
+    return text[:16].replace("T", " ") if text else ""
+
+
 def series_table(series_list: list[Series], changes: list[Change]) -> str:
     lines = []
     by_series: dict[tuple[str, str], list[Change]] = {}
@@ -501,6 +506,7 @@ def series_table(series_list: list[Series], changes: list[Change]) -> str:
 
 
 _CHANGE_COLOURS = {"slower": "#c62828", "faster": "#1565c0", "status": "#6a1b9a", "plan": "#ef6c00"}
+SHORT_SHA = 7  # characters of a commit on the plots' axis, as `git log --oneline` shows it
 
 
 def series_svg(series: Series, changes: list[Change], width: int = 760, height: int = 260) -> str:
@@ -536,10 +542,13 @@ def series_svg(series: Series, changes: list[Change], width: int = 760, height: 
     for t in svg._nice_ticks(lo, hi, 4):
         parts.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{width - right}" y2="{py(t):.1f}" class="grid"/>')
         parts.append(f'<text x="{left - 6}" y="{py(t) + 4:.1f}" class="tick" text-anchor="end">{html_text(svg.format_seconds(t))}</text>')
-    step = max(1, len(commits) // 8)
-    for i in range(0, len(commits), step):
-        parts.append(f'<text x="{px(i):.1f}" y="{top + plot_h + 16}" class="tick" text-anchor="middle">'
-                     f'{html_text(_date(commits[i].started)[5:])}</text>')
+    # Points are labelled by commit, which tells them apart where a date would not (several
+    # runs a day); the date and the full hash are in the label's tooltip.
+    for i in svg.label_positions(len(commits), plot_w, SHORT_SHA):
+        c = commits[i]
+        parts.append(f'<text x="{px(i):.1f}" y="{top + plot_h + 16}" class="tick commit" text-anchor="middle">'
+                     f'<title>{html_text(c.commit)} ({html_text(_minute(c.started))})</title>'
+                     f'{html_text(c.commit[:SHORT_SHA])}</text>')
     parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" class="label" text-anchor="middle">'
                  f'commits in run order (median time per commit)</text>')
     for c in changes:

@@ -40,6 +40,29 @@ def title_text(title: str, x: float, width: int) -> str:
             f'{html_text(shown)}</text>')
 
 
+# Average advance of a tick label character (10 px), and the room kept between two labels.
+TICK_CHAR_PX = 6.0
+TICK_GAP_PX = 10.0
+
+
+def label_positions(count: int, plot_width: float, label_chars: int) -> list[int]:
+    """Which of `count` evenly spaced points get an axis label of `label_chars` characters
+    without two labels overlapping: every k-th from the first, and the last point (the newest,
+    usually the one asked about) in the place of a labelled neighbour too close to it."""
+    if count <= 0:
+        return []
+    spacing = plot_width / count
+    step = max(1, math.ceil((label_chars * TICK_CHAR_PX + TICK_GAP_PX) / spacing))
+    labelled = list(range(0, count, step))
+    last = count - 1
+    if labelled[-1] != last:
+        if last - labelled[-1] >= step:
+            labelled.append(last)
+        elif len(labelled) > 1:
+            labelled[-1] = last
+    return labelled
+
+
 def format_seconds(value: float) -> str:
     """Seconds with an SI unit that keeps 3 significant digits: 12.3 us, 4.56 ms."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):

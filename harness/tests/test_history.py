@@ -393,5 +393,52 @@ class ExactChangeTest(HistoryTestCase):
         self.assertEqual(meshgate("history", "show", "nothing/*", "--db", str(self.db), "--out", str(out))[0], 2)
 
 
+class PlotAxisTest(HistoryTestCase):
+    """The history plot's x axis names commits: all points of a day would share one date."""
+
+    def axis_labels(self, page: str) -> list[tuple[str, str, float]]:
+        """(tooltip, text, x) of each commit label of the page's plot."""
+        import re
+
+        return [(tip, text, float(x)) for x, tip, text in re.findall(
+            r'<text x="([\d.]+)" y="[\d.]+" class="tick commit" text-anchor="middle">'
+            r"<title>([^<]*)</title>([^<]*)</text>", page)]
+
+    def show(self, nights: int, started) -> str:
+        rng = random.Random(11)
+        self.add(*[self.write(f"run-{i}.json", results(sha(i), started(i), [row("s/a", runs_at(rng, 1e-3))]))
+                   for i in range(nights)])
+        out = self.dir / "report"
+        code, _, err = meshgate("history", "show", "--db", str(self.db), "--out", str(out))
+        self.assertEqual(code, 0, err)
+        return (out / "report.html").read_text()
+
+    def test_points_of_one_day_are_labelled_by_short_commit_with_the_date_in_a_tooltip(self):
+        page = self.show(5, lambda i: f"2026-11-26T0{i}:30:00Z")
+        labels = self.axis_labels(page)
+        self.assertEqual([text for _, text, _ in labels], [sha(i)[:7] for i in range(5)])
+        self.assertEqual([tip for tip, _, _ in labels], [f"{sha(i)} (2026-11-26 0{i}:30)" for i in range(5)])
+        self.assertNotIn(">11-26<", page)
+
+    def test_labels_are_thinned_so_that_they_do_not_overlap_and_the_newest_keeps_its_label(self):
+        page = self.show(60, night)
+        labels = self.axis_labels(page)
+        xs = [x for _, _, x in labels]
+        width = 7 * history.svg.TICK_CHAR_PX
+        self.assertGreater(len(labels), 5)
+        self.assertLess(len(labels), 60)
+        self.assertTrue(all(b - a >= width for a, b in zip(xs, xs[1:])), xs)
+        self.assertEqual((labels[0][1], labels[-1][1]), (sha(0)[:7], sha(59)[:7]))
+
+    def test_label_positions(self):
+        positions = history.svg.label_positions
+        self.assertEqual(positions(5, 670, 7), [0, 1, 2, 3, 4])
+        self.assertEqual(positions(0, 670, 7), [])
+        self.assertEqual(positions(1, 670, 7), [0])
+        # Every 4th of 40 points (16.75 px apart for 52 px labels); the newest replaces the 36th.
+        self.assertEqual(positions(40, 670, 7), [0, 4, 8, 12, 16, 20, 24, 28, 32, 39])
+        self.assertEqual(positions(41, 670, 7)[-2:], [36, 40])
+
+
 if __name__ == "__main__":
     unittest.main()
