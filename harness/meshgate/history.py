@@ -21,6 +21,9 @@ Changes per series (see changepoint.py for the statistics):
 bisect), `ratio` median after / median before around the change (null when a side has no
 timing), `p` the permutation p-value (null for the exact kinds).
 
+A timing series of fewer commits than the change-point test can judge (fewest_points_to_judge)
+is named as such, so that a step it cannot see is not read as no step.
+
 Storage: SQLite in WAL mode (readers do not block the nightly writer), one transaction per
 `add` (all files or none), re-adding a run replaces its points (idempotent). The schema
 version lives in `schema_version`; MIGRATIONS[i] upgrades version i to i + 1 and a database
@@ -429,6 +432,49 @@ def series_changes(series: Series, seed: int = changepoint.SEED) -> list[Change]
     return changes
 
 
+@dataclasses.dataclass
+class ShortSeries:
+    """A series with timing too short for the change-point test: `points` timed commits where
+    it needs `needed`."""
+    case: str
+    machine: str
+    points: int
+    needed: int
+
+    def describe(self) -> str:
+        return (f"timing: {self.points} point{'s' if self.points != 1 else ''}, at least "
+                f"{self.needed} needed to judge a change")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"case": self.case, "machine": self.machine, "points": self.points, "needed": self.needed}
+
+
+def fewest_points_to_judge(p_threshold: float = changepoint.P_THRESHOLD,
+                           min_segment: int = changepoint.MIN_SEGMENT) -> int:
+    """The fewest points in which the change-point test can report any step. Its permutation
+    p-value estimates the share of shufflings of the series that split it as well as the
+    series itself; for the clearest step there is, two flat halves of n points, that share is
+    2 / C(n, n // 2) (the halves either way round), and a step is reported only when p is at
+    most `p_threshold`. Nor does the test look at fewer than two segments of `min_segment`."""
+    n = 2 * min_segment
+    while 2 / math.comb(n, n // 2) > p_threshold:
+        n += 1
+    return n
+
+
+def short_series(series_list: Iterable[Series], changes: Iterable[Change]) -> list[ShortSeries]:
+    """The series with timing whose timed commits are too few to judge a change in it and in
+    which none was found (a lucky permutation test can still find one)."""
+    needed = fewest_points_to_judge()
+    judged = {(c.case, c.machine) for c in changes if c.kind in ("slower", "faster")}
+    out = []
+    for s in series_list:
+        points = sum(1 for c in s.commits if c.value is not None)
+        if 0 < points < needed and (s.case, s.machine) not in judged:
+            out.append(ShortSeries(s.case, s.machine, points, needed))
+    return out
+
+
 def all_changes(series_list: Iterable[Series]) -> list[Change]:
     out: list[Change] = []
     for s in series_list:
@@ -448,17 +494,26 @@ def _fmt_p(p: Optional[float]) -> str:
     return f"{p:.2g}" if p is not None else "-"
 
 
-def changes_table(changes: list[Change], series_count: int) -> str:
+def changes_table(changes: list[Change], series_count: int, short: Sequence[ShortSeries] = ()) -> str:
+    """The change points as a table, then the series whose timing was too short to judge."""
+    lines = []
     if not changes:
-        return f"no change points in {series_count} series"
-    w = case_column_width(c.case for c in changes)
-    lines = [f"{'case':<{w}} {'kind':<7} {'first bad':<12} {'last good':<12} {'ratio':>7} {'p':>8}  detail"]
-    for c in changes:
-        lines.append(f"{c.case:<{w}} {c.kind:<7} {c.commit[:12]:<12} {(c.last_good or '-')[:12]:<12} "
-                     f"{_fmt_ratio(c.ratio):>7} {_fmt_p(c.p):>8}  {c.detail}")
-        if len({x.machine for x in changes}) > 1:
-            lines.append(f"    machine {c.machine}")
-    lines.append(f"{len(changes)} change point(s) in {series_count} series")
+        lines.append(f"no change points in {series_count} series")
+    else:
+        w = case_column_width(c.case for c in changes)
+        lines.append(f"{'case':<{w}} {'kind':<7} {'first bad':<12} {'last good':<12} {'ratio':>7} {'p':>8}  detail")
+        for c in changes:
+            lines.append(f"{c.case:<{w}} {c.kind:<7} {c.commit[:12]:<12} {(c.last_good or '-')[:12]:<12} "
+                         f"{_fmt_ratio(c.ratio):>7} {_fmt_p(c.p):>8}  {c.detail}")
+            if len({x.machine for x in changes}) > 1:
+                lines.append(f"    machine {c.machine}")
+        lines.append(f"{len(changes)} change point(s) in {series_count} series")
+    if short:
+        lines.append(f"{len(short)} series too short to judge a change in timing:")
+        w = case_column_width(s.case for s in short)
+        machines = len({s.machine for s in short}) > 1
+        for s in short:
+            lines.append(f"{s.case:<{w}} {s.describe()}" + (f" (machine {s.machine})" if machines else ""))
     return "\n".join(lines)
 
 
@@ -617,6 +672,10 @@ def report_markdown(db_path: pathlib.Path, series_list: list[Series], changes: l
         lines.append(f"| {md_cell(s.case)} | {md_cell(s.machine)} | {len(s.commits)} | {_date(s.commits[0].started)} | "
                      f"{_date(s.commits[-1].started)} | {s.commits[-1].status} | {value} | "
                      f"{len(by_series.get((s.case, s.machine), []))} |")
+    short = short_series(series_list, changes)
+    if short:
+        lines += ["", f"Too short to judge a change in timing ({len(short)} series):", ""]
+        lines += [f"- {md_cell(s.case)} ({md_cell(s.machine)}): {s.describe()}" for s in short]
     lines += ["", "Plots: report.html (one per series; hover a point for its commit and date)."]
     return "\n".join(lines) + "\n"
 
@@ -690,11 +749,13 @@ def _cmd_changes(args: argparse.Namespace) -> int:
     if series_list is None:
         return 2
     changes = all_changes(series_list)
-    print(changes_table(changes, len(series_list)))
+    short = short_series(series_list, changes)
+    print(changes_table(changes, len(series_list), short))
     if args.json:
         path = pathlib.Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"changes": [c.to_json() for c in changes]}, indent=1) + "\n")
+        path.write_text(json.dumps({"changes": [c.to_json() for c in changes],
+                                    "too_short": [s.to_json() for s in short]}, indent=1) + "\n")
     return 0
 
 
@@ -708,6 +769,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return 2
     changes = all_changes(series_list)
     print(series_table(series_list, changes))
+    for short in short_series(series_list, changes):
+        print(f"{short.case}: {short.describe()}")
     out_dir = pathlib.Path(args.out) if args.out else _compare.default_report_dir("history")
     write_report(out_dir, pathlib.Path(args.db), series_list, changes)
     print(f"report: {out_dir / 'report.md'}")

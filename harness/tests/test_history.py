@@ -393,6 +393,57 @@ class ExactChangeTest(HistoryTestCase):
         self.assertEqual(meshgate("history", "show", "nothing/*", "--db", str(self.db), "--out", str(out))[0], 2)
 
 
+class ShortSeriesTest(HistoryTestCase):
+    """A timing series shorter than the change-point test can judge is named, with how many
+    points it has and needs, rather than passed over in silence."""
+
+    def test_five_commits_with_a_step_say_their_timing_is_too_short(self):
+        rng = random.Random(12)
+
+        def rows(i):
+            level = 45e-9 if i < 3 else 85e-9  # a step anyone can see in the table
+            plan = ["all_reduce(A, sum)"] if i < 3 else ["all_gather(A)"]
+            return [row("s/a", runs_at(rng, level), plan=plan, metrics={"collectives": 1}),
+                    row("s/untimed", status="fail" if i == 4 else "pass")]
+
+        self.add(*[self.write(f"run-{i}.json", results(sha(i), f"2026-11-26T0{i}:00:00Z", rows(i)))
+                   for i in range(5)])
+        out = self.dir / "changes.json"
+        code, stdout, err = meshgate("history", "changes", "--db", str(self.db), "--json", str(out))
+        self.assertEqual(code, 0, err)
+        needed = history.fewest_points_to_judge()
+        self.assertGreater(needed, 5)
+        lines = stdout.splitlines()
+        self.assertIn("1 series too short to judge a change in timing:", lines)
+        self.assertIn(f"timing: 5 points, at least {needed} needed to judge a change",
+                      next(line for line in lines if line.startswith("s/a ") and "timing" in line))
+        self.assertFalse(any(line.startswith("s/untimed") and "timing" in line for line in lines))
+        document = json.loads(out.read_text())
+        self.assertEqual([(c["case"], c["kind"]) for c in document["changes"]],
+                         [("s/a", "plan"), ("s/untimed", "status")])
+        self.assertEqual(document["too_short"], [{"case": "s/a", "machine": "amd-epyc-7763-64-core-16c",
+                                                  "points": 5, "needed": needed}])
+
+    def test_a_long_enough_series_is_judged_not_called_short(self):
+        rng = random.Random(13)
+        self.add(*self.nightly(history.fewest_points_to_judge(), lambda i: [row("s/a", runs_at(rng, 1e-3))]))
+        code, stdout, _ = meshgate("history", "changes", "--db", str(self.db))
+        self.assertEqual(code, 0)
+        self.assertEqual(stdout, "no change points in 1 series\n")
+
+    def test_the_fewest_points_are_where_the_test_can_first_see_a_clean_step(self):
+        from meshgate import changepoint
+
+        needed = history.fewest_points_to_judge()
+        self.assertEqual(needed, 14)  # 2 / C(14, 7) = 0.00058 <= P_THRESHOLD < 2 / C(13, 6)
+
+        def clean_step(n):
+            return [1.0 + 0.001 * i for i in range(n // 2)] + [2.0 + 0.001 * i for i in range(n - n // 2)]
+
+        self.assertEqual([c.index for c in changepoint.detect(clean_step(needed))], [needed // 2])
+        self.assertEqual(changepoint.detect(clean_step(2 * changepoint.MIN_SEGMENT)), [])
+
+
 class PlotAxisTest(HistoryTestCase):
     """The history plot's x axis names commits: all points of a day would share one date."""
 
