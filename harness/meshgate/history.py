@@ -8,7 +8,7 @@ A point is (commit, case id, per-run medians, deterministic signals, status, run
 stored with the run's machine class (baseline.results_machine_class) so that series of
 different machines are never mixed: every series is one case on one machine class, ordered by
 the runs' start times. Several runs of one commit make one value of the series: the median of
-all their per-run medians (spec/gating.md: one point per commit per case).
+all their per-run medians (docs/gate.md).
 
 Changes per series (see changepoint.py for the statistics):
 - `slower` / `faster`: E-divisive means with a permutation test on the per-commit medians of

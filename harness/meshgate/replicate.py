@@ -1,6 +1,6 @@
 """Repeated runs of performance cases in fresh runner processes, for `ab` and `calibrate`.
 
-One run = one runner launch (spec/gating.md: the unit of replication is a process launch).
+One run = one runner launch (docs/gate.md).
 `collect_runs` drives a schedule of launches through a launch function and merges each side's
 launches into one results document whose rows hold one sample list per run, exactly as
 `meshgate run` merges its own repeated runs. The launch function is the seam: the real one
