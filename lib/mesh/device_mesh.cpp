@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "mesh/flattened_dim.hpp"
 
 namespace meshgate {
 
@@ -672,12 +673,9 @@ DeviceMesh DeviceMesh::flatten(std::optional<std::string> name) const {
   Layout flat_layout;
   MeshAxes flat_axes;
   if (model() == LayoutModel::one_level) {
-    // coalesce (stride 0 -> 1), then nest what still has several modes: a non-contiguous
-    // flatten stays one dim whose single mode is nested, e.g. ((2,2)):((4,1)) (PR #165542).
-    flat_layout = mesh_coalesce(layout_);
-    if (flat_layout.rank() > 1) flat_layout = nest(flat_layout);
+    flat_layout = flattened_layout(layout_);
   } else {
-    flat_axes = MeshAxes{{collapse(axes_)}};
+    flat_axes = flattened_axes(axes_);
   }
   DeviceMesh flat = make(root_, flat_layout, flat_axes, {flat_name}, false);
 
