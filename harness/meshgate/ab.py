@@ -213,22 +213,23 @@ def run_ab(
 
 
 def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
-             case_paths: Optional[list[str]] = None) -> Side:
+             case_paths: Optional[list[str]] = None, verbose: bool = False) -> Side:
     """Revision `rev` of `repo` as a side of an experiment: resolved, its runner built (or
     reused) through revisions.py, running `case_paths` (default: that revision's own cases/).
     RevisionError when `rev` does not resolve; RevisionBuildError when it does not build."""
     commit = resolve_commit(repo, rev)
-    built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset))
+    built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset), verbose=verbose)
     return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
                 env=replicate.env_for_commit(commit),
                 case_paths=list(case_paths) if case_paths else [str(built.root / "cases")])
 
 
-def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str]) -> Side:
+def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str],
+                  verbose: bool = False) -> Side:
     commit = resolve_commit(repo, rev)
     print(f"meshgate ab: {label} {rev} = {commit[:12]} in {worktree_path(repo, commit)}", file=sys.stderr)
     try:
-        return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths])
+        return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths], verbose)
     except revisions.RevisionBuildError as e:
         raise AbError(f"{label} {rev}: {e}") from None
 
@@ -278,8 +279,8 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         return 2
     try:
         sides = [
-            _prepare_side(repo, "base", args.base or "HEAD", args.preset, given_paths),
-            _prepare_side(repo, "candidate", args.candidate or "HEAD", args.preset, given_paths),
+            _prepare_side(repo, "base", args.base or "HEAD", args.preset, given_paths, args.verbose),
+            _prepare_side(repo, "candidate", args.candidate or "HEAD", args.preset, given_paths, args.verbose),
         ]
         sides[0].impl = impls.resolve(args.base_impl or args.impl)
         sides[1].impl = impls.resolve(args.candidate_impl or args.impl)

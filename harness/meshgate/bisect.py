@@ -820,8 +820,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         case_paths, patterns = _ab.case_arguments(args.cases, revisions.ensure_worktree(repo, bad))
 
         def build_side(commit: str, label: str) -> Side:
-            print(f"meshgate bisect: building {commit[:12]} ({label})", file=sys.stderr, flush=True)
-            return _ab.side_for(repo, label, commit, preset, case_paths)
+            return _ab.side_for(repo, label, commit, preset, case_paths, args.verbose)
 
         # Claimed once the input is known to be usable, so a refused command leaves no folder.
         out_dir = pathlib.Path(args.out).resolve() if args.out else _compare.default_report_dir("bisect")

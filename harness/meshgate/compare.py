@@ -345,7 +345,16 @@ def format_table(comparison: Comparison) -> str:
     w = case_column_width(c.id for c in comparison.cases)
     lines = [f"{'case':<{w}} {'verdict':<13} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
     order = {v: i for i, v in enumerate(VERDICT_ORDER)}
+    # Cases skipped on both sides say nothing about the change: one line per suite and reason.
+    skipped: dict[tuple[str, str], int] = {}
+    for c in comparison.cases:
+        if c.verdict == "skip":
+            suite = c.id.split("/", 1)[0]
+            reason = (c.message or "").splitlines()[0] if c.message else "no reason given"
+            skipped[(suite, reason)] = skipped.get((suite, reason), 0) + 1
     for c in sorted(comparison.cases, key=lambda c: order.get(c.verdict, 99)):
+        if c.verdict == "skip":
+            continue
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
         ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
         p = f"{c.p:.2g}" if c.p is not None else "-"
@@ -362,6 +371,8 @@ def format_table(comparison: Comparison) -> str:
             lines.append(f"    confirmation batch: {c.confirm_verdict}, ratio {ratio}, 95% CI {ci}")
         if c.plan_changed:
             lines.append(f"    plan changed: {c.plan_base} -> {c.plan_new}")
+    for (suite, reason), n in sorted(skipped.items()):
+        lines.append(f"{suite}: {n} case{'s' if n != 1 else ''} skipped on both sides ({reason})")
     lines.append(_summary_line(comparison))
     return "\n".join(lines)
 

@@ -49,30 +49,9 @@ LOG_TAIL_LINES = 20                     # of a failed build's log, shown on the 
 WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
 LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
 
-# Whether revision builds show their tools' output as it comes rather than only in their log.
-# The commands that build revisions (ab, bisect) reach build_commit through helpers that take
-# no such option, so their -v sets this for the command (add_verbose_argument).
-_verbose_builds = False
-
-
-def set_verbose_builds(verbose: bool) -> None:
-    """The default of build_commit's `verbose` for the rest of the command."""
-    global _verbose_builds
-    _verbose_builds = verbose
-
-
-class _VerboseBuilds(argparse.Action):
-    def __init__(self, option_strings, dest, **kwargs):
-        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, True)
-        set_verbose_builds(True)
-
-
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
     """-v/--verbose of a command that builds revisions: their build output on the terminal."""
-    parser.add_argument("-v", "--verbose", action=_VerboseBuilds,
+    parser.add_argument("-v", "--verbose", action="store_true",
                         help=f"show each build's output as it comes (by default it goes to "
                              f"build/<preset>/{BUILD_LOG} in the revision's worktree, and only a "
                              f"failing build's last lines are shown)")
@@ -238,13 +217,12 @@ def _build_logged(root: pathlib.Path, preset: str, env: dict, out: TextIO,
 
 
 def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[TextIO] = None,
-                 env: Optional[dict] = None, verbose: Optional[bool] = None) -> BuiltRevision:
+                 env: Optional[dict] = None, verbose: bool = False) -> BuiltRevision:
     """The worktree and runner of `commit` (a full hash) built with `preset`, reusing a
-    finished build. The build's output goes to its log (BUILD_LOG), or with `verbose` (default:
-    the command's -v) to `out` as it comes. RevisionBuildError when it does not build."""
+    finished build. The build's output goes to its log (BUILD_LOG), or with `verbose` (the
+    command's -v) to `out` as it comes. RevisionBuildError when it does not build."""
     repo = pathlib.Path(repo).resolve()
     out = out or sys.stderr
-    verbose = _verbose_builds if verbose is None else verbose
     with _locked(repo, commit):
         root = ensure_worktree(repo, commit)
         runner = finished_runner(repo, commit, preset)
@@ -288,7 +266,7 @@ def choose_preset(repo: pathlib.Path, preset: Optional[str] = None,
 
 def runner_for(repo: pathlib.Path, rev: str, preset: Optional[str] = None,
                out: Optional[TextIO] = None, env: Optional[dict] = None,
-               verbose: Optional[bool] = None) -> BuiltRevision:
+               verbose: bool = False) -> BuiltRevision:
     """(commit, worktree root, runner command) of revision `rev` of `repo`, built with
     `preset` (default: ci/preset's choice) or reused. RevisionError when `rev` does not
     resolve or its worktree cannot be made; RevisionBuildError when it does not build."""

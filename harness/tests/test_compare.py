@@ -232,6 +232,25 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual(compare._summary_line(c),
                          "compare: INCONCLUSIVE: 1 inconclusive, 1 missing, no regression found (1 skip)")
 
+    def test_cases_skipped_on_both_sides_fold_into_one_line_per_suite_and_reason(self):
+        five = [1.0, 1.01, 0.99, 1.0, 1.005]
+        rows = [dict(self.timed(f"gemm-cuda/c{i}", []), status="skip", message="no CUDA device present")
+                for i in range(39)]
+        rows.append(dict(self.timed("mesh/big", []), status="skip", message="needs 16 ranks"))
+        doc = self.doc([self.timed("s/a", five)] + rows)
+        table = compare.format_table(compare.compare_results(doc, doc))
+        self.assertIn("gemm-cuda: 39 cases skipped on both sides (no CUDA device present)", table)
+        self.assertIn("mesh: 1 case skipped on both sides (needs 16 ranks)", table)
+        self.assertNotIn("gemm-cuda/c1", table)
+        self.assertLess(len(table.splitlines()), 8)
+
+    def test_headline_states_the_revert_grade_where_one_was_judged(self):
+        five = [1.0, 1.01, 0.99, 1.0, 1.005]
+        c = compare.compare_results(self.doc([self.timed("s/a", five)]), self.doc([self.timed("s/a", [1.3] * 5)]))
+        c.cases[0].grade, c.cases[0].grade_note = "not revert-grade", "the first batch's CI reaches below the gate"
+        self.assertEqual(c.headline(), "FAIL: 1 regression (not revert-grade)")
+        self.assertEqual(compare.verdicts_json(c)["cases"][0]["level"], "regression, not revert-grade")
+
     def test_table_columns_stay_aligned_for_long_ids(self):
         long_id = "redistribute-flattened/" + "x" * 60
         five = [1.0, 1.01, 0.99, 1.0, 1.005]

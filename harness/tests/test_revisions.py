@@ -200,24 +200,23 @@ class RevisionBuildTest(unittest.TestCase):
 
     def test_minus_v_of_ab_and_bisect_makes_builds_verbose(self):
         import argparse
+        import unittest.mock
 
         from meshgate import bisect
 
-        self.addCleanup(revisions.set_verbose_builds, False)
         parser = argparse.ArgumentParser()
         commands = parser.add_subparsers()
         ab.register(commands)
         bisect.register(commands)
-        quiet = parser.parse_args(["ab", "--base", "HEAD~1", "--candidate", "HEAD"])
-        self.assertFalse(quiet.verbose)
-        self.runner_for("HEAD~1")
-        self.assertIn("(log: ", self.out.getvalue())
+        self.assertFalse(parser.parse_args(["ab", "--base", "HEAD~1", "--candidate", "HEAD"]).verbose)
         self.assertTrue(parser.parse_args(["bisect", "--good", "a", "--bad", "b", "--verbose"]).verbose)
         self.assertTrue(parser.parse_args(["ab", "-v", "--base", "HEAD~1", "--candidate", "HEAD"]).verbose)
-        self.out = io.StringIO()
-        self.runner_for("HEAD", FAKE_CMAKE_MODE="compile")
-        self.assertNotIn("(log: ", self.out.getvalue())
-        self.assertIn("Building CXX object", self.out.getvalue())
+        # The option reaches the build of each side.
+        built = revisions.BuiltRevision(commit="0" * 40, root=self.repo, runner=["runner"])
+        for verbose in (False, True):
+            with unittest.mock.patch.object(revisions, "build_commit", return_value=built) as build_commit:
+                ab.side_for(self.repo, "base", "HEAD", "cpu", verbose=verbose)
+            self.assertEqual(build_commit.call_args.kwargs["verbose"], verbose)
 
     def test_worktree_is_created_then_reused(self):
         path = revisions.ensure_worktree(self.repo, self.one)
