@@ -3,7 +3,8 @@
 // (_gen_transform_infos_non_cached), the merge pass over flattened meshes
 // (_optimize_transform_infos) and a min-cost search under the cost model. See
 // spec/redistribute.md sections 2-4 and 8. Pure host code: specs in, a plan out; planning
-// reads layouts and never enumerates ranks.
+// reads layouts and never enumerates ranks. The steps are declared in transform_step.hpp, their
+// text form (comm strings) in comm_string.hpp; both come with this header.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,56 +15,11 @@
 
 #include "mesh/device_mesh.hpp"
 #include "placement/placement.hpp"
+#include "plan/comm_string.hpp"
 #include "plan/cost_model.hpp"
+#include "plan/transform_step.hpp"
 
 namespace meshgate {
-
-// What a step does. Collectives are the reference's _comm_type_key; the rest are local.
-enum class StepKind : std::uint8_t {
-  all_reduce,      // P(op) -> R
-  reduce_scatter,  // P(op) -> S(d)
-  all_gather,      // S(d) -> R
-  all_to_all,      // S(a) -> S(b)
-  local_chunk,     // R -> S(d): take this rank's torch.chunk piece
-  local_partial,   // R -> P(op): divide by the group size for sum, identity otherwise
-};
-std::string_view to_string(StepKind kind);
-bool is_collective(StepKind kind);
-
-// One transform: one collective or local op on one mesh dim, or, after the merge pass, one
-// collective on the flattened group of a run of dims.
-struct TransformStep {
-  StepKind kind = StepKind::local_chunk;
-  // Mesh dims of the current mesh. One dim, or a merged run's dims in ascending order (the
-  // reference's original_mesh_dims); the flattened group is row-major over them.
-  std::vector<std::int64_t> mesh_dims;
-  Placement src = Placement::replicate();  // per-dim placements; a merged sum/avg run: P(sum)
-  Placement dst = Placement::replicate();
-  // The reduce op the collective performs (reductions only; sum for a merged sum/avg mix).
-  ReduceOp reduce_op = ReduceOp::sum;
-  // After a merged reduction: divide the result by this (the product of its avg dims' sizes).
-  // A merged run with any avg member reduces with sum (unlike the reference, also when its avg
-  // dims all have size 1, where an avg over the group would divide by the sum dims' size).
-  std::int64_t avg_scale = 1;
-  // Tensor dims: the gathered dim (all_gather), the scattered dim (reduce_scatter,
-  // local_chunk), src -> dst dims (all_to_all); -1 when unused.
-  std::int64_t src_tensor_dim = -1;
-  std::int64_t dst_tensor_dim = -1;
-  std::int64_t group_size = 1;  // product of the sizes of mesh_dims
-  // The tensor shape as seen at this mesh dim (the outermost run member's for a merged step),
-  // which says how much to pad and trim for uneven shards.
-  Shape logical_shape;
-  Shape input_shape;   // this rank's local shape before the step
-  Shape output_shape;  // and after it
-  // Bytes of the collective's full buffer on this rank in the nccl-tests convention, padding
-  // included (all_gather: gathered output, reduce_scatter: input); 0 for local steps.
-  std::int64_t bytes = 0;
-  std::string flattened_name;  // the registered flattened dim a merged step runs on
-  double modeled_time = 0;     // seconds under PlanOptions::topology (0 for local steps)
-
-  bool merged() const { return mesh_dims.size() > 1; }
-  friend bool operator==(const TransformStep&, const TransformStep&) = default;
-};
 
 // Why a run of like-kind collectives was or was not merged (the reference's reasons, plus
 // `merged` and the reasons this implementation adds).
@@ -109,6 +65,33 @@ struct PlanWarning {
 // than greedy's, and ties keep greedy's. Every rank of a group must issue the same
 // collectives, so min_cost only departs from greedy when no shard is uneven (each tensor dim
 // divides by all the mesh dims that shard it in source or target); otherwise it is greedy.
+//
+// min_cost is not PyTorch's min-cost planner (use_min_cost_redistribution_plan:
+// DTensorRedistributePlanner.find_min_cost_path), and differs from it on purpose:
+//  - Search space. PyTorch runs Dijkstra over distribution states (placements plus the order
+//    in which mesh dims shard each tensor dim), one placement change on one mesh dim per edge,
+//    so a path may pass through placements that greedy never visits (e.g. S(0) -> R -> S(1)
+//    instead of an all_to_all). min_cost keeps greedy's per-dim transitions and only regroups
+//    and reorders them, so every plan it returns is greedy's with merges chosen by cost. This
+//    keeps min_cost a refinement of the reference's default: the same plan unless one is
+//    strictly cheaper, and comparable step by step with it.
+//  - Merging. PyTorch prices each per-dim transition alone and runs the merge pass afterwards
+//    over the path it found, so the search cannot see that two collectives would merge into one
+//    (nor that a path cannot be merged). min_cost prices merged collectives as the one
+//    collective on the flattened group that will run.
+//  - Costs. PyTorch's one_step_redistribute_cost prices a transition by the mesh dim's
+//    bandwidth and latency (MeshTopoInfo) for the global tensor split evenly over the shards,
+//    charges all_to_all as an all_gather plus a 1.0 penalty and local steps nothing. min_cost
+//    uses the cost model of cost_model.hpp: the group's placement on nodes under `Topology`
+//    and the bytes the rank's step really moves, padding included.
+//  - Rank agreement. PyTorch's costs come from even splits, so every rank finds the same path
+//    even for uneven shards. Ours are exact per rank, so min_cost falls back to greedy for
+//    uneven shards rather than let ranks of one group choose different collectives.
+//  - Ties. PyTorch takes the first cheapest path it pops (by insertion order); min_cost keeps
+//    greedy's plan unless another is strictly cheaper.
+//  - Scope. PyTorch also uses its search for non-default shard orders and _StridedShard, which
+//    the greedy planner cannot handle; placements here have neither, so greedy is never
+//    insufficient.
 enum class Planner : std::uint8_t { greedy, min_cost };
 enum class Api : std::uint8_t {
   internal,  // redistribute_local_tensor: R -> P allowed
@@ -205,20 +188,5 @@ bool transform_optimization_enabled();
 // Log-once filter of _warned_flatten_issues: the warnings of `plan` whose key (mesh, dims,
 // reason) has not been returned before in this process. Thread-safe.
 std::vector<PlanWarning> first_time_warnings(const DeviceMesh& mesh, const Plan& plan);
-
-// The CONTRACT comm-string of a collective step: "all_reduce(A+C, sum)",
-// "reduce_scatter(B, avg, dim=0)", "all_gather(B+C, dim=1)", "all_to_all(B, dim=0->1)"; mesh
-// dims by name (by index on an unnamed mesh). Local steps: "chunk(B, dim=0)",
-// "partial(B, sum)" (not part of comm lists). A merged step's division by avg_scale is a
-// local step and not part of the string.
-std::string to_string(const TransformStep& step, const DeviceMesh& mesh);
-// The comm strings of the collective steps with group size > 1, in issue order: what the
-// executor issues and `expect.comms` lists.
-std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,
-                                      const DeviceMesh& mesh);
-// Error(value) naming the dim when a mesh dim name cannot stand in a comm string: an empty
-// name, one with '+', ',', '(' or ')' (which would read as another group or another argument:
-// a dim "A+B" prints like the merged group of A and B) or with blanks at either end.
-void check_comm_string_names(std::span<const std::string> names);
 
 }  // namespace meshgate

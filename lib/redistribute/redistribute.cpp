@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/half_float.hpp"
+#include "plan/comm_string.hpp"
 
 namespace meshgate {
 namespace {
@@ -290,26 +291,7 @@ comm::DType parse_tensor_dtype(std::string_view text) {
 // ---- counting --------------------------------------------------------------------------
 
 std::string IssuedComm::to_string() const {
-  std::string out(meshgate::to_string(kind));
-  out += "(" + group;
-  switch (kind) {
-    case StepKind::all_reduce:
-      out += ", " + std::string(meshgate::to_string(reduce_op));
-      break;
-    case StepKind::reduce_scatter:
-      out += ", " + std::string(meshgate::to_string(reduce_op)) +
-             ", dim=" + std::to_string(dst_tensor_dim);
-      break;
-    case StepKind::all_gather:
-      out += ", dim=" + std::to_string(src_tensor_dim);
-      break;
-    case StepKind::all_to_all:
-      out += ", dim=" + std::to_string(src_tensor_dim) + "->" + std::to_string(dst_tensor_dim);
-      break;
-    default:
-      break;
-  }
-  return out + ")";
+  return format_comm_string(kind, group, reduce_op, src_tensor_dim, dst_tensor_dim);
 }
 
 std::vector<std::string> CommLog::strings() const {
@@ -420,12 +402,7 @@ std::vector<std::vector<int>> mesh_groups(const DeviceMesh& mesh,
 std::string group_name(const DeviceMesh& mesh, std::span<const std::int64_t> dims) {
   std::vector<std::int64_t> sorted(dims.begin(), dims.end());
   std::sort(sorted.begin(), sorted.end());
-  std::string out;
-  for (std::int64_t d : sorted) {
-    if (!out.empty()) out += "+";
-    out += mesh.names().empty() ? std::to_string(d) : mesh.names()[static_cast<std::size_t>(d)];
-  }
-  return out;
+  return comm_group_name(mesh, sorted);
 }
 
 // ---- executor ----------------------------------------------------------------------------

@@ -65,8 +65,8 @@ struct IssuedComm {
   // gathered output; reduce_scatter, all_to_all: the input; all_reduce: the buffer).
   std::int64_t bytes = 0;
 
-  // "all_reduce(A+C, sum)", "reduce_scatter(B, avg, dim=0)", "all_gather(B+C, dim=1)",
-  // "all_to_all(B, dim=0->1)".
+  // Its comm string (comm_string.hpp): "all_reduce(A+C, sum)", "reduce_scatter(B, avg, dim=0)",
+  // "all_gather(B+C, dim=1)", "all_to_all(B, dim=0->1)".
   std::string to_string() const;
   friend bool operator==(const IssuedComm&, const IssuedComm&) = default;
 };
@@ -142,7 +142,8 @@ class CountingCommunicator final : public comm::Communicator {
 std::vector<std::vector<int>> mesh_groups(const DeviceMesh& mesh,
                                           std::span<const std::int64_t> dims, int world_size);
 
-// The "A+C" name of a group of mesh dims (indices on an unnamed mesh).
+// The "A+C" name of a group of mesh dims (indices on an unnamed mesh), in ascending order
+// whatever the order of `dims`, as comm strings name groups.
 std::string group_name(const DeviceMesh& mesh, std::span<const std::int64_t> dims);
 
 // The sets of mesh dims (each ascending) that the collectives of `steps` run on, size-1

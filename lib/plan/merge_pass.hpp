@@ -1,0 +1,55 @@
+#pragma once
+// Internal to the planner (lib/plan): the merge pass, PyTorch's _optimize_transform_infos
+// (spec/redistribute.md section 4). A run of consecutive like-kind collectives (all_reduce,
+// reduce_scatter or all_gather, with mergeable placements) becomes one collective on the
+// registered flattened dim of its mesh dims when the reference's rules allow it and the flat
+// collective moves the same elements; otherwise the run stays as it is and the reason becomes
+// a warning (_warn_flatten_optimization_not_possible). min_cost merges with the same rules.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "mesh/device_mesh.hpp"
+#include "mesh/flattened_dim.hpp"
+#include "plan/plan.hpp"
+
+namespace meshgate::plan_internal {
+
+// The kinds the merge pass merges: all_reduce, reduce_scatter, all_gather.
+bool mergeable_kind(StepKind kind);
+// The end (one past) of the run of like-kind collectives that starts at steps[begin], which
+// must be of a mergeable kind: the steps after it of a mergeable kind whose placements merge
+// with its own (equal, or sum/avg partials to the same target).
+std::size_t run_end(const std::vector<TransformStep>& steps, std::size_t begin);
+
+struct MergeResult {
+  std::optional<TransformStep> step;  // the merged step (shapes and bytes not yet filled)
+  MergeReason reason = MergeReason::merged;
+};
+// try_create_flattened for a run of two or more steps on a mesh of sizes `mesh_shape` whose
+// dims' leaves are `dim_leaves` (MeshView): the merged step, or why the run cannot merge.
+MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_leaves,
+                      std::span<const TransformStep> run,
+                      std::span<const std::int64_t> mesh_shape);
+// A merged step's shapes and bytes: the run's input, its last output, the collective's buffer.
+void fill_merged_shapes(TransformStep& merged, std::span<const TransformStep> run,
+                        std::int64_t element_size);
+
+// The merge pass over `steps` (the greedy transforms of src -> dst): each run merged where it
+// can be, its decision appended to `runs` and its warning, once per (dims, reason), to
+// `warnings` (either may be null). While the kill switch is on, it returns `steps` and records
+// each run as optimization_disabled (record_unmerged_runs).
+std::vector<TransformStep> merge_runs(const DeviceMesh& mesh,
+                                      std::span<const LayoutLeaf> dim_leaves,
+                                      std::span<const std::int64_t> mesh_shape,
+                                      std::span<const Placement> src,
+                                      std::span<const Placement> dst,
+                                      const std::vector<TransformStep>& steps,
+                                      std::int64_t element_size, std::vector<RunDecision>* runs,
+                                      std::vector<PlanWarning>* warnings);
+// The runs the merge pass would consider, appended to `runs` (if not null) as
+// optimization_disabled (two or more steps) or too_few_transforms: the pass is off.
+void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs);
+
+}  // namespace meshgate::plan_internal

@@ -1,0 +1,251 @@
+#include "plan/mesh_view.hpp"
+
+#include <array>
+
+#include "core/error.hpp"
+#include "layout/int_tuple.hpp"
+#include "layout/mesh_layout.hpp"
+#include "plan/plan.hpp"
+
+namespace meshgate {
+namespace plan_internal {
+
+std::vector<LayoutLeaf> single_leaf_dims(const DeviceMesh& mesh) {
+  std::vector<LayoutLeaf> out;
+  if (mesh.model() != LayoutModel::one_level) return out;
+  const Layout& l = mesh.layout();
+  if (l.shape().is_int()) {
+    out.push_back({l.shape().value(), l.stride().value()});
+    return out;
+  }
+  const std::size_t n = l.shape().length();
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const IntTuple size = l.shape()[i];
+    if (!size.is_int()) return {};
+    out.push_back({size.value(), l.stride()[i].value()});
+  }
+  return out;
+}
+
+MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
+                        std::span<const std::int64_t> coordinate) {
+  if (!(src.mesh.layout() == dst.mesh.layout() && src.mesh.names() == dst.mesh.names())) {
+    throw Error(ErrorKind::value, "source and target specs are on different meshes (" +
+                                      to_string(src.mesh.layout()) + " vs " +
+                                      to_string(dst.mesh.layout()) + "): redistribute on one mesh");
+  }
+  if (src.shape != dst.shape || src.element_size != dst.element_size) {
+    throw Error(ErrorKind::value,
+                "source and target specs describe different tensors (shape or dtype): "
+                "redistribution keeps the global tensor");
+  }
+  const std::size_t nd = src.mesh.ndim();
+  if (src.placements.size() != nd || dst.placements.size() != nd) {
+    throw Error(ErrorKind::value, "placements " + to_string(src.placements) + " -> " +
+                                      to_string(dst.placements) + " need one entry per mesh dim (" +
+                                      std::to_string(nd) + ")");
+  }
+  check_no_mixed_partial_types(src.placements);
+  check_no_mixed_partial_types(dst.placements);
+  MeshView v{&src.mesh, {}, {}, single_leaf_dims(src.mesh)};
+  if (v.dim_leaves.empty()) {
+    v.shape = src.mesh.shape();
+  } else {
+    v.shape.reserve(v.dim_leaves.size());
+    for (const LayoutLeaf& leaf : v.dim_leaves) v.shape.push_back(leaf.size);
+  }
+  if (coordinate.empty()) {
+    v.coord.assign(nd, 0);
+  } else {
+    if (coordinate.size() != nd) {
+      throw Error(ErrorKind::value, "coordinate has " + std::to_string(coordinate.size()) +
+                                        " entries but the mesh has " + std::to_string(nd) +
+                                        " dims");
+    }
+    v.coord.assign(coordinate.begin(), coordinate.end());
+    for (std::size_t i = 0; i < nd; ++i) {
+      if (v.coord[i] < 0 || v.coord[i] >= v.shape[i]) {
+        throw Error(ErrorKind::value, "coordinate entry " + std::to_string(v.coord[i]) +
+                                          " is outside mesh dim " + std::to_string(i) +
+                                          " of size " + std::to_string(v.shape[i]));
+      }
+    }
+  }
+  return v;
+}
+
+std::optional<std::string> find_flattened(const DeviceMesh& mesh,
+                                          std::span<const LayoutLeaf> dim_leaves,
+                                          std::span<const std::int64_t> dims) {
+  if (mesh.names().empty()) return std::nullopt;
+  for (std::int64_t d : dims) {
+    // Mesh dims index the current mesh; a dim past its end cannot have been flattened (#174006).
+    if (d < 0 || static_cast<std::size_t>(d) >= mesh.ndim()) return std::nullopt;
+  }
+  const std::vector<std::pair<std::string, Layout>> registry = mesh.flattened();
+  if (registry.empty()) return std::nullopt;
+
+  if (mesh.model() == LayoutModel::two_level) {
+    std::vector<Layout> modes;
+    modes.reserve(dims.size());
+    for (std::int64_t d : dims) modes.push_back(mesh_mode(mesh.layout(), d));
+    const Layout expected =
+        make_layout(flattened_axes(mesh_axes_from_layout(make_layout(modes))).axes);
+    for (const auto& [name, flat] : registry) {
+      if (flat == expected) return name;
+    }
+    return std::nullopt;
+  }
+
+  // one_level: the dims' leaves, outermost first, flattened as DeviceMesh::flatten does. The
+  // usual mesh (each dim one leaf, at most 16 dims) needs no allocation here.
+  std::array<LayoutLeaf, 16> small_in;
+  std::array<LayoutLeaf, 16> small_out;
+  std::vector<LayoutLeaf> large_in;
+  std::vector<LayoutLeaf> large_out;
+  std::span<const LayoutLeaf> in;
+  if (!dim_leaves.empty() && dims.size() <= small_in.size()) {
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+      small_in[i] = dim_leaves[static_cast<std::size_t>(dims[i])];
+    }
+    in = std::span(small_in.data(), dims.size());
+  } else {
+    for (std::int64_t d : dims) {
+      if (!dim_leaves.empty()) {
+        large_in.push_back(dim_leaves[static_cast<std::size_t>(d)]);
+        continue;
+      }
+      const Layout mode = mesh_mode(mesh.layout(), d);
+      const std::vector<std::int64_t> sizes = leaves(mode.shape());
+      const std::vector<std::int64_t> strides = leaves(mode.stride());
+      for (std::size_t k = 0; k < sizes.size(); ++k) large_in.push_back({sizes[k], strides[k]});
+    }
+    in = large_in;
+  }
+  std::span<LayoutLeaf> out(small_out);
+  if (in.size() > small_out.size()) {
+    large_out.resize(in.size());
+    out = large_out;
+  }
+  out = out.first(flattened_leaves(in, out));
+  for (const auto& [name, flat] : registry) {
+    if (is_flattened_layout(flat, out)) return name;
+  }
+  return std::nullopt;
+}
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t x : shape) n *= x;
+  return n;
+}
+
+CollectiveOp collective_of(StepKind kind) {
+  switch (kind) {
+    case StepKind::all_reduce:
+      return CollectiveOp::all_reduce;
+    case StepKind::reduce_scatter:
+      return CollectiveOp::reduce_scatter;
+    case StepKind::all_gather:
+      return CollectiveOp::all_gather;
+    default:
+      return CollectiveOp::all_to_all;
+  }
+}
+
+namespace {
+
+// The rank's index inside the (row-major, ascending dims) group of `dims`.
+std::int64_t group_index(const MeshView& v, std::span<const std::int64_t> dims) {
+  std::int64_t idx = 0;
+  for (std::int64_t d : dims) {
+    idx = idx * v.shape[static_cast<std::size_t>(d)] + v.coord[static_cast<std::size_t>(d)];
+  }
+  return idx;
+}
+
+}  // namespace
+
+void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::int64_t es) {
+  const std::int64_t n = s.group_size;
+  const std::int64_t idx = group_index(v, s.mesh_dims);
+  s.input_shape = input;
+  s.output_shape = input;
+  s.bytes = 0;
+  // The executor skips size-1 groups: the local tensor stays as it is.
+  if (n == 1) return;
+  switch (s.kind) {
+    case StepKind::all_reduce:
+      s.bytes = numel(input) * es;
+      break;
+    case StepKind::reduce_scatter:
+    case StepKind::local_chunk: {
+      const auto d = static_cast<std::size_t>(s.dst_tensor_dim);
+      s.output_shape[d] = chunk_range(input[d], n, idx).length;
+      if (s.kind == StepKind::reduce_scatter) {
+        Shape padded = input;
+        padded[d] = padded_chunk(input[d], n) * n;
+        s.bytes = numel(padded) * es;
+      }
+      break;
+    }
+    case StepKind::all_gather: {
+      const auto d = static_cast<std::size_t>(s.src_tensor_dim);
+      s.output_shape[d] = s.logical_shape[d];
+      Shape gathered = input;
+      gathered[d] = padded_chunk(s.logical_shape[d], n) * n;
+      s.bytes = numel(gathered) * es;
+      break;
+    }
+    case StepKind::all_to_all: {
+      const auto a = static_cast<std::size_t>(s.src_tensor_dim);
+      const auto b = static_cast<std::size_t>(s.dst_tensor_dim);
+      s.output_shape[a] = s.logical_shape[a];
+      s.output_shape[b] = chunk_range(input[b], n, idx).length;
+      Shape padded = input;
+      padded[a] = padded_chunk(s.logical_shape[a], n);
+      padded[b] = padded_chunk(input[b], n) * n;
+      s.bytes = numel(padded) * es;
+      break;
+    }
+    case StepKind::local_partial:
+      break;
+  }
+}
+
+void fill_cost(TransformStep& s, const MeshView& v, const Topology& topology) {
+  s.modeled_time = 0;
+  if (!is_collective(s.kind) || s.group_size <= 1) return;
+  if (v.dim_leaves.empty()) {
+    s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+    return;
+  }
+  std::array<std::pair<std::int64_t, std::int64_t>, 16> group;
+  std::size_t n = 0;
+  for (std::int64_t d : s.mesh_dims) {
+    const LayoutLeaf& leaf = v.dim_leaves[static_cast<std::size_t>(d)];
+    if (n < group.size()) group[n++] = {leaf.size, leaf.stride};
+  }
+  if (n < s.mesh_dims.size()) {
+    s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
+    return;
+  }
+  s.modeled_time = modeled_time(
+      collective_of(s.kind), place_group(std::span(group.data(), n), topology), s.bytes, topology);
+}
+
+double total_cost(const std::vector<TransformStep>& steps) {
+  double t = 0;
+  for (const TransformStep& s : steps) t += s.modeled_time;
+  return t;
+}
+
+}  // namespace plan_internal
+
+std::optional<std::string> find_flattened_dim(const DeviceMesh& mesh,
+                                              std::span<const std::int64_t> dims) {
+  return plan_internal::find_flattened(mesh, {}, dims);
+}
+
+}  // namespace meshgate
