@@ -575,10 +575,12 @@ def comparison_markdown(comparison: "_compare.Comparison") -> str:
     lines += [
         f"Decision: a regression (improvement) is a median ratio past the gate {gate}, significant by "
         f"Mann-Whitney U on per-run medians (one-sided alpha = {c.alpha} in its direction; p below is "
-        f"two-sided) with Benjamini-Hochberg q <= {c.fdr_q}, confirmed by a fresh batch where one ran. "
+        f"two-sided) with Benjamini-Hochberg q <= {c.fdr_q}, with a 95 % CI of the ratio that excludes 1.0, "
+        f"confirmed by a fresh batch that meets the same rule where one ran. Where adaptive runs added runs, "
+        f"the looks share alpha (the first at alpha / 2). "
         f"PASS needs the 95 % CI's upper bound within the gate, a gate of at most "
         f"{c.max_gate * 100:g} % (--max-gate) and a CI whose lower bound is above {1 / (1 + c.max_gate):.3f}; "
-        "everything else is inconclusive and does not block.",
+        "everything else is inconclusive and does not block. The rule in full: docs/gate.md.",
         "",
     ]
     regressions = c.by_verdict("regression")
