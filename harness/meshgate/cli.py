@@ -21,7 +21,7 @@ from .markup import visible
 COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
             "baseline": "baseline", "calibrate": "calibrate", "plan": "plan", "nightly": "nightly",
             "bisect": "bisect", "history": "history", "report": "report", "parity": "parity",
-            "compat": "compat"}
+            "compat": "compat", "import": "tool_results"}
 
 
 class _VersionAction(argparse.Action):
