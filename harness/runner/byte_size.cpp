@@ -1,7 +1,7 @@
 #include "byte_size.hpp"
 
-#include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 namespace meshgate::runner {
@@ -22,16 +22,26 @@ std::optional<std::int64_t> parse_byte_size(std::string_view text) {
   return number << shift;
 }
 
-std::string format_byte_size(double bytes) {
+std::string format_byte_size(double bytes, ByteSizeStyle style) {
   static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   std::size_t unit = 0;
-  while (unit + 1 < std::size(units) && bytes >= 1024) {
-    bytes /= 1024;
+  char text[48];
+  if (style == ByteSizeStyle::approximate) {
+    while (unit + 1 < std::size(units) && bytes >= 1024) {
+      bytes /= 1024;
+      ++unit;
+    }
+    // Three significant digits, but whole numbers from 1000 (1000 to 1023 B) as they are:
+    // %.3g would write them as 1e+03.
+    std::snprintf(text, sizeof text, bytes >= 1000 ? "%.0f %s" : "%.3g %s", bytes, units[unit]);
+    return text;
+  }
+  auto value = static_cast<std::int64_t>(std::llround(bytes));
+  while (unit + 1 < std::size(units) && value >= 1024 && value % 1024 == 0) {
+    value /= 1024;
     ++unit;
   }
-  char text[48];
-  std::snprintf(text, sizeof text, "%.3g %s", bytes, units[unit]);
-  return text;
+  return std::to_string(value) + (style == ByteSizeStyle::label ? "" : " ") + units[unit];
 }
 
 }  // namespace meshgate::runner

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "byte_size.hpp"
 #include "core/error.hpp"
 #include "plan/plan.hpp"
 
@@ -198,19 +199,6 @@ std::string human_time(double seconds) {
   return buf;
 }
 
-std::string human_bytes(std::int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
-}
-
 std::string dims_names(const DeviceMesh& mesh, const std::vector<std::int64_t>& dims) {
   std::string s;
   for (std::size_t i = 0; i < dims.size(); ++i) {
@@ -312,7 +300,8 @@ void print_steps(std::ostream& out, const std::vector<TransformStep>& steps,
         << "  group " << s.group_size << "  logical " << bracket(s.logical_shape) << "  local "
         << bracket(s.input_shape) << "->" << bracket(s.output_shape);
     if (is_collective(s.kind)) {
-      out << "  " << human_bytes(s.bytes) << "  " << human_time(s.modeled_time);
+      out << "  " << format_byte_size(static_cast<double>(s.bytes)) << "  "
+          << human_time(s.modeled_time);
     }
     if (s.group_size == 1) out << "  (size-1 group: skipped)";
     if (s.avg_scale > 1) out << "  then divide by " << s.avg_scale;

@@ -353,17 +353,6 @@ double median_of(std::vector<double> samples) {
 // every rank and size; above this they would cost more time than the collectives they check.
 constexpr double kImplInputLimitBytes = 256.0 * 1024 * 1024;
 
-std::string format_bytes(std::int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int unit = 0;
-  std::int64_t value = bytes;
-  while (unit < 3 && value >= 1024 && value % 1024 == 0) {
-    value /= 1024;
-    ++unit;
-  }
-  return std::to_string(value) + " " + units[unit];
-}
-
 class CollectiveCase final : public PreparedCase {
  public:
   Op op = Op::all_reduce;
@@ -513,7 +502,9 @@ class CollectiveCase final : public PreparedCase {
     for (const bool in_place : inplace) {
       for (const std::int64_t bytes : sizes) {
         const nlohmann::json& entry = answered[row++];
-        const std::string where = format_bytes(bytes) + (in_place ? " in place" : " out of place");
+        const std::string where =
+            format_byte_size(static_cast<double>(bytes), ByteSizeStyle::exact) +
+            (in_place ? " in place" : " out of place");
         if (!entry.is_object() || !entry.contains("outputs") || !entry["outputs"].is_object()) {
           bad("the collective size " + where + " without an object 'outputs'");
         }
@@ -601,7 +592,8 @@ class CollectiveCase final : public PreparedCase {
                        {"modeled_time_s", modeled(r.bytes)}});
       total_wrong += r.wrong;
       if (r.wrong > 0) {
-        wrong_sizes += (wrong_sizes.empty() ? "" : ", ") + format_bytes(r.bytes) +
+        wrong_sizes += (wrong_sizes.empty() ? "" : ", ") +
+                       format_byte_size(static_cast<double>(r.bytes), ByteSizeStyle::exact) +
                        (r.inplace ? " in-place: " : " out-of-place: ") + std::to_string(r.wrong);
       }
       if (!largest || r.bytes > largest->bytes) largest = r;
@@ -928,19 +920,11 @@ class CollectiveCase final : public PreparedCase {
 
 // ---- reading the case ---------------------------------------------------------------------
 
-// "8MiB", "1KiB", "4B", "1000", 64: bytes as an integer. There is no cap of its own: what a
-// size may be is what the case's memory limit lets its buffers hold (memory_estimate), so that
-// a machine with the memory runs nccl-tests' sweeps to 8 GiB and beyond.
-std::int64_t read_bytes(const YAML::Node& value, const CaseNode& at, std::string_view key) {
-  const std::optional<std::int64_t> bytes =
-      value.IsScalar() ? parse_byte_size(value.Scalar()) : std::nullopt;
-  if (!bytes) {
-    at.fail_at(value, key,
-               "expected a size in bytes up to 2^62: an integer or e.g. \"8MiB\", \"4GiB\", "
-               "\"16B\"");
-  }
-  if (*bytes < 1) reject_value_at(at, value, key, "sizes must be at least 1 B, got 0");
-  return *bytes;
+// Sizes in bytes ("8MiB", "1KiB", "4B", "1000", 64) have no cap of their own: what a size may
+// be is what the case's memory limit lets its buffers hold (memory_estimate), so that a machine
+// with the memory runs nccl-tests' sweeps to 8 GiB and beyond.
+std::int64_t read_bytes(const CaseNode& at, const YAML::Node& value, std::string_view key) {
+  return read_byte_size(at, value, key, ZeroBytes::rejected);
 }
 
 // The mesh must build here (groups and sizes depend on it): a mesh the library rejects is a
@@ -1088,8 +1072,8 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   if (bytes.IsMap()) {
     CaseNode sweep = node.child("bytes");
     if (!sweep.has("from") || !sweep.has("to")) node.fail("bytes", "a sweep needs from and to");
-    const std::int64_t from = read_bytes(sweep.raw("from"), sweep, "from");
-    const std::int64_t to = read_bytes(sweep.raw("to"), sweep, "to");
+    const std::int64_t from = read_bytes(sweep, sweep.raw("from"), "from");
+    const std::int64_t to = read_bytes(sweep, sweep.raw("to"), "to");
     const int factor = sweep.optional<int>("factor").value_or(2);
     if (factor < 2)
       reject_value(sweep, "factor", "must be at least 2, got " + std::to_string(factor));
@@ -1118,7 +1102,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     }
     if (items.empty()) node.fail("bytes", "the list of sizes is empty");
     for (const YAML::Node& item : items) {
-      const std::int64_t b = read_bytes(item, node, "bytes");
+      const std::int64_t b = read_bytes(node, item, "bytes");
       if (b % unit != 0) {
         reject_value_at(node, item, "bytes",
                         std::to_string(b) + " B does not divide into " + unit_text + " for " + op +

@@ -93,12 +93,6 @@ struct Resolved {
   std::vector<Config> configs;
 };
 
-std::string bytes_label(std::int64_t bytes) {
-  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
-  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + "KiB";
-  return std::to_string(bytes) + "B";
-}
-
 // Resolves one field at a time; `on_error(key, message)` decides what a bad value becomes.
 template <class OnError>
 Resolved resolve(const GemmSpec& s, OnError&& on_error) {
@@ -214,21 +208,11 @@ Resolved resolve(const GemmSpec& s, OnError&& on_error) {
       guard(a.field, [&] { g::check_fits_cpu_blas(a); });
   for (const std::int64_t w : s.workspaces)
     for (const std::int64_t k : s.split_ks)
-      r.configs.push_back(
-          {w, k,
-           "workspace=" + bytes_label(w) + " split_k=" + (k == 0 ? "auto" : std::to_string(k))});
+      r.configs.push_back({w, k,
+                           "workspace=" +
+                               format_byte_size(static_cast<double>(w), ByteSizeStyle::label) +
+                               " split_k=" + (k == 0 ? "auto" : std::to_string(k))});
   return r;
-}
-
-// Sizes such as 1048576, "32MiB", "1 MiB", "64KiB".
-std::int64_t read_bytes(const YAML::Node& value, CaseNode& node, std::string_view key) {
-  const std::optional<std::int64_t> bytes =
-      value.IsScalar() ? parse_byte_size(value.Scalar()) : std::nullopt;
-  if (!bytes) {
-    node.fail_at(value, key,
-                 "must be a size in bytes or with a unit (B, KiB, MiB, GiB, TiB), e.g. 32MiB");
-  }
-  return *bytes;
 }
 
 // A split-K count: an integer >= 0 or `auto` (0: the library's choice).
@@ -1113,8 +1097,10 @@ std::unique_ptr<PreparedCase> parse_gemm_case_with(CaseNode& node, bool expect_e
   s.tf32 = node.optional<bool>("tf32").value_or(false);
   s.split_k_partials = node.optional<std::string>("split_k_partials").value_or("float32");
   s.isolate = node.optional<bool>("isolate");
-  if (auto w = read_one_or_list(
-          node, "workspace", [&](const YAML::Node& v) { return read_bytes(v, node, "workspace"); }))
+  // A workspace of 0 bytes is none.
+  if (auto w = read_one_or_list(node, "workspace", [&](const YAML::Node& v) {
+        return read_byte_size(node, v, "workspace", ZeroBytes::allowed);
+      }))
     s.workspaces = *w;
   if (auto k = read_one_or_list(node, "split_k",
                                 [&](const YAML::Node& v) { return read_split_k(v, node); }))
