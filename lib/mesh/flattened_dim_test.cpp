@@ -110,8 +110,7 @@ TEST(FlattenedLayout, IsWhatDeviceMeshRegisters) {
   ASSERT_EQ(one.flattened().size(), 1u);
   EXPECT_EQ(one.flattened()[0].second, flattened_layout(one.slice(ac).layout()));
 
-  const DeviceMesh two =
-      DeviceMesh::create(shape, {"A", "B", "C"}, {}, LayoutModel::two_level);
+  const DeviceMesh two = DeviceMesh::create(shape, {"A", "B", "C"}, {}, LayoutModel::two_level);
   two.slice(ac).flatten();
   ASSERT_EQ(two.flattened().size(), 1u);
   EXPECT_EQ(two.flattened()[0].second,

@@ -10,8 +10,8 @@
 namespace meshgate {
 namespace {
 
-constexpr std::array kStepKinds = {StepKind::all_reduce, StepKind::reduce_scatter,
-                                   StepKind::all_gather, StepKind::all_to_all,
+constexpr std::array kStepKinds = {StepKind::all_reduce,  StepKind::reduce_scatter,
+                                   StepKind::all_gather,  StepKind::all_to_all,
                                    StepKind::local_chunk, StepKind::local_partial};
 
 std::string trimmed(std::string_view text) {

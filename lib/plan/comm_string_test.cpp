@@ -52,8 +52,8 @@ TEST(CommString, ParsesWhatItFormats) {
     EXPECT_EQ(to_string(parse_comm_string(to_string(c))), to_string(c));
   }
   // Every reduce op and large tensor dims survive the trip.
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::product, ReduceOp::min,
-                      ReduceOp::max}) {
+  for (ReduceOp op :
+       {ReduceOp::sum, ReduceOp::avg, ReduceOp::product, ReduceOp::min, ReduceOp::max}) {
     const CommString c = comm(StepKind::reduce_scatter, {"x", "y", "z"}, op, -1, 123456789);
     EXPECT_EQ(parse_comm_string(to_string(c)), c);
   }
@@ -138,8 +138,7 @@ TEST(CommString, NamesThatCannotStandInACommStringAreRejected) {
       ADD_FAILURE() << "'" << name << "' was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::value);
-      EXPECT_NE(std::string(e.what()).find("mesh dim 1 is named '" + name + "'"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("mesh dim 1 is named '" + name + "'"), std::string::npos)
           << e.what();
     }
   }

@@ -252,14 +252,11 @@ void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<R
   }
 }
 
-std::vector<TransformStep> merge_runs(const DeviceMesh& mesh,
-                                      std::span<const LayoutLeaf> dim_leaves,
-                                      std::span<const std::int64_t> shape,
-                                      std::span<const Placement> src,
-                                      std::span<const Placement> dst,
-                                      const std::vector<TransformStep>& steps, std::int64_t es,
-                                      std::vector<RunDecision>* runs,
-                                      std::vector<PlanWarning>* warnings) {
+std::vector<TransformStep> merge_runs(
+    const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_leaves,
+    std::span<const std::int64_t> shape, std::span<const Placement> src,
+    std::span<const Placement> dst, const std::vector<TransformStep>& steps, std::int64_t es,
+    std::vector<RunDecision>* runs, std::vector<PlanWarning>* warnings) {
   if (steps.size() < 2) return steps;
   if (!transform_optimization_enabled()) {
     record_unmerged_runs(steps, runs);
