@@ -7,6 +7,8 @@
 // iterations), and reported as time, algbw and busbw with nccl-tests' bus factors.
 // Another implementation (external_impl.hpp) gets the same inputs as files and answers each
 // rank's outputs, which the same check counts and the same table reports.
+// What differs between the collectives (buffers, inputs, expected outputs, bus factor, the call)
+// is in their entries of collective_table.hpp.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +28,7 @@
 #include "core/half_float.hpp"
 #include "external_impl.hpp"
 #include "kinds/case_values.hpp"
+#include "kinds/collective_table.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
@@ -36,35 +39,6 @@ namespace {
 
 using comm::DType;
 using comm::ReduceOp;
-
-enum class Op { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
-
-constexpr std::string_view kOpNames[] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                         "broadcast"};
-
-std::string_view to_string(Op op) {
-  return kOpNames[static_cast<int>(op)];
-}
-
-bool is_reduction(Op op) {
-  return op == Op::all_reduce || op == Op::reduce_scatter;
-}
-
-// nccl-tests' bus bandwidth factor: busbw = algbw * factor, so that busbw compares with the
-// link bandwidth whatever the op and group size.
-double bus_factor(Op op, int n) {
-  switch (op) {
-    case Op::all_reduce:
-      return 2.0 * (n - 1) / n;
-    case Op::all_gather:
-    case Op::reduce_scatter:
-    case Op::all_to_all:
-      return static_cast<double>(n - 1) / n;
-    case Op::broadcast:
-      return 1.0;
-  }
-  return 1.0;
-}
 
 // ---- exact values -------------------------------------------------------------------------
 
@@ -355,7 +329,7 @@ constexpr double kImplInputLimitBytes = 256.0 * 1024 * 1024;
 
 class CollectiveCase final : public PreparedCase {
  public:
-  Op op = Op::all_reduce;
+  const CollectiveEntry* op = nullptr;  // the collective's entry of collective_table()
   DType dtype = DType::f32;
   std::optional<ReduceOp> reduce;
   int root = 0;
@@ -384,13 +358,15 @@ class CollectiveCase final : public PreparedCase {
     const double recv = static_cast<double>(recv_bytes(largest));
     const double staging = std::max(send, static_cast<double>(recv_bytes(largest)));
     const bool scratch =
-        op == Op::all_to_all && std::find(inplace.begin(), inplace.end(), true) != inplace.end();
+        op->in_place_scratch && std::find(inplace.begin(), inplace.end(), true) != inplace.end();
     const double per_rank = send + recv + staging + (scratch ? recv : 0.0);
     std::string detail = std::to_string(group_size * static_cast<int>(groups.size())) +
                          " ranks x (send " + format_byte_size(send);
     if (recv > 0) detail += " + receive " + format_byte_size(recv);
     detail += " + host staging " + format_byte_size(staging);
-    if (scratch) detail += " + in-place all_to_all scratch " + format_byte_size(recv);
+    if (scratch) {
+      detail += " + in-place " + std::string(op->name) + " scratch " + format_byte_size(recv);
+    }
     return {per_rank * group_size * static_cast<double>(groups.size()), "bytes", detail + ")"};
   }
 
@@ -471,10 +447,10 @@ class CollectiveCase final : public PreparedCase {
       }
     }
     return nlohmann::json{
-        {"op", std::string(to_string(op))},
+        {"op", std::string(op->name)},
         {"dtype", dtype_name},
         {"reduce", reduce ? nlohmann::json(std::string(to_string(*reduce))) : nlohmann::json()},
-        {"root", op == Op::broadcast ? nlohmann::json(root) : nlohmann::json()},
+        {"root", op->has_root ? nlohmann::json(root) : nlohmann::json()},
         {"groups", groups},
         {"world", case_ranks},
         {"sizes", rows}};
@@ -578,7 +554,7 @@ class CollectiveCase final : public PreparedCase {
     nlohmann::json table = nlohmann::json::array();
     std::int64_t total_wrong = 0;
     std::string wrong_sizes;
-    const double factor = bus_factor(op, group_size);
+    const double factor = op->bus_factor(group_size);
     std::optional<SizeResult> largest;
     for (const SizeResult& r : results) {
       const double algbw = r.time_s > 0 ? static_cast<double>(r.bytes) / r.time_s / 1e9 : 0.0;
@@ -631,22 +607,15 @@ class CollectiveCase final : public PreparedCase {
   // The cost model's time for one call of `bytes` on the case's groups (default topology: 8
   // ranks per node), a deterministic number beside the measured one.
   double modeled(std::int64_t bytes) const {
-    return modeled_time(*mesh, dims, parse_collective_op(to_string(op)), bytes);
+    return modeled_time(*mesh, dims, parse_collective_op(op->name), bytes);
   }
-  bool chunked() const { return op != Op::all_reduce && op != Op::broadcast; }
+  CollectiveBuffers buffers(std::int64_t bytes) const {
+    return op->buffers(bytes, element_size(), group_size);
+  }
   // Per-rank element count of the Communicator call for a size in bytes.
-  std::size_t count_of(std::int64_t bytes) const {
-    const std::size_t elements = static_cast<std::size_t>(bytes) / element_size();
-    return chunked() ? elements / static_cast<std::size_t>(group_size) : elements;
-  }
-  std::size_t send_bytes(std::int64_t bytes) const {
-    return op == Op::all_gather ? static_cast<std::size_t>(bytes) / group_size
-                                : static_cast<std::size_t>(bytes);
-  }
-  std::size_t recv_bytes(std::int64_t bytes) const {
-    return op == Op::reduce_scatter ? static_cast<std::size_t>(bytes) / group_size
-                                    : static_cast<std::size_t>(bytes);
-  }
+  std::size_t count_of(std::int64_t bytes) const { return buffers(bytes).count; }
+  std::size_t send_bytes(std::int64_t bytes) const { return buffers(bytes).send_bytes; }
+  std::size_t recv_bytes(std::int64_t bytes) const { return buffers(bytes).recv_bytes; }
 
   // (group index, rank in the group) of a case rank; group -1 when the rank is in no group.
   std::pair<int, int> place_of(int rank) const {
@@ -660,52 +629,24 @@ class CollectiveCase final : public PreparedCase {
   int group_rank_of(int rank) const { return place_of(rank).second; }
 
   std::string plan_line() const {
-    std::string line = std::string(to_string(op)) + "(" + std::string(comm::to_string(dtype));
+    std::string line = std::string(op->name) + "(" + std::string(comm::to_string(dtype));
     if (reduce) line += ", " + std::string(to_string(*reduce));
-    if (op == Op::broadcast) line += ", root=" + std::to_string(root);
+    if (op->has_root) line += ", root=" + std::to_string(root);
     return line + ") on " + std::to_string(groups.size()) + " group(s) of " +
            std::to_string(group_size);
   }
 
   // Pointers of the call for one size: in place as NCCL defines it.
-  struct Call {
-    void* send;
-    void* recv;
-  };
+  using Call = CollectiveEntry::Pointers;
   Call call_buffers(const RankState& state, std::int64_t bytes, bool in_place, int g) const {
     auto* send = static_cast<std::byte*>(state.send);
     auto* recv = static_cast<std::byte*>(state.recv);
     if (!in_place) return {send, recv};
-    const std::size_t chunk = count_of(bytes) * element_size();
-    switch (op) {
-      case Op::all_gather:
-        return {recv + static_cast<std::size_t>(g) * chunk, recv};
-      case Op::reduce_scatter:
-        return {send, send + static_cast<std::size_t>(g) * chunk};
-      default:
-        return {recv, recv};
-    }
+    return op->in_place(send, recv, count_of(bytes) * element_size(), g);
   }
 
   void issue(comm::Communicator& group, const Call& call, std::int64_t bytes) const {
-    const std::size_t count = count_of(bytes);
-    switch (op) {
-      case Op::all_reduce:
-        group.all_reduce(call.send, call.recv, count, dtype, *reduce);
-        break;
-      case Op::all_gather:
-        group.all_gather(call.send, call.recv, count, dtype);
-        break;
-      case Op::reduce_scatter:
-        group.reduce_scatter(call.send, call.recv, count, dtype, *reduce);
-        break;
-      case Op::all_to_all:
-        group.all_to_all(call.send, call.recv, count, dtype);
-        break;
-      case Op::broadcast:
-        group.broadcast(call.send, call.recv, count, dtype, root);
-        break;
-    }
+    op->call(group, call.send, call.recv, CallArgs{count_of(bytes), dtype, reduce, root});
   }
 
   // Seconds of one call, the slowest rank's: every group calls at once after a barrier of the
@@ -791,10 +732,10 @@ class CollectiveCase final : public PreparedCase {
                         std::int64_t bytes, int g) const {
     const std::size_t in_elements = send_bytes(bytes) / element_size();
     for (std::size_t i = 0; i < in_elements; ++i) {
-      if (op == Op::broadcast && g != root) {
-        codec.put_sentinel(host, i);
-      } else {
+      if (op->sends_input(g, root)) {
         codec.put(host, i, values.input(g, i));
+      } else {
+        codec.put_sentinel(host, i);
       }
     }
     return in_elements;
@@ -821,34 +762,16 @@ class CollectiveCase final : public PreparedCase {
     const std::size_t out_elements = recv_bytes(bytes) / element_size();
     std::int64_t wrong = 0;
     for (std::size_t i = 0; i < out_elements; ++i) {
-      std::int64_t expected = 0;
-      switch (op) {
-        case Op::all_reduce:
-          expected = values.reduced(i);
-          break;
-        case Op::all_gather:
-          expected = values.input(static_cast<int>(i / count), i % count);
-          break;
-        case Op::reduce_scatter:
-          expected = values.reduced(static_cast<std::size_t>(g) * count + i);
-          break;
-        case Op::all_to_all:
-          expected = values.input(static_cast<int>(i / count),
-                                  static_cast<std::size_t>(g) * count + i % count);
-          break;
-        case Op::broadcast:
-          expected = values.input(root, i);
-          break;
-      }
+      const ExpectedValue e = op->expected(i, count, g, root);
+      const std::int64_t expected =
+          e.reduced ? values.reduced(e.index) : values.input(e.rank, e.index);
       if (!codec.equals(out, i, expected)) ++wrong;
     }
     return wrong;
   }
 
   // Out of place, the root's send is only read: an element the call changed is wrong too.
-  bool checks_send(bool in_place, int g) const {
-    return op == Op::broadcast && !in_place && g == root;
-  }
+  bool checks_send(bool in_place, int g) const { return op->has_root && !in_place && g == root; }
   std::int64_t wrong_in_send(const std::byte* send, const Codec& codec, const Values& values,
                              std::int64_t bytes) const {
     std::int64_t wrong = 0;
@@ -859,7 +782,7 @@ class CollectiveCase final : public PreparedCase {
   }
 
   std::string console_table(const std::vector<SizeResult>& results) const {
-    const double factor = bus_factor(op, group_size);
+    const double factor = op->bus_factor(group_size);
     std::string out;
     char line[256];
     std::snprintf(line, sizeof line,
@@ -897,7 +820,7 @@ class CollectiveCase final : public PreparedCase {
                     static_cast<long long>(r.bytes), count_of(r.bytes),
                     std::string(comm::to_string(dtype)).c_str(),
                     reduce ? std::string(to_string(*reduce)).c_str() : "-",
-                    op == Op::broadcast ? std::to_string(root).c_str() : "-");
+                    op->has_root ? std::to_string(root).c_str() : "-");
       out += line + cells[0] + cells[1] + "\n";
     }
     return out;
@@ -919,13 +842,6 @@ class CollectiveCase final : public PreparedCase {
 };
 
 // ---- reading the case ---------------------------------------------------------------------
-
-// Sizes in bytes ("8MiB", "1KiB", "4B", "1000", 64) have no cap of their own: what a size may
-// be is what the case's memory limit lets its buffers hold (memory_estimate), so that a machine
-// with the memory runs nccl-tests' sweeps to 8 GiB and beyond.
-std::int64_t read_bytes(const CaseNode& at, const YAML::Node& value, std::string_view key) {
-  return read_byte_size(at, value, key, ZeroBytes::rejected);
-}
 
 // The mesh must build here (groups and sizes depend on it): a mesh the library rejects is a
 // rejection of the case.
@@ -957,17 +873,10 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   c->expect_error = expect_error;
 
   const std::string op = node.required<std::string>("op");
-  bool known = false;
-  for (int i = 0; i < 5; ++i) {
-    if (kOpNames[i] == op) {
-      c->op = static_cast<Op>(i);
-      known = true;
-    }
-  }
-  if (!known) {
-    node.fail("op",
-              "unknown op '" + op +
-                  "': expected all_reduce, all_gather, reduce_scatter, all_to_all or broadcast");
+  c->op = find_collective(op);
+  if (c->op == nullptr) {
+    node.fail("op", "unknown op '" + op + "': expected " +
+                        collective_names([](const CollectiveEntry&) { return true; }, " or "));
   }
 
   const DeviceMesh mesh = read_mesh(node);
@@ -1018,7 +927,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   } catch (const meshgate::Error& err) {
     reject_value(node, "dtype", err.what());
   }
-  if (is_reduction(c->op)) {
+  if (c->op->reduces) {
     const std::string reduce = node.required<std::string>("reduce");
     try {
       c->reduce = parse_reduce_op(reduce);
@@ -1045,10 +954,18 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
                        "; use float32 or groups of at most that many ranks");
     }
   } else if (node.has("reduce")) {
-    node.fail("reduce", "only all_reduce and reduce_scatter reduce; remove it for " + op);
+    node.fail("reduce",
+              "only " +
+                  collective_names([](const CollectiveEntry& e) { return e.reduces; }, " and ") +
+                  " reduce; remove it for " + op);
   }
   if (auto root = node.optional<int>("root")) {
-    if (c->op != Op::broadcast) node.fail("root", "only broadcast has a root");
+    if (!c->op->has_root) {
+      node.fail("root",
+                "only " +
+                    collective_names([](const CollectiveEntry& e) { return e.has_root; }, " and ") +
+                    " has a root");
+    }
     if (*root < 0 || *root >= c->group_size) {
       reject_value(node, "root",
                    "must be a rank of the group, 0 to " + std::to_string(c->group_size - 1) +
@@ -1058,9 +975,12 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   }
   if (auto seed = node.optional<std::int64_t>("seed")) c->seed = static_cast<std::uint64_t>(*seed);
 
-  // Sizes: whole elements, and for the chunked ops whole equal chunks per rank.
+  // Sizes: whole elements, and for the chunked ops whole equal chunks per rank. They have no cap
+  // of their own: what a size may be is what the case's memory limit lets its buffers hold
+  // (memory_estimate), so that a machine with the memory runs nccl-tests' sweeps to 8 GiB and
+  // beyond.
   const std::int64_t es = static_cast<std::int64_t>(comm::element_size(c->dtype));
-  const bool chunked = c->op != Op::all_reduce && c->op != Op::broadcast;
+  const bool chunked = c->op->chunked;
   const std::int64_t unit = chunked ? es * c->group_size : es;
   const std::string unit_text = chunked
                                     ? std::to_string(c->group_size) + " equal chunks of whole " +
@@ -1072,8 +992,8 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
   if (bytes.IsMap()) {
     CaseNode sweep = node.child("bytes");
     if (!sweep.has("from") || !sweep.has("to")) node.fail("bytes", "a sweep needs from and to");
-    const std::int64_t from = read_bytes(sweep, sweep.raw("from"), "from");
-    const std::int64_t to = read_bytes(sweep, sweep.raw("to"), "to");
+    const std::int64_t from = read_byte_size(sweep, sweep.raw("from"), "from", ZeroBytes::rejected);
+    const std::int64_t to = read_byte_size(sweep, sweep.raw("to"), "to", ZeroBytes::rejected);
     const int factor = sweep.optional<int>("factor").value_or(2);
     if (factor < 2)
       reject_value(sweep, "factor", "must be at least 2, got " + std::to_string(factor));
@@ -1102,7 +1022,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
     }
     if (items.empty()) node.fail("bytes", "the list of sizes is empty");
     for (const YAML::Node& item : items) {
-      const std::int64_t b = read_bytes(node, item, "bytes");
+      const std::int64_t b = read_byte_size(node, item, "bytes", ZeroBytes::rejected);
       if (b % unit != 0) {
         reject_value_at(node, item, "bytes",
                         std::to_string(b) + " B does not divide into " + unit_text + " for " + op +
@@ -1145,7 +1065,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
                     {"group_size", c->group_size},
                     {"ranks", c->case_ranks}};
   if (c->reduce) c->params_json["reduce"] = std::string(to_string(*c->reduce));
-  if (c->op == Op::broadcast) c->params_json["root"] = c->root;
+  if (c->op->has_root) c->params_json["root"] = c->root;
   if (c->seed != 0) c->params_json["seed"] = c->seed;
   return c;
 }
