@@ -554,13 +554,11 @@ class CudaExecutor final : public Executor {
 
 class GemmCase final : public PreparedCase {
  public:
-  GemmCase(GemmSpec spec, Resolved resolved, int warmup, int iters, bool perf,
-           std::string file, std::string case_id, CpuGemmFunction run_cpu)
+  GemmCase(GemmSpec spec, Resolved resolved, bool timed, std::string file, std::string case_id,
+           CpuGemmFunction run_cpu)
       : spec_(std::move(spec)),
         resolved_(std::move(resolved)),
-        warmup_(warmup),
-        iters_(iters),
-        perf_(perf),
+        timed_(timed),
         file_(std::move(file)),
         case_id_(std::move(case_id)),
         run_cpu_(std::move(run_cpu)) {}
@@ -687,7 +685,7 @@ class GemmCase final : public PreparedCase {
             fp32_copies > products ? largest_input.key : largest_factor({{"m", m}, {"n", n}})},
            copies ? "fp32 copies of X and W and the fp32 product" : "the fp32 product"});
     }
-    if (perf_ && uses([](g::Impl i) { return g::device_of(i) == g::Device::cpu; }))
+    if (timed_ && uses([](g::Impl i) { return g::device_of(i) == g::Device::cpu; }))
       working.push_back(
           {{static_cast<double>(cold_flush_bytes()), "perf"}, "the cache flush of cold timing"});
     const Working& step = *std::max_element(
@@ -716,7 +714,8 @@ class GemmCase final : public PreparedCase {
                 format_byte_size(kFixedOverhead) + " fixed"};
   }
 
-  Outcome run(RunContext&) override {
+  Outcome run(RunContext& ctx) override {
+    perf_ = ctx.perf();
     const Resolved& r = resolved_;
     const g::GemmProblem& p = r.problem;
 
@@ -768,10 +767,11 @@ class GemmCase final : public PreparedCase {
   // One hot iteration of timed_impl(), by the same sample() that times every implementation in
   // run(). An isolated case hands over
   // the samples its child process measured, in order.
-  double time_iteration(RunContext&) override {
+  double time_iteration(RunContext& ctx) override {
     if (replay_) {
       // The runner's warm-up calls come first; the child already warmed up.
-      if (replay_calls_++ < warmup_ || replay_next_ >= replay_->size()) return 0.0;
+      const int warmup = ctx.perf() ? ctx.perf()->warmup : 0;
+      if (replay_calls_++ < warmup || replay_next_ >= replay_->size()) return 0.0;
       return (*replay_)[replay_next_++];
     }
     const g::Impl impl = timed_impl();
@@ -986,12 +986,12 @@ class GemmCase final : public PreparedCase {
     return impls.front();
   }
 
-  // Median seconds of `iters` samples after `warmup_` untimed calls.
+  // The case's timed iterations of `impl` after its untimed warm-up calls (perf_).
   std::vector<double> samples(g::Impl impl, bool cold) {
     Executor& e = executor(0, g::device_of(impl));
-    for (int i = 0; i < warmup_; ++i) e.sample(impl, cold);
+    for (int i = 0; i < perf_->warmup; ++i) e.sample(impl, cold);
     std::vector<double> out;
-    for (int i = 0; i < iters_; ++i) out.push_back(e.sample(impl, cold));
+    for (int i = 0; i < perf_->iters; ++i) out.push_back(e.sample(impl, cold));
     return out;
   }
 
@@ -1050,9 +1050,10 @@ class GemmCase final : public PreparedCase {
 
   GemmSpec spec_;
   Resolved resolved_;
-  int warmup_;
-  int iters_;
-  bool perf_;
+  // The case has perf: settings. Known when it is read, for the memory estimate; run() gets
+  // the settings themselves from its RunContext.
+  bool timed_;
+  std::optional<PerfSpec> perf_;  // RunContext::perf() of the last run()
   std::string file_;
   std::string case_id_;
   CpuGemmFunction run_cpu_;
@@ -1106,23 +1107,17 @@ std::unique_ptr<PreparedCase> parse_gemm_case_with(CaseNode& node, bool expect_e
                                 [&](const YAML::Node& v) { return read_split_k(v, node); }))
     s.split_ks = *k;
 
-  // The runner consumed `perf` already; the kind only needs to know its iteration counts to
-  // time every implementation itself.
-  const YAML::Node perf = node.node()["perf"];
-  const bool has_perf = perf && perf.IsMap();
-  int warmup = 5, iters = 20;
-  if (has_perf) {
-    if (perf["warmup"]) warmup = perf["warmup"].as<int>(5);
-    if (perf["iters"]) iters = std::max(perf["iters"].as<int>(20), 1);
-  }
+  // The runner reads perf: and hands it to run() as RunContext::perf(); whether there is one
+  // is known here because the memory estimate, made before anything runs, depends on it.
+  const bool timed = node.has("perf") && !node.raw("perf").IsNull();
   // A rejection is what an expect_error case tests: it runs in this process, where the runner
   // judges it once.
   if (expect_error) s.isolate = false;
 
   Resolved resolved =
       resolve(s, [&](std::string_view key, const Error& e) { reject_value(node, key, e.what()); });
-  return std::make_unique<GemmCase>(std::move(s), std::move(resolved), warmup, iters, has_perf,
-                                    node.file(), node.case_id(), std::move(run_cpu));
+  return std::make_unique<GemmCase>(std::move(s), std::move(resolved), timed, node.file(),
+                                    node.case_id(), std::move(run_cpu));
 }
 
 std::string split_k_flag(const std::vector<SplitKRequest>& requests) {

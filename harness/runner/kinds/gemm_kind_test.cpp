@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -126,6 +127,28 @@ TEST_F(GemmKind, TheRunnersSamplesNeverTimeTheReference) {
   ASSERT_EQ(r.samples["time_s"][0].size(), 2u);
   for (const nlohmann::json& t : r.samples["time_s"][0]) EXPECT_GT(t.get<double>(), 3e-3);
   EXPECT_FALSE(r.outcome.metrics["impls"]["cpu_reference"].contains("time_s"));
+}
+
+// The kind times every implementation with the warm-up and iterations of RunContext::perf(),
+// as the other kinds do, not with counts of its own reading of the case.
+TEST_F(GemmKind, TimesWithTheWarmupAndIterationsOfItsRunContext) {
+  std::map<g::Impl, int> calls;
+  cpu_function() = [&calls](g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                            g::HostTensor& y) {
+    ++calls[impl];
+    g::run_cpu(impl, p, in, y);
+  };
+  PlannedCases planned = plan(std::string(kSmall) +
+                              ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3}}");
+  ASSERT_EQ(planned.cases.size(), 1u);
+  planned.cases[0].perf = PerfSpec{2, 5, 1};
+  const CaseRun r = execute_case(planned.cases[0], std::nullopt);
+  EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
+  // One checked run, then warm-up and iterations hot and again cold.
+  EXPECT_EQ(calls[g::Impl::cpu_unfused], 1 + 2 * (2 + 5));
+  // The runner's samples of the fused implementation come on top, with the same counts.
+  EXPECT_EQ(calls[g::Impl::cpu_epilogue], 1 + 2 * (2 + 5) + (2 + 5));
+  ASSERT_EQ(r.samples["time_s"][0].size(), 5u);
 }
 
 TEST_F(GemmKind, NoSlowdownNoFlag) {
