@@ -201,9 +201,12 @@ def nearer_endpoint(ratio: float, bad_ratio: float) -> str:
 
 
 def case_entry(v: CaseVerdict, verdict: Optional[str], note: str) -> dict[str, Any]:
-    return {"id": v.id, "verdict": verdict or SKIP, "ab": v.verdict, "ratio": v.ratio,
-            "ci": list(v.ci) if v.ci else None, "p": v.p, "runs": [v.runs_base, v.runs_new],
-            "note": note}
+    entry = {"id": v.id, "verdict": verdict or SKIP, "ab": v.verdict, "ratio": v.ratio,
+             "ci": list(v.ci) if v.ci else None, "p": v.p, "runs": [v.runs_base, v.runs_new],
+             "note": note}
+    if v.message:
+        entry["message"] = v.message
+    return entry
 
 
 def status_entry(case_id: str, row: Optional[dict]) -> dict[str, Any]:
@@ -399,10 +402,18 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
                   "Selected cases that did not become targets because good against bad could not be judged, "
                   "or that were left out (skipped, missing, failing on both): a regression may hide here.", "",
                   "| case | verdict | runs | ratio | 95 % CI | why |", "|---|---|---|---|---|---|"]
+        skipped: dict[tuple[str, str], int] = {}
         for c in unjudged:
+            if c["verdict"] == "skip":  # skipped on both sides: one line per suite and reason
+                key = (c["id"].split("/", 1)[0], _first_line(c.get("message") or c.get("note", ""), 200))
+                skipped[key] = skipped.get(key, 0) + 1
+                continue
             runs = f"{c['runs'][0]}/{c['runs'][1]}" if c.get("runs") and any(c["runs"]) else "-"
             lines.append(f"| `{c['id']}` | {c['verdict']} | {runs} | {_fmt(c.get('ratio'))} | {_ci(c.get('ci'))} | "
                          f"{md_cell(_first_line(c.get('note', ''), 300))} |")
+        for (suite, reason), n in sorted(skipped.items()):
+            lines.append(f"| `{suite}/*` ({n} case{'s' if n != 1 else ''}) | skip | - | - | - | "
+                         f"skipped on both sides: {md_cell(reason)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -310,6 +310,24 @@ class BisectionTest(unittest.TestCase):
         # a status-only bisection launches once per tested commit, then on parent and culprit again
         self.assertEqual(lab.launches, outcome.doc["evidence"]["tested"] + 2)
 
+    def test_revert_md_lists_the_endpoint_cases_that_were_not_bisected(self):
+        history = [f"{i:040x}" for i in range(1, 5)]
+
+        def factor(case_id, commit):
+            return 1.5 if case_id == "perf/size" and history.index(commit) >= 2 else 1.0
+
+        skipped = {(f"perf/gpu-{i}", c): "skip" for i in range(3) for c in history}
+        lab = SyntheticLab(history, factor, status=skipped)
+        ids = ["perf/size", "perf/gpu-0", "perf/gpu-1", "perf/gpu-2"]
+        outcome, _ = self.run_bisection(lab, history, ids, ids)
+        self.assertEqual(outcome.doc["culprit"], history[2])
+        md = outcome.revert_md
+        self.assertIn("## Endpoint cases that were not bisected", md)
+        self.assertIn("| `perf/*` (3 cases) | skip |", md)  # folded: one line per suite and reason
+        self.assertNotIn("perf/gpu-1", md)
+        self.assertEqual([c["id"] for c in outcome.doc["evidence"]["endpoint_cases"]],
+                         ["perf/gpu-0", "perf/gpu-1", "perf/gpu-2"])
+
     def test_nothing_reproduces(self):
         history = [f"{i:040x}" for i in range(1, 6)]
         lab = SyntheticLab(history, lambda case_id, commit: 1.0)
