@@ -201,10 +201,7 @@ std::string human_time(double seconds) {
 
 std::string dims_names(const DeviceMesh& mesh, const std::vector<std::int64_t>& dims) {
   std::string s;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    const auto d = static_cast<std::size_t>(dims[i]);
-    s += (i ? "," : "") + (d < mesh.names().size() ? mesh.names()[d] : std::to_string(dims[i]));
-  }
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + comm_dim_name(mesh, dims[i]);
   return s;
 }
 
