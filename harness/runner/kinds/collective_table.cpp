@@ -8,6 +8,7 @@ namespace {
 
 using comm::Communicator;
 
+// A ring all_reduce is a reduce_scatter and an all_gather: twice the chunk factor.
 double all_reduce_factor(int n) {
   return 2.0 * (n - 1) / n;
 }
@@ -15,6 +16,7 @@ double all_reduce_factor(int n) {
 double chunk_factor(int n) {
   return static_cast<double>(n - 1) / n;
 }
+// The whole buffer crosses every link once.
 double broadcast_factor(int) {
   return 1.0;
 }
