@@ -181,6 +181,10 @@ struct Outcome {
   // Lines the human console prints under the case's status line (e.g. an nccl-tests-like
   // table); not part of the result row.
   std::string console_detail;
+  // Seconds per timed iteration that run() measured itself, for a performance case whose timed
+  // work happens inside run() (a command case's program times its own iterations). The runner
+  // records these as the run's samples and does not call time_iteration().
+  std::optional<std::vector<double>> measured_time_s;
 };
 
 // How a performance case is measured (the `perf:` key).
@@ -212,6 +216,10 @@ class RunContext {
   // The case's `perf:` when it is a performance case; kinds that time inside run() (the
   // collective kind's per-size table) use the same warm-up and iteration counts.
   virtual std::optional<PerfSpec> perf() const = 0;
+  // The run's --case-timeout in seconds, 0 when there is none. Past it the runner's watchdog
+  // ends the whole run; a kind that starts processes of its own stops them before that, so the
+  // case gets an error row of its own and the run goes on.
+  virtual double case_timeout_s() const { return 0; }
 };
 
 class RankFailure : public std::runtime_error {

@@ -20,6 +20,8 @@ struct PlannedCase {
   std::string expected_message;  // substring the rejection must contain; empty = any
   std::optional<PerfSpec> perf;
   std::unique_ptr<PreparedCase> prepared;
+  // The run's --case-timeout (0: none), which the case's RunContext reports to its kind.
+  double case_timeout_s = 0;
 };
 
 struct PlannedCases {

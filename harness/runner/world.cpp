@@ -65,8 +65,9 @@ void check_ranks(int ranks, int world_size) {
 
 }  // namespace
 
-ThreadsContext::ThreadsContext(int world_size, std::optional<PerfSpec> perf)
-    : world_size_(world_size), perf_(perf) {
+ThreadsContext::ThreadsContext(int world_size, std::optional<PerfSpec> perf,
+                               double case_timeout_s)
+    : world_size_(world_size), perf_(perf), case_timeout_s_(case_timeout_s) {
   if (world_size < 1) {
     throw std::invalid_argument("a threads world needs at least 1 rank, got " +
                                 std::to_string(world_size));
@@ -125,12 +126,13 @@ void ThreadsContext::run_on_ranks(
 
 ProcessContext::ProcessContext(std::string backend, comm::Communicator& case_comm,
                                comm::Communicator& control, int world_size,
-                               std::optional<PerfSpec> perf)
+                               std::optional<PerfSpec> perf, double case_timeout_s)
     : backend_(std::move(backend)),
       case_comm_(case_comm),
       control_(control),
       world_size_(world_size),
-      perf_(perf) {}
+      perf_(perf),
+      case_timeout_s_(case_timeout_s) {}
 
 void ProcessContext::run_on_ranks(
     int ranks, const std::function<void(int rank, comm::Communicator& comm)>& fn) {

@@ -19,7 +19,8 @@ namespace meshgate::runner {
 
 class ThreadsContext final : public RunContext {
  public:
-  explicit ThreadsContext(int world_size, std::optional<PerfSpec> perf = std::nullopt);
+  explicit ThreadsContext(int world_size, std::optional<PerfSpec> perf = std::nullopt,
+                          double case_timeout_s = 0);
   ~ThreadsContext() override;
 
   std::string_view backend() const override { return "threads"; }
@@ -34,10 +35,12 @@ class ThreadsContext final : public RunContext {
                     const std::function<void(int rank, comm::Communicator& comm)>& fn) override;
   int lead_rank() const override { return 0; }
   std::optional<PerfSpec> perf() const override { return perf_; }
+  double case_timeout_s() const override { return case_timeout_s_; }
 
  private:
   int world_size_;
   std::optional<PerfSpec> perf_;
+  double case_timeout_s_;
   // The last world made and one communicator per rank of it (a threads world hands each
   // rank's out once); dropped after a failure, whose collectives may have left it half way.
   std::unique_ptr<comm::ThreadsWorld> world_;
@@ -52,7 +55,8 @@ class ThreadsContext final : public RunContext {
 class ProcessContext final : public RunContext {
  public:
   ProcessContext(std::string backend, comm::Communicator& case_comm, comm::Communicator& control,
-                 int world_size, std::optional<PerfSpec> perf = std::nullopt);
+                 int world_size, std::optional<PerfSpec> perf = std::nullopt,
+                 double case_timeout_s = 0);
 
   std::string_view backend() const override { return backend_; }
   int world_size() const override { return world_size_; }
@@ -63,6 +67,7 @@ class ProcessContext final : public RunContext {
                     const std::function<void(int rank, comm::Communicator& comm)>& fn) override;
   int lead_rank() const override { return case_comm_.rank(); }
   std::optional<PerfSpec> perf() const override { return perf_; }
+  double case_timeout_s() const override { return case_timeout_s_; }
 
  private:
   std::string backend_;
@@ -70,6 +75,7 @@ class ProcessContext final : public RunContext {
   comm::Communicator& control_;
   int world_size_;
   std::optional<PerfSpec> perf_;
+  double case_timeout_s_;
 };
 
 // Collective over `comm`: each rank passes what it caught (null when it succeeded). Returns

@@ -8,11 +8,13 @@ std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error)
 std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_command_case(CaseNode& node, bool expect_error);
 const std::vector<std::string>& layout_case_keys();
 const std::vector<std::string>& mesh_case_keys();
 const std::vector<std::string>& gemm_case_keys();
 const std::vector<std::string>& collective_case_keys();
 const std::vector<std::string>& redistribute_case_keys();
+const std::vector<std::string>& command_case_keys();
 
 const std::vector<KindEntry>& case_kinds() {
   static const std::vector<KindEntry> kinds = {
@@ -21,6 +23,7 @@ const std::vector<KindEntry>& case_kinds() {
       {"gemm", &parse_gemm_case, gemm_case_keys()},
       {"collective", &parse_collective_case, collective_case_keys()},
       {"redistribute", &parse_redistribute_case, redistribute_case_keys()},
+      {"command", &parse_command_case, command_case_keys()},
   };
   return kinds;
 }

@@ -57,6 +57,19 @@ foreach(_case
     STDERR "^[^\n]*/hostile/${_expected}[^\n]*\n1 input error")
   set_tests_properties(runner_cli_hostile_${_name} PROPERTIES TIMEOUT 10)
 endforeach()
+# Programs as cases: the smoke suite of cases/command passes, and every way a program can go
+# wrong is an error or fail row naming the rank, with the cases after it still run.
+meshgate_runner_cli_test(command_cases_pass 0
+  ARGS run ${PROJECT_SOURCE_DIR}/cases/command --out ${_runner_out}/command --run-id cli-command
+  STDOUT "pass   command-smoke/ranks-meet-4.*pass   command-smoke/python-timed.*3 cases: 3 pass, 0 fail, 0 error, 0 skip"
+  FILE ${_runner_out}/command/results.json
+  FILE_MATCHES "\"kind\": \"command\".*\"plan\": \\[\n +\"sum = 49995000\".*\"time_s\": \\[\n +\\[")
+meshgate_runner_cli_test(command_failures_are_rows_of_their_own 2
+  ARGS run ${_runner_testdata}/command-failures.yaml --out ${_runner_out}/command-failures
+  STDOUT "error  runner-command/rank-exits-non-zero.*rank 2: exited with 4; its stderr ended with:\n +cannot reach 127\\.0\\.0\\.1.*fail   runner-command/rank-reports-fail[^\n]*\n +rank 1: checked rank 1\n.*error  runner-command/no-result[^\n]*\n +rank 0: exited with 0 without writing its result.*error  runner-command/malformed-result[^\n]*\n +rank 0: wrote a result to \\$MESHGATE_RESULT that is not valid JSON.*error  runner-command/hangs-past-its-timeout[^\n]*\n +rank 0: timed out after 0\\.5 s.*pass   runner-command/still-runs-after-them.*6 cases: 1 pass, 1 fail, 4 error, 0 skip"
+  FILE ${_runner_out}/command-failures/results.json)
+set_tests_properties(runner_cli_command_failures_are_rows_of_their_own PROPERTIES TIMEOUT 20)
+
 meshgate_runner_cli_test(unknown_option 2
   ARGS run ${_runner_testdata}/smoke.yaml --rank 4
   STDERR "unknown option '--rank' for run \\(did you mean '--ranks'\\?\\)")
@@ -83,6 +96,20 @@ if(MPI_CXX_FOUND AND MPIEXEC_EXECUTABLE AND NOT MESHGATE_SANITIZE MATCHES "threa
   endif()
   set_tests_properties(runner_cli_mpi_collectives PROPERTIES
     ENVIRONMENT "${_mpi_env}" LABELS "cpp;mpi" TIMEOUT 300)
+  # Command cases under mpirun: each runner process starts the program of its own rank.
+  set(_mpi_args -np 4 --oversubscribe --allow-run-as-root $<TARGET_FILE:meshgate-runner> run
+      ${PROJECT_SOURCE_DIR}/cases/command ${_runner_testdata}/command-failures.yaml
+      --backend mpi --out ${_runner_out}/mpi-command --run-id cli-mpi-command --case-timeout 60)
+  list(JOIN _mpi_args "|" _mpi_args)
+  add_test(NAME runner_cli_mpi_command
+           COMMAND ${CMAKE_COMMAND} -DRUNNER=${MPIEXEC_EXECUTABLE} "-DARGS=${_mpi_args}"
+                   -DEXPECT_CODE=2
+                   "-DEXPECT_STDOUT=pass   command-smoke/ranks-meet-4.*pass   command-smoke/python-timed.*rank 2: exited with 4.*fail   runner-command/rank-reports-fail[^\n]*\n +rank 1: checked rank 1\n.*pass   runner-command/still-runs-after-them.*9 cases: 4 pass, 1 fail, 4 error, 0 skip"
+                   -DEXPECT_FILE=${_runner_out}/mpi-command/results.json ${_schema_check}
+                   "-DEXPECT_FILE_MATCHES=\"backend\": \"mpi\""
+                   -P ${_runner_testdata}/check_run.cmake)
+  set_tests_properties(runner_cli_mpi_command PROPERTIES
+    ENVIRONMENT "${_mpi_env}" LABELS "cpp;mpi" TIMEOUT 120)
 endif()
 
 # PyTorch's plans of cases/redistribute/upstream-bugs.yaml, replayed with `steps`, do exactly
