@@ -104,7 +104,7 @@ class PrescanHandler : public YAML::EventHandler {
   }
 
   void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
-    enter_node(mark, nullptr, 1, 1);
+    enter_node(mark, nullptr, 0, 1);
     define_anchor(anchor, 1, 1, std::nullopt);
     add_to_parent(1, 1);
   }
@@ -117,7 +117,7 @@ class PrescanHandler : public YAML::EventHandler {
                      " (written as an escape); case files hold no control characters but tab "
                      "and line breaks");
     }
-    enter_node(mark, &value, 1, 1);
+    enter_node(mark, &value, 0, 1);
     define_anchor(anchor, 1, 1, value);
     add_to_parent(1, 1);
   }
@@ -170,16 +170,22 @@ class PrescanHandler : public YAML::EventHandler {
     throw StopScan{};
   }
 
-  // Counts a node that expands to `nodes` nodes `height` levels deep, and checks it as a key
-  // when it is one (a bad key is reported and the scan goes on).
-  void enter_node(const YAML::Mark& mark, const std::string* scalar, std::size_t nodes,
+  // Enters a node `height` levels deep, of which `alias_nodes` come from alias expansion (0
+  // for a node written out), and checks it as a key when it is one (a bad key is reported and
+  // the scan goes on).
+  void enter_node(const YAML::Mark& mark, const std::string* scalar, std::size_t alias_nodes,
                   std::size_t height, const std::string& what = "") {
-    expanded_nodes_ += nodes;
-    if (expanded_nodes_ > limits_.max_expanded_nodes) {
-      stop(mark, (what.empty() ? "this value" : what) + " brings the file past " +
-                     std::to_string(limits_.max_expanded_nodes) +
-                     " YAML nodes with aliases expanded, the limit for a case file (it guards "
-                     "against alias bombs); write the values out or split the file");
+    if (alias_nodes == 0 && ++written_nodes_ > limits_.max_written_nodes) {
+      stop(mark, "the file holds more than " + std::to_string(limits_.max_written_nodes) +
+                     " YAML nodes, the limit for a case file (more than its cases may hold "
+                     "once expanded); split the file");
+    }
+    alias_nodes_ += alias_nodes;
+    if (alias_nodes_ > limits_.max_alias_nodes) {
+      stop(mark, (what.empty() ? "this value" : what) + " brings the YAML nodes that aliases add "
+                     "to the file past " + std::to_string(limits_.max_alias_nodes) +
+                     ", the limit for a case file (it guards against alias bombs); write the "
+                     "values out or split the file");
     }
     if (stack_.size() + height > limits_.max_depth) {
       stop(mark, (what.empty() ? "this value" : what) + " nests deeper than " +
@@ -232,7 +238,7 @@ class PrescanHandler : public YAML::EventHandler {
   }
 
   void open_collection(const YAML::Mark& mark, YAML::anchor_t anchor, bool is_map) {
-    enter_node(mark, nullptr, 1, 1);
+    enter_node(mark, nullptr, 0, 1);
     if (anchor != YAML::NullAnchor) anchor_slot(anchor).open = true;
     Collection collection;
     collection.is_map = is_map;
@@ -256,7 +262,8 @@ class PrescanHandler : public YAML::EventHandler {
   const CaseFileLimits& limits_;
   std::vector<std::string>& errors_;
   std::size_t documents_ = 0;
-  std::size_t expanded_nodes_ = 0;
+  std::size_t written_nodes_ = 0;
+  std::size_t alias_nodes_ = 0;
   std::vector<Collection> stack_;
   std::vector<Anchor> anchors_;  // by yaml-cpp's anchor number (1, 2, ... in file order)
   std::pair<std::string, YAML::Mark> pending_anchor_;

@@ -4,6 +4,8 @@
 // until the stack overflows), and it shares aliased nodes, so a few lines of nested aliases
 // stand for billions of nodes. The pre-scan reads the parser's events only, which costs time
 // linear in the text, and refuses such files with file:line:column before any tree exists.
+// What aliases add is bounded separately from what is written out, so that a large generated
+// file without aliases loads while a few lines of nested aliases do not.
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -14,8 +16,12 @@ namespace meshgate::runner {
 // What one case file may ask of the loader (cases/README.md, "Limits", documents them).
 struct CaseFileLimits {
   std::size_t max_file_bytes = 16u << 20;
-  // YAML nodes of the file with every alias expanded, as the kinds would walk them.
-  std::size_t max_expanded_nodes = 100'000;
+  // YAML nodes that aliases add to the file: each alias counts every node of the value it
+  // stands for (aliases inside that value expanded), the nodes written in the file do not.
+  std::size_t max_alias_nodes = 100'000;
+  // YAML nodes written in the file: as many as its cases may hold once expanded
+  // (max_case_nodes), checked before yaml-cpp builds a tree of them.
+  std::size_t max_written_nodes = 1'000'000;
   // Nesting of mappings and lists, aliases expanded.
   std::size_t max_depth = 64;
   // Combinations of one case's matrix.

@@ -46,13 +46,40 @@ TEST(YamlPrescan, AliasBombStopsAtTheNodeLimit) {
   const std::vector<std::string> errors = scan(alias_bomb(9, 9));
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].rfind("f.yaml:6:40: ", 0), 0u) << errors[0];
-  EXPECT_NE(errors[0].find("alias '*a4' brings the file past 100000 YAML nodes"), std::string::npos)
+  EXPECT_NE(errors[0].find("alias '*a4' brings the YAML nodes that aliases add to the file past "
+                           "100000"),
+            std::string::npos)
       << errors[0];
   CaseFileLimits limits;
-  limits.max_expanded_nodes = 40;
-  // 3 x 3 aliases of a 2-node list: 1 + 3 * (1 + 3 * 2) nodes in a3 alone.
+  limits.max_alias_nodes = 40;
+  // Aliases of a 2-node list: a1 adds 3 x 2 nodes, a2 3 x (1 + 6) = 21; a3 would add 66 more.
   EXPECT_EQ(scan(alias_bomb(3, 3), limits), std::vector<std::string>{});
   EXPECT_EQ(scan(alias_bomb(4, 3), limits).size(), 1u);
+}
+
+TEST(YamlPrescan, NodesWrittenOutHaveALimitOfTheirOwn) {
+  CaseFileLimits limits;
+  limits.max_written_nodes = 5;
+  EXPECT_EQ(scan("a: [1, 2]\n", limits), std::vector<std::string>{});  // map, key, list, 1, 2
+  EXPECT_EQ(scan("a: [1, 2, 3]\n", limits),
+            std::vector<std::string>{"f.yaml:1:11: the file holds more than 5 YAML nodes, the "
+                                     "limit for a case file (more than its cases may hold once "
+                                     "expanded); split the file"});
+}
+
+TEST(YamlPrescan, NodesWrittenOutDoNotCountAgainstTheAliasLimit) {
+  CaseFileLimits limits;
+  limits.max_alias_nodes = 10;
+  // 2,000 written lists of 3 scalars: 8,001 nodes, none of them from an alias.
+  std::string written = "cases:\n";
+  for (int i = 0; i < 2000; ++i) written += "  - [a, b, c]\n";
+  EXPECT_EQ(scan(written, limits), std::vector<std::string>{});
+  // Three aliases of a written 4-node list add 12 nodes.
+  const std::vector<std::string> errors = scan("a: &x [1, 2, 3]\nb: [*x, *x, *x]\n", limits);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0], "f.yaml:2:13: alias '*x' brings the YAML nodes that aliases add to the "
+                       "file past 10, the limit for a case file (it guards against alias "
+                       "bombs); write the values out or split the file");
 }
 
 TEST(YamlPrescan, NestingIsLimitedWithAliasesExpanded) {
