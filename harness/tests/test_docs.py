@@ -93,6 +93,7 @@ REQUIRED = {
     "collective": {"op", "mesh", "group", "dtype", "reduce", "bytes", "bytes.from", "bytes.to"},
     "redistribute": {"mesh", "tensor", "tensor.shape", "from", "to"},
     "gemm": {"m", "n", "k", "dtype", "epilogue"},
+    "command": {"command"},
 }
 REQUIRED_COMMON = {"name", "kind"}
 REQUIRED_FILE = {"cases"}
