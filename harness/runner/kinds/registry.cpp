@@ -1,5 +1,11 @@
-// Every case kind, one entry each: adding a kind is its file plus one line here.
+// Every case kind, one entry each: adding a built-in kind is its file plus one line here. Kinds
+// of other projects join through register_kind (kind_registry.hpp).
+#include <deque>
+#include <stdexcept>
+#include <string>
+
 #include "case_kind.hpp"
+#include "kind_registry.hpp"
 
 namespace meshgate::runner {
 
@@ -16,8 +22,12 @@ const std::vector<std::string>& collective_case_keys();
 const std::vector<std::string>& redistribute_case_keys();
 const std::vector<std::string>& command_case_keys();
 
-const std::vector<KindEntry>& case_kinds() {
-  static const std::vector<KindEntry> kinds = {
+namespace {
+
+// Built on first use, so that registrars running before main (in whatever order the static
+// initializers of the program's files run) always find it.
+std::vector<KindEntry>& registry() {
+  static std::vector<KindEntry> kinds = {
       {"layout", &parse_layout_case, layout_case_keys()},
       {"mesh", &parse_mesh_case, mesh_case_keys()},
       {"gemm", &parse_gemm_case, gemm_case_keys()},
@@ -26,6 +36,35 @@ const std::vector<KindEntry>& case_kinds() {
       {"command", &parse_command_case, command_case_keys()},
   };
   return kinds;
+}
+
+// The names of registered kinds: KindEntry::name is a view, and the caller's string may not
+// outlive the call. A deque never moves what it holds.
+std::deque<std::string>& registered_names() {
+  static std::deque<std::string> names;
+  return names;
+}
+
+}  // namespace
+
+const std::vector<KindEntry>& case_kinds() {
+  return registry();
+}
+
+void register_kind(KindEntry entry) {
+  if (entry.name.empty()) throw std::invalid_argument("register_kind: the kind has no name");
+  const std::string name(entry.name);
+  if (entry.parse == nullptr) {
+    throw std::invalid_argument("register_kind: kind '" + name + "' has no parse function");
+  }
+  for (const KindEntry& known : registry()) {
+    if (known.name == entry.name) {
+      throw std::invalid_argument("register_kind: a kind named '" + name +
+                                  "' is registered already");
+    }
+  }
+  entry.name = registered_names().emplace_back(name);
+  registry().push_back(std::move(entry));
 }
 
 }  // namespace meshgate::runner
