@@ -221,7 +221,7 @@ def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
     built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset), verbose=verbose)
     return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
                 env=replicate.env_for_commit(commit),
-                case_paths=list(case_paths) if case_paths else [str(built.root / "cases")])
+                case_paths=list(case_paths) if case_paths else [str(revisions.revision_cases(built.root))])
 
 
 def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str],

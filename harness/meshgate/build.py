@@ -50,9 +50,12 @@ def checkout_root() -> Path | None:
 
 
 def source_root() -> Path:
-    """Where cases/ and reports/ are: the checkout (checkout_root), or for an installed driver
-    used outside any checkout, the working directory."""
-    return checkout_root() or Path.cwd().resolve()
+    """Where cases/ and reports/ are: the project of its own kinds the working directory is in
+    (project.py), else the checkout (checkout_root), or for an installed driver used outside
+    any checkout, the working directory."""
+    from . import project
+
+    return project.find() or checkout_root() or Path.cwd().resolve()
 
 
 def installed_runner(env: dict, target: str = RUNNER_TARGET) -> Path | None:
@@ -68,8 +71,15 @@ def installed_runner(env: dict, target: str = RUNNER_TARGET) -> Path | None:
 
 
 def default_cases(root: Path) -> Path:
-    """The cases CASES defaults to: root/cases, or for an installed driver used outside a
-    checkout, the cases installed beside the runner (<prefix>/share/meshgate/cases)."""
+    """The cases CASES defaults to: a project's own (its meshgate.toml's `cases`), root/cases,
+    or for an installed driver used outside a checkout, the cases installed beside the runner
+    (<prefix>/share/meshgate/cases)."""
+    from . import project
+
+    with contextlib.suppress(project.ProjectError):  # building its runner reports it
+        own_project = project.load(root)
+        if own_project is not None:
+            return own_project.cases
     own = root / "cases"
     if own.is_dir() or is_checkout(root):
         return own
@@ -111,10 +121,11 @@ def failure_cause(lines: list[str]) -> str | None:
 
 
 def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
-                 env: dict, compile_step: bool = False, everything: bool = False) -> None:
-    """Runs `command`, holding its output back unless it does real work or fails (or writing
-    all of it, with `everything`: a log file). A failed `compile_step` gets `failure_hint` only
-    when a compiler reported the error."""
+                 env: dict, compile_step: bool = False, everything: bool = False,
+                 markers: tuple[str, ...] = WORK_MARKERS) -> None:
+    """Runs `command`, holding its output back unless it does real work (a line holds one of
+    `markers`) or fails (or writing all of it, with `everything`: a log file). A failed
+    `compile_step` gets `failure_hint` only when a compiler reported the error."""
     try:
         proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, env=env,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -129,7 +140,7 @@ def _run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
             if streaming:
                 out.write(line)
                 out.flush()
-            elif everything or any(marker in line for marker in WORK_MARKERS):
+            elif everything or any(marker in line for marker in markers):
                 streaming = True
                 out.write("".join(held) + line)
                 out.flush()
@@ -283,8 +294,9 @@ def runner_command(root: Path | None = None, preset: str | None = None,
                    env: dict | None = None, out: TextIO | None = None,
                    target: str = RUNNER_TARGET, override: str = "MESHGATE_RUNNER") -> list[str]:
     """The command that starts meshgate-runner (or `target`): the executable the environment
-    variable `override` names when set; in a checkout, its build (built first when stale);
-    elsewhere the installed one (installed_runner)."""
+    variable `override` names when set; in a project of its own kinds, its runner (built
+    first, project.py); in a checkout, its build (built first when stale); elsewhere the
+    installed one (installed_runner)."""
     env = dict(os.environ) if env is None else env
     out = out or sys.stderr
     given = env.get(override)
@@ -295,6 +307,11 @@ def runner_command(root: Path | None = None, preset: str | None = None,
                              f"build {target}, or point it at a built {target}")
         return [str(path)]
     root = root or source_root()
+    from . import project
+
+    own_project = project.load(root) if target == RUNNER_TARGET else None
+    if own_project is not None:
+        return [str(project.build_runner(own_project, ccache_env(env, root), out))]
     if not (root / "ci" / "preset").is_file():  # nothing to build here: an installed driver
         runner = installed_runner(env, target)
         if runner is None:

@@ -385,7 +385,7 @@ def default_out(repo: pathlib.Path, now: Optional[_dt.datetime] = None) -> pathl
 
 def run_argv(options: Options) -> list[str]:
     """The `meshgate run` arguments of step 1 (without --out): every case unless CASES."""
-    argv = list(options.cases) or [str(pathlib.Path(options.repo) / "cases")]
+    argv = list(options.cases) or [str(_revisions.revision_cases(pathlib.Path(options.repo)))]
     argv += ["--backend", options.backend]
     if options.ranks is not None:
         argv += ["--ranks", str(options.ranks)]

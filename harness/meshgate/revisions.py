@@ -25,6 +25,10 @@
   the output comes to the terminal as it comes instead.
 
 Calls for the same commit wait for each other (a lock file beside the worktree).
+
+A project of its own kinds (project.py: meshgate.toml in the repository's folder) is built by
+the steps of its meshgate.toml as that revision has them, in its folder of the worktree, with
+no preset: the stamp and the log are in build/meshgate-project/ of the worktree.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import subprocess
 import sys
 from typing import Iterator, NamedTuple, Optional, TextIO
 
-from . import build, jsonfile
+from . import build, jsonfile, project
 
 WORKTREES = pathlib.Path("build") / "ab"  # under the repository
 STAMP = ".meshgate-built.json"            # in a finished build folder
@@ -48,6 +52,7 @@ BUILD_LOG = "meshgate-build.log"        # in a build folder: the tools' output o
 LOG_TAIL_LINES = 20                     # of a failed build's log, shown on the terminal
 WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
 LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
+PROJECT_PRESET = "meshgate-project"       # the build folder name of a project's revisions
 
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
     """-v/--verbose of a command that builds revisions: their build output on the terminal."""
@@ -74,7 +79,7 @@ class RevisionBuildError(RevisionError):
 
 class BuiltRevision(NamedTuple):
     commit: str              # full hash
-    root: pathlib.Path       # the worktree (its cases/ are that revision's)
+    root: pathlib.Path       # the worktree, or a project's folder in it (its cases are that revision's)
     runner: list[str]        # the command that starts its meshgate-runner
 
 
@@ -159,7 +164,7 @@ def build_env(repo: pathlib.Path, env: Optional[dict] = None) -> dict:
 def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: str) -> dict:
     info = runner.stat()
     return {"commit": commit, "preset": preset, "target": build.RUNNER_TARGET,
-            "runner": str(runner.relative_to(build_dir)), "size": info.st_size,
+            "runner": os.path.relpath(runner, build_dir), "size": info.st_size,
             "mtime_ns": info.st_mtime_ns}
 
 
@@ -225,6 +230,9 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
     out = out or sys.stderr
     with _locked(repo, commit):
         root = ensure_worktree(repo, commit)
+        own_project = project_at(repo, commit, root)
+        if own_project is not None:
+            root = own_project.root
         runner = finished_runner(repo, commit, preset)
         if runner is not None:
             return BuiltRevision(commit, root, [str(runner)])
@@ -232,7 +240,9 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
         build_dir = build_dir_for(repo, commit, preset)
         (build_dir / STAMP).unlink(missing_ok=True)
         try:
-            if verbose:
+            if own_project is not None:
+                runner = _build_project(own_project, commit, env, out, verbose, build_dir / BUILD_LOG)
+            elif verbose:
                 checked = build.require_cmake(root, out, env)
                 build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
                                    checked_packages=checked)
@@ -241,7 +251,8 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
                 out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
                 out.flush()
                 _build_logged(root, preset, env, out, log_path)
-            runner = build.find_runner(build_dir)
+            if own_project is None:
+                runner = build.find_runner(build_dir)
         except build.BuildError as e:
             raise RevisionBuildError(commit, str(e)) from None
         if _is_clean(root):
@@ -251,11 +262,58 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
         return BuiltRevision(commit, root, [str(runner)])
 
 
+def project_at(repo: pathlib.Path, commit: str, worktree: pathlib.Path) -> Optional[project.Project]:
+    """The project of its own kinds at `commit` when `repo` is a project's folder (the
+    repository's root or a folder in it), else None. RevisionBuildError when that revision has
+    no usable meshgate.toml there."""
+    if not (pathlib.Path(repo) / project.PROJECT_FILE).is_file():
+        return None
+    folder = git(repo, "rev-parse", "--show-prefix")
+    try:
+        found = project.load(worktree / folder)
+    except project.ProjectError as e:
+        raise RevisionBuildError(commit, str(e)) from None
+    if found is None:
+        raise RevisionBuildError(commit, f"it has no {folder}{project.PROJECT_FILE}")
+    return found
+
+
+def _build_project(own_project: project.Project, commit: str, env: dict, out: TextIO,
+                   verbose: bool, log_path: pathlib.Path) -> pathlib.Path:
+    """A project's runner at `commit`, its build's output in `log_path` (the end of it on `out`
+    when it fails) or with `verbose` on `out` as it comes."""
+    if verbose:
+        return project.build_runner(own_project, env, out)
+    out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
+    out.flush()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_path, "w", errors="replace") as log:
+            return project.build_runner(own_project, env, out, log=log)
+    except build.BuildError:
+        out.write(f"meshgate: the build failed; the end of {log_path}:\n")
+        out.write("".join(f"  {line}\n" for line in log_tail(log_path)))
+        out.flush()
+        raise
+
+
+def revision_cases(root: pathlib.Path) -> pathlib.Path:
+    """The cases of a built revision (BuiltRevision.root): a project's `cases`, else cases/."""
+    try:
+        own_project = project.load(root)
+    except project.ProjectError:
+        own_project = None
+    return own_project.cases if own_project is not None else pathlib.Path(root) / "cases"
+
+
 def choose_preset(repo: pathlib.Path, preset: Optional[str] = None,
                   env: Optional[dict] = None) -> str:
     """`preset` when given, else ci/preset's choice (of `repo` when it has one, else of this
-    checkout), the same for every revision."""
+    checkout), the same for every revision; for a project of its own kinds, which builds
+    without presets, PROJECT_PRESET."""
     root = pathlib.Path(repo)
+    if (root / project.PROJECT_FILE).is_file():
+        return preset or PROJECT_PRESET
     if not (root / "ci" / "preset").exists():
         root = build.source_root()
     try:

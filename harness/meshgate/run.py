@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import build, impls, jsonfile, launch, perfruns, results, summary
+from . import build, impls, jsonfile, launch, perfruns, project, results, summary
 from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
@@ -50,6 +50,9 @@ def register(subparsers) -> None:
                             "cases with a row in DIR/results.jsonl are kept, the rest run")
     parser.add_argument("--preset", metavar="P",
                         help="CMake preset to build the runner with (default: ci/preset)")
+    parser.add_argument("--runner", metavar="PATH",
+                        help="run this prebuilt runner (such as one with kinds of your own, "
+                             "docs/own-kernels.md) instead of building one; as MESHGATE_RUNNER")
     parser.add_argument("--allow-all-skipped", action="store_true",
                         help="exit 0 even when every selected case was skipped (by default a run "
                              "that tested nothing, e.g. --backend nccl without a GPU, exits 2)")
@@ -232,7 +235,7 @@ def run_command(args: argparse.Namespace) -> int:
                   "the run", file=sys.stderr)
             return 2
     try:
-        runner = build.runner_command(root, args.preset)
+        runner = project.given_runner(args.runner) if args.runner else build.runner_command(root, args.preset)
     except build.BuildError as e:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
