@@ -4,7 +4,7 @@ on PATH or in the environment:
 
 - examples/cpp-kind (CppKindExample): its runner, meshgate's main and built-in kinds with the
   project's ring_allreduce kind, configured and built against the installed package; its cases
-  run by `meshgate run` through its meshgate.toml; then, in a git repository made of its files
+  run by `meshgate run` through its meshgate.toml, against its committed signals; then, in a git repository made of its files
   with a slowdown planted in the ring step among harmless commits, `meshgate ab` flags the
   regression and `meshgate bisect` names the planted commit.
 - examples/python-command (PythonCommandExample): a Python all-reduce as `kind: command` cases,
@@ -104,10 +104,13 @@ class CppKindExample(InstalledMeshgate):
         self.assertEqual(code, 0, err)
         self.assertEqual({entry["kind"] for entry in json.loads(out)}, {"ring_allreduce"})
 
-        # Through the project file: `meshgate run` builds (nothing left to do) and runs cases/.
+        # Through the project file: `meshgate run` builds (nothing left to do) and runs cases/,
+        # checking their plans against the example's committed signals.
         out_dir = project / "reports" / "smoke"
-        code, out, err = run([self.meshgate, "run", "--out", out_dir], cwd=project, env=self.env)
+        code, out, err = run([self.meshgate, "run", "--baseline", "baselines", "--out", out_dir],
+                             cwd=project, env=self.env)
         self.assertEqual(code, 0, out + err)
+        self.assertIn("signals baselines/signals: no change (exit 0)", out)
         rows = results(out_dir)["cases"]
         self.assertEqual(len(rows), 12, [r["id"] for r in rows])
         self.assertEqual({r["status"] for r in rows}, {"pass"}, out)
