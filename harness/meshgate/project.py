@@ -1,6 +1,6 @@
-"""A project of its own kinds: a repository with `meshgate.toml` at its root, which says how to
-build its runner (meshgate's runner with the project's case kinds linked in, docs/own-kernels.md)
-and where its cases are:
+"""A project of its own kinds: a repository, or a folder of one, with `meshgate.toml`, which says
+how to build its runner (meshgate's runner with the project's case kinds linked in,
+docs/own-kernels.md) and where its cases are:
 
     [runner]
     build = [["cmake", "-S", ".", "-B", "build/runner"], ["cmake", "--build", "build/runner"]]
