@@ -284,7 +284,7 @@ def _cmd_ab(args: argparse.Namespace) -> int:
         ]
         sides[0].impl = impls.resolve(args.base_impl or args.impl)
         sides[1].impl = impls.resolve(args.candidate_impl or args.impl)
-        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab", cpus=args.cpus)
+        launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="ab")
         case_ids, status_ids = {}, {}
         for side in sides:
             ids, perf_ids = experiment_cases(launcher, side, patterns, args)
@@ -335,7 +335,7 @@ def runs_per_side(text: str) -> int:
 def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str) -> None:
     """The options `ab` shares with the commands built on it (bisect): the case selection,
     runs per side, backend, preset, seed, gate, calibration, report folder and repository."""
-    from .selection import add_backend_arguments, add_cpus_argument, add_selection_arguments
+    from .selection import add_backend_arguments, add_selection_arguments
 
     add_selection_arguments(parser, default="the cases of the revision's cases/ tagged smoke, once per side "
                                              "for correctness, plus every performance case, timed")
@@ -347,7 +347,6 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
                              "spent-down alpha so that false alarms stay within alpha (default %(default)s; "
                              "equal to --runs: no adaptive runs)")
     add_backend_arguments(parser)
-    add_cpus_argument(parser)
     parser.add_argument("--preset", metavar="P", help="CMake preset of every build (default: ci/preset)")
     parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
     _compare.add_max_gate_argument(parser)

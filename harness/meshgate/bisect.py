@@ -819,7 +819,7 @@ def _cmd_bisect(args: argparse.Namespace) -> int:
         print(f"meshgate bisect: {e}", file=sys.stderr)
         return 2
     launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, case_timeout=args.case_timeout,
-                                        run_prefix="bisect", quiet=True, impl=impl, cpus=args.cpus)
+                                        run_prefix="bisect", quiet=True, impl=impl)
     try:
         good = revisions.resolve_commit(repo, args.good)
         bad = revisions.resolve_commit(repo, args.bad)

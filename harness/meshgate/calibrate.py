@@ -302,7 +302,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"meshgate calibrate: {e}", file=sys.stderr)
         return 2
     launcher = replicate.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="calibrate",
-                                        impl=impl, cpus=args.cpus)
+                                        impl=impl)
     try:
         ids = replicate.perf_case_ids(launcher.list_cases(side, selection))
     except (launch.LaunchError, launch.RunnerInputError) as e:
@@ -360,7 +360,7 @@ def calibrate_with(side: replicate.Side, ids: list[str], launch: replicate.Launc
 
 
 def register(subparsers: Any) -> None:
-    from .selection import add_backend_arguments, add_cpus_argument, add_selection_arguments
+    from .selection import add_backend_arguments, add_selection_arguments
 
     parser = subparsers.add_parser(
         "calibrate", help="A/A sessions: noise floor, measured false alarms and detectable regression per case",
@@ -371,7 +371,6 @@ def register(subparsers: Any) -> None:
                     "in baselines/<machine-class>/calibration.json.")
     add_selection_arguments(parser)
     add_backend_arguments(parser)
-    add_cpus_argument(parser)
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, metavar="S",
                         help="interleaved A/A sessions, 2 x k launches each (default %(default)s)")
     parser.add_argument("-k", "--k", type=int, default=DEFAULT_K, help="runs per side the gate uses (default %(default)s)")

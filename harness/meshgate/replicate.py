@@ -118,9 +118,8 @@ class DriverLauncher:
 
     def __init__(self, backend: str = "threads", ranks: Optional[int] = None, case_timeout: Optional[float] = None,
                  run_prefix: str = "ab", quiet: bool = False, stamp: Optional[str] = None,
-                 impl: Any = None, cpus: Optional[str] = None):
+                 impl: Any = None):
         self.backend = backend
-        self.cpus = cpus  # --cpus LIST of every launch; None: not pinned
         self.impl = impl  # impls.Impl: the implementation under test; None: meshgate's library
         self.ranks = ranks
         self.case_timeout = case_timeout
@@ -132,7 +131,7 @@ class DriverLauncher:
 
         return RunnerSetup(runner=list(side.runner), backend=self.backend, ranks=self.ranks,
                            case_timeout=self.case_timeout, env=side.env,
-                           impl=side.impl if side.impl is not None else self.impl, cpus=self.cpus)
+                           impl=side.impl if side.impl is not None else self.impl)
 
     def list_cases(self, side: Side, selection: Any) -> list[dict]:
         from . import launch

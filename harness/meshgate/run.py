@@ -21,9 +21,8 @@ from . import build, impls, jsonfile, launch, perfruns, project, results, summar
 from .markup import visible
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
-from .selection import (SelectionError, add_backend_arguments, add_cpus_argument,
-                        add_memory_limit_argument, add_selection_arguments, build_selection,
-                        case_timeout_seconds)
+from .selection import (SelectionError, add_backend_arguments, add_memory_limit_argument,
+                        add_selection_arguments, build_selection, case_timeout_seconds)
 
 DEFAULT_TAGS = ["smoke"]
 
@@ -38,7 +37,6 @@ def register(subparsers) -> None:
                     "--baseline) or 2 (an error).")
     add_selection_arguments(parser)
     add_backend_arguments(parser)
-    add_cpus_argument(parser)
     parser.add_argument("--baseline", metavar="DIR",
                         help="check the deterministic signals against DIR/signals (or "
                              "DIR/../signals), which gates, and compare timing with DIR's "
@@ -253,8 +251,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"meshgate: {e}", file=sys.stderr)
         return 2
     setup = RunnerSetup(runner=runner, backend=args.backend, ranks=args.ranks,
-                        case_timeout=args.case_timeout, memory_limit=args.memory_limit, impl=impl,
-                        cpus=args.cpus)
+                        case_timeout=args.case_timeout, memory_limit=args.memory_limit, impl=impl)
     try:
         setup.launcher()
         listing = launch.list_cases(setup, selection)
