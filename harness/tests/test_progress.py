@@ -1,6 +1,7 @@
 import io
 import unittest
 
+from meshgate.core import markup
 from meshgate.system import progress
 from meshgate.system.progress import PlainView, Tally, TtyView
 
@@ -28,9 +29,9 @@ class FormatTest(unittest.TestCase):
         self.assertEqual(progress.format_case_time(None), "-")
 
     def test_clock(self):
-        self.assertEqual(progress.format_clock(0), "0:00")
-        self.assertEqual(progress.format_clock(75.4), "1:15")
-        self.assertEqual(progress.format_clock(3725), "1:02:05")
+        self.assertEqual(markup.format_clock(0), "0:00")
+        self.assertEqual(markup.format_clock(75.4), "1:15")
+        self.assertEqual(markup.format_clock(3725), "1:02:05")
 
 
 class TallyTest(unittest.TestCase):

@@ -1,5 +1,6 @@
 """Text in reports: the one escaping of user text (case names, messages, runner output) for the
-terminal, HTML, Markdown and XML, and the one way a fraction is written as a percentage. Every
+terminal, HTML, Markdown and XML, the one way a fraction is written as a percentage, a span of
+wall-clock time as a clock, and a message as its first line. Every
 report writer (run, compare, calibrate, history, bisect, the SVG plots, the terminal views)
 uses these, so a message prints the same everywhere.
 
@@ -75,3 +76,18 @@ def case_column_width(ids: Iterable[str]) -> int:
     """Width of a terminal table's case column: the longest id, at least 48, so that columns
     to its right stay aligned whatever the ids."""
     return max([48] + [len(i) for i in ids])
+
+
+def format_clock(seconds: float) -> str:
+    """A wall-clock span as m:ss, or h:mm:ss past an hour."""
+    whole = max(0, int(round(seconds)))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{minutes}:{secs:02d}"
+
+
+def first_line(message: str) -> str:
+    """The first line of a message (after leading blank lines), '' for none."""
+    return message.strip().splitlines()[0] if message and message.strip() else ""

@@ -9,9 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.markup import visible
+from ..core.markup import first_line, format_clock, visible
 from ..core.results import STATUSES, status_counts, suite_of
-from ..system.progress import first_line, format_clock
 
 
 def suite_counts(cases: list[dict]) -> dict[str, dict[str, int]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from ..core import jsonfile
-from ..core.markup import visible
+from ..core.markup import first_line, format_clock, visible
 from ..core.results import FAILING, STATUSES
 
 EVENTS = ("plan", "start", "end", "done")
@@ -40,20 +40,6 @@ def format_case_time(seconds: float | None) -> str:
     if seconds < 0.5e-4:
         return f"{seconds * 1e6:.0f} us"
     return f"{seconds * 1e3:.1f} ms"
-
-
-def format_clock(seconds: float) -> str:
-    """A wall-clock span as m:ss, or h:mm:ss past an hour."""
-    whole = max(0, int(round(seconds)))
-    hours, rest = divmod(whole, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{minutes}:{secs:02d}"
-
-
-def first_line(message: str) -> str:
-    return message.strip().splitlines()[0] if message and message.strip() else ""
 
 
 @dataclass

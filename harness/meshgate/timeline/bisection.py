@@ -131,7 +131,7 @@ class Target:
         return out
 
 
-def first_line(text: str, limit: int = 200) -> str:
+def short_line(text: str, limit: int = 200) -> str:
     line = next((l.strip() for l in str(text).splitlines() if l.strip()), "")
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
@@ -140,7 +140,7 @@ def judge_perf(v: CaseVerdict) -> tuple[Optional[str], str]:
     """A perf target's verdict at a commit from its A/B against the good endpoint: bad, good,
     or None (not decided: inconclusive, skipped, untimed) with the reason."""
     if v.verdict == "correctness":
-        return BAD, f"{v.new_status} here (a timeout or error counts as slow): {first_line(v.message)}"
+        return BAD, f"{v.new_status} here (a timeout or error counts as slow): {short_line(v.message)}"
     if v.verdict == "regression":
         return BAD, f"confirmed regression: {v.note}"
     if v.verdict in ("pass", "improvement"):
@@ -167,12 +167,12 @@ def status_entry(case_id: str, row: Optional[dict]) -> dict[str, Any]:
     """A status target's verdict at a commit from that commit's row."""
     status = (row or {}).get("status")
     if status in FAILING:
-        verdict, note = BAD, f"{status}: {first_line(row.get('message', ''))}"
+        verdict, note = BAD, f"{status}: {short_line(row.get('message', ''))}"
     elif status == "pass":
         verdict, note = GOOD, "pass"
     else:
         verdict = SKIP
-        note = f"skip: {first_line(row.get('message', ''))}" if row else "no result row"
+        note = f"skip: {short_line(row.get('message', ''))}" if row else "no result row"
     return {"id": case_id, "verdict": verdict, "status": status, "note": note}
 
 

@@ -61,7 +61,7 @@ from ..system import git, implementations, launch, repeats, revisions
 from ..system.repeats import LaunchFn, Side
 from ..system.selection import case_arguments
 from .bisection import (BAD, GOOD, LEFT_OUT, SKIP, Step, Target, case_entry, ci_text, combine, cost_bound,
-                        first_line, judge_perf, nearer_endpoint, recommend, search, signal_changes,
+                        short_line, judge_perf, nearer_endpoint, recommend, search, signal_changes,
                         status_entry)
 from .render import revert_markdown
 
@@ -237,7 +237,7 @@ class Bisection:
                                    role="bad endpoint")
         cases = [{"id": t.id, "verdict": BAD, "ratio": t.ratio, "ci": list(t.ci) if t.ci else None, "p": t.p,
                   "note": (f"confirmed regression, ratio {t.ratio:.3f} {ci_text(t.ci)}" if t.kind == "perf"
-                           else f"{t.status} at bad, pass at good: {first_line(t.message)}")} for t in self.targets]
+                           else f"{t.status} at bad, pass at good: {short_line(t.message)}")} for t in self.targets]
         bad_step = combine(self.bad, cases)
         bad_step.role = "bad endpoint"
         return good_step, bad_step

@@ -12,7 +12,7 @@ from ..core import svg
 from ..core.markup import case_column_width, html_text, md_cell, pct
 from ..core.results import FAILING, suite_of
 from ..gate.verdict import CaseVerdict
-from .bisection import Recommendation, ci_text, first_line
+from .bisection import Recommendation, ci_text, short_line
 from .series import Change, Series, ShortSeries, short_series
 
 
@@ -298,7 +298,7 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
     if status:
         lines += ["## Correctness: culprit vs parent", "", "| case | parent | culprit | message |", "|---|---|---|---|"]
         for s in status:
-            lines.append(f"| `{s['id']}` | {s.get('parent_status')} | {s.get('culprit_status')} | {md_cell(first_line(s.get('message', ''), 300))} |")
+            lines.append(f"| `{s['id']}` | {s.get('parent_status')} | {s.get('culprit_status')} | {md_cell(short_line(s.get('message', ''), 300))} |")
         lines.append("")
         for s in status:
             if s.get("message"):
@@ -352,12 +352,12 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
         skipped: dict[tuple[str, str], int] = {}
         for c in unjudged:
             if c["verdict"] == "skip":  # skipped on both sides: one line per suite and reason
-                key = (suite_of(c["id"]), first_line(c.get("message") or c.get("note", ""), 200))
+                key = (suite_of(c["id"]), short_line(c.get("message") or c.get("note", ""), 200))
                 skipped[key] = skipped.get(key, 0) + 1
                 continue
             runs = f"{c['runs'][0]}/{c['runs'][1]}" if c.get("runs") and any(c["runs"]) else "-"
             lines.append(f"| `{c['id']}` | {c['verdict']} | {runs} | {_fmt(c.get('ratio'))} | {ci_text(c.get('ci'))} | "
-                         f"{md_cell(first_line(c.get('note', ''), 300))} |")
+                         f"{md_cell(short_line(c.get('note', ''), 300))} |")
         for (suite, reason), n in sorted(skipped.items()):
             lines.append(f"| `{suite}/*` ({n} case{'s' if n != 1 else ''}) | skip | - | - | - | "
                          f"skipped on both sides: {md_cell(reason)} |")
