@@ -40,6 +40,7 @@ from ..core.results import FAILING, InputError, results_machine_class
 from ..system import repeats
 from . import stats, store
 from .compare import compare_results, run_medians
+from .verdict import CONFIRMED_VERDICTS
 from .power import SIMULATION_TRIALS, judge_sessions, minimum_detectable_regression, upper_bound
 
 DEFAULT_K = 9
@@ -48,7 +49,7 @@ DEFAULT_SESSIONS = 10
 
 def _flagged_ids(docs: dict[str, dict], floors: dict[str, float], max_gate: float) -> list[str]:
     comparison = compare_results(docs["a"], docs["b"], floors, max_gate=max_gate)
-    return [v.id for v in comparison.cases if v.verdict in ("regression", "improvement")]
+    return [v.id for v in comparison.cases if v.verdict in CONFIRMED_VERDICTS]
 
 
 def calibrate_sessions(side: repeats.Side, ids: list[str], launch: repeats.LaunchFn, out_dir: pathlib.Path,

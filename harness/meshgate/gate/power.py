@@ -82,7 +82,7 @@ def judge_sessions(session_docs: list[dict[str, dict]], confirmations: list[dict
             entry = out.setdefault(v.id, {"sessions": 0, "flagged": 0, "false_alarms": 0, "passes": 0})
             entry["sessions"] += 1
             entry["passes"] += v.verdict == "pass"
-            if v.verdict in ("regression", "improvement"):
+            if v.verdict in _verdict.CONFIRMED_VERDICTS:
                 entry["flagged"] += 1
                 confirmed = second.get(v.id)
                 entry["false_alarms"] += confirmed is not None and confirmed.verdict == v.verdict

@@ -186,7 +186,7 @@ def junit_xml(results: dict[str, Any], verdicts: Optional[dict[str, Any]] = None
         t["tests"] += 1
         t["time"] += float(row.get("seconds") or 0)
         status, message = row.get("status"), row.get("message", "") or ""
-        if where(row) and status in ("fail", "error"):
+        if where(row) and status in _results.FAILING:
             message = f"{where(row)}: {message}"
         v = verdicts.get(row["id"]) if verdicts else None
         if status == "fail":

@@ -145,7 +145,7 @@ def normalize_listing(data) -> list[dict]:
         if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
             raise ValueError(f"meshgate-runner list --json: entry without an id: {entry!r}")
         perf = entry.get("perf")
-        out.append(dict(entry, suite=entry.get("suite", entry["id"].partition("/")[0]),
+        out.append(dict(entry, suite=entry.get("suite", results.suite_of(entry["id"])),
                         kind=entry.get("kind", ""), tags=list(entry.get("tags") or []),
                         perf=perf if isinstance(perf, dict) else None))
     return out

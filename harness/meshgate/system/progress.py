@@ -14,7 +14,7 @@ from typing import Protocol, TextIO
 
 from ..core import jsonfile
 from ..core.markup import first_line, format_clock, visible
-from ..core.results import FAILING, STATUSES
+from ..core.results import FAILING, STATUSES, suite_of
 
 EVENTS = ("plan", "start", "end", "done")
 
@@ -88,7 +88,7 @@ def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
     width = len(str(max(tally.total, tally.done)))
     line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {visible(status):<6} "
             f"{visible(case_id)}  {format_case_time(seconds)}")
-    if status in ("fail", "error", "skip") and first_line(message):
+    if (status in FAILING or status == "skip") and first_line(message):
         line += f"  {visible(first_line(message))}"
     return line
 
@@ -101,7 +101,7 @@ class SkippedCases:
         self.reasons: dict[str, dict[str, int]] = {}  # suite -> reason -> cases, as they came
 
     def add(self, case_id: str, message: str) -> None:
-        suite = case_id.partition("/")[0] if "/" in case_id else case_id
+        suite = suite_of(case_id)
         reason = first_line(message) or "no reason given"
         by_reason = self.reasons.setdefault(suite, {})
         by_reason[reason] = by_reason.get(reason, 0) + 1
