@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -94,3 +95,12 @@ def _umask() -> int:
     current = os.umask(0)
     os.umask(current)
     return current
+
+
+def pinned(package: str, default: str) -> str:
+    """The pin of `package` ("name==version") in pyproject.toml's dependencies, the one place
+    pins are written; `default` for an installed driver without the file."""
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    match = re.search(rf'"({re.escape(package)}==[^"]+)"', text)
+    return match.group(1) if match else default

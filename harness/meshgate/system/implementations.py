@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core import files
+
 DEFAULT = "meshgate"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # The folder that holds the `meshgate` package (this file is meshgate/system/implementations.py):
@@ -52,10 +54,7 @@ class Impl:
 
 def pinned_torch() -> str:
     """The one pin of PyTorch: pyproject.toml's optional dependency `torch`."""
-    text = (PACKAGE_PARENT.parent / "pyproject.toml").read_text(encoding="utf-8") \
-        if (PACKAGE_PARENT.parent / "pyproject.toml").is_file() else ""
-    match = re.search(r'"(torch==[^"]+)"', text)
-    return match.group(1) if match else "torch==2.15.0"
+    return files.pinned("torch", "torch==2.15.0")
 
 
 def _interpreter(where: str) -> str:
