@@ -162,7 +162,10 @@ def errors(instance: Any, schema: dict) -> Iterator[str]:
     """Every way `instance` violates `schema`, as "<json path>: <what>" messages. Where a value
     has the wrong type, the other keywords at its path are not reported (they would only
     restate it). ValueError when the schema uses a keyword outside CHECKED."""
-    validator = _validator(schema)
+    return _messages(_validator(schema), instance)
+
+
+def _messages(validator: Any, instance: Any) -> Iterator[str]:
     found = sorted(validator.iter_errors(instance), key=_order)
     mistyped = {_json_path(e.absolute_path) for e in found if e.validator == "type"}
     said: set[str] = set()  # jsonschema reports `required` once per missing key, each naming them all here
@@ -177,9 +180,17 @@ def errors(instance: Any, schema: dict) -> Iterator[str]:
                 yield message
 
 
+@lru_cache(maxsize=None)
+def _shipped_validator(name: str) -> Any:
+    return _validator(load(name))
+
+
 def check(document: Any, name: str, where: str | os.PathLike = "") -> None:
     """Raises SchemaError listing (up to 10) violations of schema `name` by `document`."""
-    found = list(errors(document, load(name)))
+    validator = _shipped_validator(name)
+    if validator.is_valid(document):
+        return
+    found = list(_messages(validator, document))
     if found:
         shown = "\n  ".join(found[:10]) + ("\n  ..." if len(found) > 10 else "")
         raise SchemaError(f"{where or 'document'}: does not match {name}.schema.json:\n  {shown}")
