@@ -313,12 +313,13 @@ def _write_report(out_dir: Path, document: dict, sections: list) -> tuple[list[P
 
 
 def finish(execution: Execution, baseline: Optional[Path] = None,
-           signals: Optional[Path] = None) -> RunOutcome:
+           signals: Optional[Path] = None, results_label: Optional[Path] = None) -> RunOutcome:
     """The checks of an executed run and its reports, written once. `baseline` is `meshgate
     run --baseline DIR` (baseline_checks: their lines go into the summary, their codes into the
     run's); `signals` is a committed signals folder to check the results against apart from
     the run's own code (`meshgate nightly`), with the check's full terminal view. Both checks
-    land in report.md as sections."""
+    land in report.md as sections. `results_label` names the results in the signal check's
+    reports (default: the run folder's results.json)."""
     out_dir, document = execution.out_dir, execution.document
     code = execution.code
     notes = list(execution.notes)
@@ -326,7 +327,8 @@ def finish(execution: Execution, baseline: Optional[Path] = None,
     sections = []
     found = None
     if signals is not None:
-        outcome.signals = checks.check_signals(document, out_dir / "results.json", Path(signals), out_dir)
+        outcome.signals = checks.check_signals(document, results_label or out_dir / "results.json",
+                                               Path(signals), out_dir)
         sections += [s for s in [outcome.signals.section()] if s]
     if baseline is not None and execution.stopped is None:
         found = baseline_checks(document, out_dir, Path(baseline))

@@ -412,7 +412,7 @@ def nightly(options: Options, run_cases: RunCases = session.execute, ab: AbFn = 
         return outcome
 
     # The run's report.md is written once, with the signal check's section.
-    finished = session.finish(execution, signals=pathlib.Path(options.signals))
+    finished = session.finish(execution, signals=pathlib.Path(options.signals), results_label=results_path)
     log(finished.text())
     outcome.run_code = finished.code
     log(f"== deterministic signals against {options.signals}")
