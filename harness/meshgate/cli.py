@@ -1,5 +1,6 @@
-"""The `meshgate` command line: one sub-command per module of COMMANDS. Each module exposes
-`register(subparsers)`, which adds its sub-parser and sets `func` (args -> exit code).
+"""The `meshgate` command line: one sub-command per module of COMMANDS (meshgate/commands/).
+Each module exposes `register(subparsers)`, which adds its sub-parser and sets `func` (args ->
+exit code).
 
 Only the module of the command asked for is imported (all of them for --help), so a command
 such as `meshgate plan`, called in loops, does not pay for loading the statistics, history and
@@ -15,13 +16,14 @@ import signal
 import sys
 import traceback
 
-from .markup import visible
+from .core.markup import visible
+from .system import version
 
-# Command name -> the module (of this package) that registers it, in the order --help lists.
+# Command name -> the module of meshgate.commands that registers it, in the order --help lists.
 COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
             "baseline": "baseline", "calibrate": "calibrate", "plan": "plan", "nightly": "nightly",
             "bisect": "bisect", "history": "history", "report": "report", "parity": "parity",
-            "compat": "compat", "import": "tool_results"}
+            "compat": "compat", "import": "import_results"}
 
 
 class _VersionAction(argparse.Action):
@@ -32,8 +34,6 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from . import version
-
         print(version.describe())
         parser.exit(0)
 
@@ -50,7 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
         if only is None or name == only:
-            importlib.import_module(f".{module}", __package__).register(subparsers)
+            importlib.import_module(f".commands.{module}", __package__).register(subparsers)
     return parser
 
 

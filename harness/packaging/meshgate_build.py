@@ -1,7 +1,8 @@
 """The PEP 517 build backend of the meshgate driver, standard library only.
 
-The driver is pure Python (harness/meshgate) plus its JSON Schemas, so its wheel is a zip of
-those files and a dist-info folder. setuptools before 70.1 cannot build a wheel without the
+The driver is pure Python (harness/meshgate: its layer folders core/, system/, gate/, run/,
+timeline/ and commands/, and impls/) plus its JSON Schemas, so its wheel is a zip of those files
+and a dist-info folder. setuptools before 70.1 cannot build a wheel without the
 separate `wheel` package, which machines with no package index lack; this backend needs
 nothing, so `pip install --no-build-isolation .` works on a bare Python 3.11. The metadata
 comes from pyproject.toml's [project] table; the version from meshgate/__init__.py.
@@ -21,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = ROOT / "harness"
 PACKAGE = "meshgate"
-PACKAGE_DATA = ("*.py", "impls/**/*.py", "schemas/*.schema.json")
+# Every module of the package, in whichever folder, and the schemas.
+PACKAGE_DATA = ("**/*.py", "schemas/*.schema.json")
 TAG = "py3-none-any"
 
 

@@ -66,7 +66,7 @@ class DriverRun(unittest.TestCase):
         fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
         out_dir = fake.dir / "run"
         out, err = io.StringIO(), io.StringIO()
-        with fake.environ(), mock.patch("meshgate.build.source_root", return_value=root), \
+        with fake.environ(), mock.patch("meshgate.core.files.source_root", return_value=root), \
                 contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = cli.main(["run", "--out", str(out_dir), *argv])
         return code, out.getvalue(), err.getvalue(), out_dir

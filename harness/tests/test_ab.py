@@ -11,7 +11,9 @@ import tempfile
 import unittest
 import zlib
 
-from meshgate import ab, replicate
+from meshgate.commands import ab as ab_command
+from meshgate.gate import ab
+from meshgate.system import repeats, revisions
 
 FAKE_RUNNER = pathlib.Path(__file__).parent / "fixtures" / "gate" / "fake_perf_runner.py"
 
@@ -20,7 +22,7 @@ class AbbaOrderTest(unittest.TestCase):
     def test_k_runs_per_side_in_balanced_blocks(self):
         rng = random.Random(1)
         for k in (2, 5, 9, 15):
-            order = replicate.abba_order(k, rng)
+            order = repeats.abba_order(k, rng)
             self.assertEqual(order.count(0), k)
             self.assertEqual(order.count(1), k)
             for start in range(0, 4 * (k // 2), 4):
@@ -29,12 +31,12 @@ class AbbaOrderTest(unittest.TestCase):
                 self.assertIn(order[-2:], ([0, 1], [1, 0]))
 
     def test_seeded_and_randomised(self):
-        self.assertEqual(replicate.abba_order(9, random.Random(3)), replicate.abba_order(9, random.Random(3)))
-        blocks = {tuple(replicate.abba_order(2, random.Random(s))) for s in range(20)}
+        self.assertEqual(repeats.abba_order(9, random.Random(3)), repeats.abba_order(9, random.Random(3)))
+        blocks = {tuple(repeats.abba_order(2, random.Random(s))) for s in range(20)}
         self.assertEqual(blocks, {(0, 1, 1, 0), (1, 0, 0, 1)})
 
     def test_drift_cancels_in_mean_position(self):
-        order = replicate.abba_order(8, random.Random(5))
+        order = repeats.abba_order(8, random.Random(5))
         pos_a = statistics.mean(i for i, s in enumerate(order) if s == 0)
         pos_b = statistics.mean(i for i, s in enumerate(order) if s == 1)
         self.assertEqual(pos_a, pos_b)
@@ -64,7 +66,7 @@ class SyntheticLaunch:
 
 class RunAbTest(unittest.TestCase):
     def sides(self):
-        return [replicate.Side("base", "v1", "a" * 40), replicate.Side("candidate", "v2", "b" * 40)]
+        return [repeats.Side("base", "v1", "a" * 40), repeats.Side("candidate", "v2", "b" * 40)]
 
     def test_interleaved_batch_then_confirmation_of_flagged_cases(self):
         ids = ["s/same", "s/slow", "s/flaky", "s/fast"]
@@ -209,14 +211,14 @@ class WorktreeTest(unittest.TestCase):
     def test_resolve_and_create_then_reuse(self):
         old = ab.resolve_commit(self.repo, "HEAD~1")
         self.assertEqual(old, git(self.repo, "rev-parse", "HEAD~1"))
-        path = ab.ensure_worktree(self.repo, old)
+        path = revisions.ensure_worktree(self.repo, old)
         self.assertEqual(path, self.repo / "build" / "ab" / old[:12])
         self.assertEqual((path / "file.txt").read_text(), "one")
         (path / "build-marker").write_text("kept")
-        again = ab.ensure_worktree(self.repo, old)
+        again = revisions.ensure_worktree(self.repo, old)
         self.assertEqual(again, path)
         self.assertEqual((path / "build-marker").read_text(), "kept")  # reused, not recreated
-        new = ab.ensure_worktree(self.repo, ab.resolve_commit(self.repo, "main"))
+        new = revisions.ensure_worktree(self.repo, ab.resolve_commit(self.repo, "main"))
         self.assertEqual((new / "file.txt").read_text(), "two")
 
     def test_unknown_revision(self):
@@ -226,10 +228,10 @@ class WorktreeTest(unittest.TestCase):
 
     def test_worktree_of_another_commit_is_refused(self):
         old = ab.resolve_commit(self.repo, "HEAD~1")
-        path = ab.ensure_worktree(self.repo, old)
+        path = revisions.ensure_worktree(self.repo, old)
         git(path, "checkout", "-q", "--detach", "main")
         with self.assertRaises(ab.AbError) as e:
-            ab.ensure_worktree(self.repo, old)
+            revisions.ensure_worktree(self.repo, old)
         self.assertIn("git worktree remove", str(e.exception))
 
 
@@ -248,13 +250,13 @@ class DriverLaunchEndToEndTest(unittest.TestCase):
             env = dict(os.environ, FAKE_PERF_CONFIG=str(config), FAKE_PERF_LOG=str(log))
             runner = [sys.executable, str(FAKE_RUNNER)]
             sides = [
-                replicate.Side("base", "v1", "b" * 40, runner=runner, env=replicate.env_for_commit("b" * 40, env), case_paths=[str(tmp)]),
-                replicate.Side("candidate", "v2", "c" * 40, runner=runner, env=replicate.env_for_commit("c" * 40, env), case_paths=[str(tmp)]),
+                repeats.Side("base", "v1", "b" * 40, runner=runner, env=repeats.env_for_commit("b" * 40, env), case_paths=[str(tmp)]),
+                repeats.Side("candidate", "v2", "c" * 40, runner=runner, env=repeats.env_for_commit("c" * 40, env), case_paths=[str(tmp)]),
             ]
-            launcher = replicate.DriverLauncher(run_prefix="ab", quiet=True, stamp="test")
-            from meshgate.launch import Selection
+            launcher = repeats.DriverLauncher(run_prefix="ab", quiet=True, stamp="test")
+            from meshgate.system.launch import Selection
 
-            ids = replicate.perf_case_ids(launcher.list_cases(sides[0], Selection(paths=[str(tmp)])))
+            ids = repeats.perf_case_ids(launcher.list_cases(sides[0], Selection(paths=[str(tmp)])))
             self.assertEqual(ids, ["coll/all-reduce", "coll/all-gather"])
             comparison, record = ab.run_ab(sides, {"base": ids, "candidate": ids}, launcher, tmp / "out", k=5, seed=4)
             launches = [json.loads(line) for line in log.read_text().splitlines()]
@@ -274,7 +276,7 @@ class AbCliTest(unittest.TestCase):
         import argparse
 
         parser = argparse.ArgumentParser()
-        ab.register(parser.add_subparsers())
+        ab_command.register(parser.add_subparsers())
         args = parser.parse_args(["ab", "--base", "no-such-rev-xyz", "--candidate", "HEAD"])
         with contextlib.redirect_stderr(io.StringIO()) as err:
             code = args.func(args)
@@ -334,7 +336,7 @@ class AbCommandEndToEndTest(unittest.TestCase):
         log = pathlib.Path(self.tmp.name) / "launches.jsonl"
         out = pathlib.Path(self.tmp.name) / "report"
         parser = argparse.ArgumentParser()
-        ab.register(parser.add_subparsers())
+        ab_command.register(parser.add_subparsers())
         args = parser.parse_args(["ab", "--repo", str(self.repo), "--base", "HEAD~1", "--candidate", "main",
                                   "--runs", "5", "--seed", "7", "--preset", "cpu", "--out", str(out)])
         env = {"FAKE_PERF_CONFIG": str(config), "FAKE_PERF_LOG": str(log)}

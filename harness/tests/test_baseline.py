@@ -3,7 +3,8 @@ import pathlib
 import tempfile
 import unittest
 
-from meshgate import baseline
+from meshgate.core import results
+from meshgate.gate import store
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -17,17 +18,17 @@ class MachineClassTest(unittest.TestCase):
             "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 8,
             "fingerprint": "f00",
         }
-        self.assertEqual(baseline.machine_class(machine), "amd-epyc-7763-64-core-128c-8x-nvidia-h100-80gb-hbm3")
+        self.assertEqual(results.machine_class(machine), "amd-epyc-7763-64-core-128c-8x-nvidia-h100-80gb-hbm3")
 
     def test_host_and_fingerprint_do_not_matter(self):
         a = {"host": "a", "cpu": "Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz", "gpus": ["NVIDIA H200"], "fingerprint": "1"}
         b = dict(a, host="b", fingerprint="2")
-        self.assertEqual(baseline.machine_class(a), baseline.machine_class(b))
-        self.assertEqual(baseline.machine_class(a), "intel-xeon-platinum-8480c-1x-nvidia-h200")
+        self.assertEqual(results.machine_class(a), results.machine_class(b))
+        self.assertEqual(results.machine_class(a), "intel-xeon-platinum-8480c-1x-nvidia-h200")
 
     def test_unknown_machine(self):
-        self.assertEqual(baseline.machine_class({}), "unknown")
-        self.assertEqual(baseline.machine_class(None), "unknown")
+        self.assertEqual(results.machine_class({}), "unknown")
+        self.assertEqual(results.machine_class(None), "unknown")
 
 
 class UpdateTest(unittest.TestCase):
@@ -45,7 +46,7 @@ class UpdateTest(unittest.TestCase):
         return path
 
     def test_writes_one_file_per_suite(self):
-        written = baseline.update_baseline(FIXTURES / "base.json", self.root)
+        written = store.update_baseline(FIXTURES / "base.json", self.root)
         names = sorted(p.name for p in written)
         self.assertEqual(names, ["collectives.json", "gemm.json", "layout.json", "mesh.json", "redistribute.json"])
         self.assertEqual(written[0].parent.name, "amd-epyc-7763-64-core-16c")
@@ -55,51 +56,51 @@ class UpdateTest(unittest.TestCase):
         self.assertEqual(list(written[0].parent.glob(".*.tmp")), [])
 
     def test_previous_baseline_goes_to_history(self):
-        first = baseline.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
+        first = store.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
         old = first[0].read_text()
         changed = dict(self.results, run=dict(self.results["run"], commit="abcdef0"))
-        baseline.update_baseline(self.write_results(changed), self.root, suites=["gemm"])
+        store.update_baseline(self.write_results(changed), self.root, suites=["gemm"])
         history = list((first[0].parent / "history").glob("gemm.*.json"))
         self.assertEqual(len(history), 1)
         self.assertEqual(history[0].read_text(), old)
         self.assertEqual(json.loads(first[0].read_text())["run"]["commit"], "abcdef0")
 
     def test_refuses_machine_class_mismatch_unless_forced(self):
-        written = baseline.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
+        written = store.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
         before = written[0].read_text()
         other = dict(self.results, run=dict(self.results["run"], machine={"cpu": "Other CPU", "gpus": []}))
         path = self.write_results(other)
-        with self.assertRaises(baseline.InputError) as e:
-            baseline.update_baseline(path, self.root, machine_class_override="amd-epyc-7763-64-core-16c", suites=["gemm"])
+        with self.assertRaises(store.InputError) as e:
+            store.update_baseline(path, self.root, machine_class_override="amd-epyc-7763-64-core-16c", suites=["gemm"])
         self.assertIn("--force", str(e.exception))
         self.assertEqual(written[0].read_text(), before)
-        baseline.update_baseline(path, self.root, machine_class_override="amd-epyc-7763-64-core-16c", suites=["gemm"], force=True)
+        store.update_baseline(path, self.root, machine_class_override="amd-epyc-7763-64-core-16c", suites=["gemm"], force=True)
         self.assertEqual(json.loads(written[0].read_text())["run"]["machine"]["cpu"], "Other CPU")
 
     def test_refuses_schema_mismatch_unless_forced(self):
         target = self.root / "amd-epyc-7763-64-core-16c" / "gemm.json"
         target.parent.mkdir(parents=True)
         target.write_text(json.dumps({"schema": "meshgate.results/0", "run": {}, "cases": []}))
-        with self.assertRaises(baseline.InputError) as e:
-            baseline.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
+        with self.assertRaises(store.InputError) as e:
+            store.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"])
         self.assertIn("meshgate.results/0", str(e.exception))
-        baseline.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"], force=True)
+        store.update_baseline(FIXTURES / "base.json", self.root, suites=["gemm"], force=True)
         self.assertEqual(json.loads(target.read_text())["schema"], "meshgate.results/1")
 
     def test_rejects_results_of_another_schema(self):
         path = self.write_results({"schema": "meshgate.results/9", "run": {}, "cases": []})
-        with self.assertRaises(baseline.InputError) as e:
-            baseline.update_baseline(path, self.root)
+        with self.assertRaises(store.InputError) as e:
+            store.update_baseline(path, self.root)
         self.assertIn(str(path), str(e.exception))
 
     def test_unknown_suite(self):
-        with self.assertRaises(baseline.InputError) as e:
-            baseline.update_baseline(FIXTURES / "base.json", self.root, suites=["nope"])
+        with self.assertRaises(store.InputError) as e:
+            store.update_baseline(FIXTURES / "base.json", self.root, suites=["nope"])
         self.assertIn("nope", str(e.exception))
 
     def test_load_baseline_dir_merges_suites(self):
-        written = baseline.update_baseline(FIXTURES / "base.json", self.root)
-        merged, lacking = baseline.load_baseline_dir(written[0].parent, ["gemm", "layout", "absent"])
+        written = store.update_baseline(FIXTURES / "base.json", self.root)
+        merged, lacking = store.load_baseline_dir(written[0].parent, ["gemm", "layout", "absent"])
         self.assertEqual(lacking, ["absent"])
         self.assertEqual(
             sorted(c["id"] for c in merged["cases"]), ["gemm/bias-1024", "layout/coalesce-a", "layout/removed-case"]
@@ -112,9 +113,9 @@ class SignalsRootTest(unittest.TestCase):
             root = pathlib.Path(tmp) / "baselines"
             (root / "signals").mkdir(parents=True)
             (root / "amd-epyc-7763-64-core-16c").mkdir()
-            self.assertEqual(baseline.signals_root_for(root), root / "signals")
-            self.assertEqual(baseline.signals_root_for(root / "amd-epyc-7763-64-core-16c"), root / "signals")
-            self.assertIsNone(baseline.signals_root_for(pathlib.Path(tmp) / "elsewhere" / "x"))
+            self.assertEqual(store.signals_root_for(root), root / "signals")
+            self.assertEqual(store.signals_root_for(root / "amd-epyc-7763-64-core-16c"), root / "signals")
+            self.assertIsNone(store.signals_root_for(pathlib.Path(tmp) / "elsewhere" / "x"))
 
     def test_update_signals_refuses_failures_of_the_chosen_suites_only(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -122,10 +123,10 @@ class SignalsRootTest(unittest.TestCase):
             doc["cases"][0]["status"] = "fail"  # collectives/all-reduce-8MiB
             path = pathlib.Path(tmp) / "results.json"
             path.write_text(json.dumps(doc))
-            with self.assertRaises(baseline.InputError) as e:
-                baseline.update_signals(path, pathlib.Path(tmp) / "signals")
+            with self.assertRaises(store.InputError) as e:
+                store.update_signals(path, pathlib.Path(tmp) / "signals")
             self.assertIn("collectives/all-reduce-8MiB (fail)", str(e.exception))
-            outcome = baseline.update_signals(path, pathlib.Path(tmp) / "signals", suites=["gemm"])
+            outcome = store.update_signals(path, pathlib.Path(tmp) / "signals", suites=["gemm"])
             self.assertEqual([p.name for p in outcome.written], ["gemm.json"])
 
 

@@ -13,10 +13,17 @@ import unittest
 import zlib
 from unittest import mock
 
-from meshgate import bisect, cli, replicate
-from meshgate.bisect import BAD, GOOD, SKIP, Step
-from meshgate.compare import CaseVerdict
-from meshgate.revisions import RevisionBuildError
+from meshgate import cli
+from meshgate.commands import bisect as bisect_command
+from meshgate.core import files
+from meshgate.gate.compare import CaseVerdict
+from meshgate.system import git as system_git
+from meshgate.system import repeats
+from meshgate.system.revisions import RevisionBuildError
+from meshgate.timeline import bisection
+from meshgate.timeline import culprit as timeline_culprit
+from meshgate.timeline import render as timeline_render
+from meshgate.timeline.bisection import BAD, GOOD, SKIP, Step
 
 FAKE_PERF_RUNNER = pathlib.Path(__file__).parent / "fixtures" / "gate" / "fake_perf_runner.py"
 
@@ -54,23 +61,23 @@ class SearchTest(unittest.TestCase):
             history = commits(n)
             for culprit in range(n):
                 tester = FakeTester(history, culprit)
-                result = bisect.search(history, tester)
+                result = bisection.search(history, tester)
                 self.assertEqual(result.culprit, history[culprit], (n, culprit))
                 tested = 2 + len(result.steps)  # the endpoints and the probes
-                self.assertLessEqual(tested, bisect.cost_bound(n), (n, culprit))
-                self.assertEqual(bisect.cost_bound(n), math.ceil(math.log2(n)) + 2 if n > 1 else 2)
+                self.assertLessEqual(tested, bisection.cost_bound(n), (n, culprit))
+                self.assertEqual(bisection.cost_bound(n), math.ceil(math.log2(n)) + 2 if n > 1 else 2)
                 self.assertEqual(len(set(tester.tested)), len(tester.tested))
                 self.assertEqual(result.skipped, [])
 
     def test_unbuildable_commits_are_skipped_and_named(self):
         history = commits(16)
         tester = FakeTester(history, culprit=11, unbuildable={7, 8})
-        result = bisect.search(history, tester)
+        result = bisection.search(history, tester)
         self.assertEqual(result.culprit, history[11])
         # 7 is the first middle, then its neighbours, the newer first
         self.assertEqual(tester.tested[:3], [history[7], history[8], history[6]])
         self.assertEqual(result.skipped, [history[7], history[8]])
-        self.assertLessEqual(2 + len(result.steps), bisect.cost_bound(16) + len(result.skipped))
+        self.assertLessEqual(2 + len(result.steps), bisection.cost_bound(16) + len(result.skipped))
         self.assertEqual([s.verdict for s in result.steps][:2], [SKIP, SKIP])
 
     def test_one_unbuildable_commit_costs_its_build_and_nothing_more(self):
@@ -78,9 +85,9 @@ class SearchTest(unittest.TestCase):
             history = commits(n)
             for culprit in range(n):
                 for broken in range(n - 1):
-                    result = bisect.search(history, FakeTester(history, culprit, {broken}))
+                    result = bisection.search(history, FakeTester(history, culprit, {broken}))
                     tested = 2 + sum(1 for step in result.steps if step.built)
-                    self.assertLessEqual(tested, bisect.cost_bound(n), (n, culprit, broken))
+                    self.assertLessEqual(tested, bisection.cost_bound(n), (n, culprit, broken))
                     self.assertLessEqual(len(result.skipped), 1)
                     if result.culprit is None:  # the unbuildable commit is the culprit or just before it
                         self.assertIn(broken, (culprit - 1, culprit), (n, culprit, broken))
@@ -92,21 +99,21 @@ class SearchTest(unittest.TestCase):
 
     def test_skip_right_after_the_culprit_still_isolates_it(self):
         history = commits(8)
-        result = bisect.search(history, FakeTester(history, culprit=3, unbuildable={4}))
+        result = bisection.search(history, FakeTester(history, culprit=3, unbuildable={4}))
         self.assertEqual(result.culprit, history[3])
 
     def test_skip_right_before_the_culprit_leaves_the_range(self):
         history = commits(8)
-        result = bisect.search(history, FakeTester(history, culprit=4, unbuildable={3}))
+        result = bisection.search(history, FakeTester(history, culprit=4, unbuildable={3}))
         self.assertIsNone(result.culprit)
         self.assertEqual(result.suspects, [history[3], history[4]])
         self.assertEqual(result.skipped, [history[3]])
 
     def test_probe_is_the_middle_or_the_nearest_testable(self):
-        self.assertEqual(bisect.next_probe(-1, 15, set()), 7)
-        self.assertEqual(bisect.next_probe(-1, 15, {7}), 8)
-        self.assertEqual(bisect.next_probe(-1, 15, {7, 8}), 6)
-        self.assertIsNone(bisect.next_probe(2, 5, {3, 4}))
+        self.assertEqual(bisection.next_probe(-1, 15, set()), 7)
+        self.assertEqual(bisection.next_probe(-1, 15, {7}), 8)
+        self.assertEqual(bisection.next_probe(-1, 15, {7, 8}), 6)
+        self.assertIsNone(bisection.next_probe(2, 5, {3, 4}))
 
 
 def verdict(case_id, v, ratio=None, ci=None, p=None, gate=0.02, confirmed=None, confirm_ci=None, note="", **kw):
@@ -117,31 +124,31 @@ def verdict(case_id, v, ratio=None, ci=None, p=None, gate=0.02, confirmed=None, 
 
 class StepVerdictTest(unittest.TestCase):
     def test_perf_target_verdicts(self):
-        self.assertEqual(bisect.judge_perf(verdict("a", "regression", 1.3, (1.25, 1.35)))[0], BAD)
-        self.assertEqual(bisect.judge_perf(verdict("a", "pass", 1.0, (0.99, 1.01)))[0], GOOD)
-        self.assertEqual(bisect.judge_perf(verdict("a", "improvement", 0.8, (0.78, 0.82)))[0], GOOD)
-        self.assertIsNone(bisect.judge_perf(verdict("a", "inconclusive", 1.05, (0.9, 1.2)))[0])
-        self.assertIsNone(bisect.judge_perf(verdict("a", "missing"))[0])
+        self.assertEqual(bisection.judge_perf(verdict("a", "regression", 1.3, (1.25, 1.35)))[0], BAD)
+        self.assertEqual(bisection.judge_perf(verdict("a", "pass", 1.0, (0.99, 1.01)))[0], GOOD)
+        self.assertEqual(bisection.judge_perf(verdict("a", "improvement", 0.8, (0.78, 0.82)))[0], GOOD)
+        self.assertIsNone(bisection.judge_perf(verdict("a", "inconclusive", 1.05, (0.9, 1.2)))[0])
+        self.assertIsNone(bisection.judge_perf(verdict("a", "missing"))[0])
         timeout = verdict("a", "correctness", new_status="error", message="case timed out after 5 s")
-        v, reason = bisect.judge_perf(timeout)
+        v, reason = bisection.judge_perf(timeout)
         self.assertEqual(v, BAD)
         self.assertIn("timeout or error counts as slow", reason)
 
     def test_nearer_endpoint_on_a_log_scale(self):
-        self.assertEqual(bisect.nearer_endpoint(1.05, 1.3), GOOD)
-        self.assertEqual(bisect.nearer_endpoint(1.2, 1.3), BAD)
+        self.assertEqual(bisection.nearer_endpoint(1.05, 1.3), GOOD)
+        self.assertEqual(bisection.nearer_endpoint(1.2, 1.3), BAD)
         # sqrt(1.44) = 1.2 is the log-scale middle between 1 and 1.44; 1.21 lies past it
-        self.assertEqual(bisect.nearer_endpoint(1.19, 1.44), GOOD)
-        self.assertEqual(bisect.nearer_endpoint(1.21, 1.44), BAD)
+        self.assertEqual(bisection.nearer_endpoint(1.19, 1.44), GOOD)
+        self.assertEqual(bisection.nearer_endpoint(1.21, 1.44), BAD)
 
     def test_combine_bad_wins_then_skip_then_good(self):
         good = {"id": "a", "verdict": GOOD, "ratio": 1.0, "ci": [0.99, 1.01], "p": 0.5, "note": "pass"}
         bad = {"id": "b", "verdict": BAD, "ratio": 1.4, "ci": [1.3, 1.5], "p": 0.001, "note": "regression"}
         skip = {"id": "c", "verdict": SKIP, "note": "skip: no GPU"}
-        step = bisect.combine("x", [good, bad, skip])
+        step = bisection.combine("x", [good, bad, skip])
         self.assertEqual((step.verdict, step.ratio, step.ci, step.p), (BAD, 1.4, (1.3, 1.5), 0.001))
-        self.assertEqual(bisect.combine("x", [good, skip]).verdict, SKIP)
-        self.assertEqual(bisect.combine("x", [good]).verdict, GOOD)
+        self.assertEqual(bisection.combine("x", [good, skip]).verdict, SKIP)
+        self.assertEqual(bisection.combine("x", [good]).verdict, GOOD)
 
 
 class RecommendationTest(unittest.TestCase):
@@ -161,9 +168,9 @@ class RecommendationTest(unittest.TestCase):
                 "skipped": ["d" * 40], "evidence": ev}
 
     def render(self, culprit, perf, status, changes=None):
-        rec = bisect.recommend(culprit, [culprit] if culprit else [], perf, status)
+        rec = bisection.recommend(culprit, [culprit] if culprit else [], perf, status)
         machine = {"host": "ci-7", "cpu": "AMD EPYC 7B13", "class": "amd-epyc-7b13-2c", "backend": "threads"}
-        return rec, bisect.revert_markdown(self.doc(culprit), self.INFO, rec, perf, status, changes or {}, machine)
+        return rec, timeline_render.revert_markdown(self.doc(culprit), self.INFO, rec, perf, status, changes or {}, machine)
 
     def test_isolated_and_past_the_gate_in_both_batches_recommends_the_revert(self):
         perf = [verdict("perf/size", "regression", 2.9, (2.8, 3.05), 0.0001, confirmed=True, confirm_ci=(2.7, 3.1),
@@ -194,7 +201,7 @@ class RecommendationTest(unittest.TestCase):
         self.assertFalse(rec.revert)
         self.assertIn("confirmation batch", rec.why)
         unconfirmed = [verdict("perf/size", "inconclusive", 1.1, (1.05, 1.15), 0.004, confirmed=False)]
-        self.assertFalse(bisect.recommend(self.CULPRIT, [self.CULPRIT], unconfirmed, []).revert)
+        self.assertFalse(bisection.recommend(self.CULPRIT, [self.CULPRIT], unconfirmed, []).revert)
 
     def test_correctness_culprit_recommends_the_revert_with_the_message(self):
         message = "cosize(8:1): expected 8, got 9"
@@ -206,16 +213,16 @@ class RecommendationTest(unittest.TestCase):
         self.assertIn("| `layout/cosize` | pass | fail |", md)
 
     def test_no_isolated_culprit_and_nothing_reproducing(self):
-        rec = bisect.recommend(None, ["d" * 40, "e" * 40], [], [])
+        rec = bisection.recommend(None, ["d" * 40, "e" * 40], [], [])
         self.assertFalse(rec.revert)
         self.assertIn("not isolated", rec.why)
         self.assertIn("dddddddddddd, eeeeeeeeeeee", rec.why)
-        rec = bisect.recommend(None, [], [], [], nothing="bad is not worse than good")
+        rec = bisection.recommend(None, [], [], [], nothing="bad is not worse than good")
         self.assertIn("Nothing to revert", rec.why)
 
 
 class SyntheticLab:
-    """The seams of bisect.Lab: builds that may fail, launches with known truth per commit."""
+    """The seams of culprit.Lab: builds that may fail, launches with known truth per commit."""
 
     def __init__(self, history, factor, status=None, unbuildable=(), noise=0.004, message="expected 8, got 9"):
         self.history, self.factor, self.status = history, factor, status or {}
@@ -226,7 +233,7 @@ class SyntheticLab:
         self.built.append(commit)
         if commit in self.unbuildable:
             raise RevisionBuildError(commit, "lib/layout/layout.cpp:3: error: expected ';'")
-        return replicate.Side(label, commit[:12], commit)
+        return repeats.Side(label, commit[:12], commit)
 
     def launch(self, side, n, case_ids, folder):
         self.launches += 1
@@ -254,11 +261,11 @@ class BisectionTest(unittest.TestCase):
     def run_bisection(self, lab, history, ids, perf_ids, k=5):
         good, rest = history[0], history[1:]
         with tempfile.TemporaryDirectory() as tmp:
-            real = bisect.Lab(lab.build, lab.launch, pathlib.Path(tmp), k=k, seed=3, revert_runs=k, log=io.StringIO())
-            outcome = bisect.Bisection(real, good, rest[-1], rest, ids, perf_ids,
+            real = timeline_culprit.Lab(lab.build, lab.launch, pathlib.Path(tmp), k=k, seed=3, revert_runs=k, log=io.StringIO())
+            outcome = timeline_culprit.Bisection(real, good, rest[-1], rest, ids, perf_ids,
                                        info_for=lambda c: {"sha": c, "subject": "s", "author": "a", "date": "d"}).run()
             out = pathlib.Path(tmp) / "out"
-            bisect.write_outputs(outcome, out, pathlib.Path(tmp) / "b.json")
+            timeline_culprit.write_outputs(outcome, out, pathlib.Path(tmp) / "b.json")
             files = {p.name for p in out.iterdir()}
             written = json.loads((pathlib.Path(tmp) / "b.json").read_text())
         self.assertEqual(written, outcome.doc)
@@ -284,7 +291,7 @@ class BisectionTest(unittest.TestCase):
         self.assertEqual(doc["skipped"], [broken])
         ev = doc["evidence"]
         self.assertEqual(ev["commits"], 9)
-        self.assertLessEqual(ev["tested"], bisect.cost_bound(9))
+        self.assertLessEqual(ev["tested"], bisection.cost_bound(9))
         self.assertEqual(ev["builds"], ev["tested"] + 1)
         self.assertEqual([t["id"] for t in ev["targets"]], ["perf/size"])
         self.assertEqual(ev["parent"], history[5])
@@ -306,7 +313,7 @@ class BisectionTest(unittest.TestCase):
         self.assertEqual(outcome.doc["evidence"]["targets"][0]["kind"], "status")
         self.assertTrue(outcome.doc["evidence"]["recommendation"]["revert"])
         self.assertIn("expected 8, got 9", outcome.revert_md)
-        self.assertLessEqual(outcome.doc["evidence"]["tested"], bisect.cost_bound(6))
+        self.assertLessEqual(outcome.doc["evidence"]["tested"], bisection.cost_bound(6))
         # a status-only bisection launches once per tested commit, then on parent and culprit again
         self.assertEqual(lab.launches, outcome.doc["evidence"]["tested"] + 2)
 
@@ -383,7 +390,7 @@ class BisectionTest(unittest.TestCase):
     def test_an_unbuildable_endpoint_is_unusable_input(self):
         history = [f"{i:040x}" for i in range(1, 4)]
         lab = SyntheticLab(history, lambda case_id, commit: 1.0, unbuildable={history[0]})
-        with self.assertRaisesRegex(bisect.BisectError, "good endpoint .* does not build"):
+        with self.assertRaisesRegex(timeline_culprit.BisectError, "good endpoint .* does not build"):
             self.run_bisection(lab, history, ["layout/cosize"], [])
 
     def test_inconclusive_step_runs_again_then_takes_the_nearer_endpoint(self):
@@ -404,7 +411,7 @@ class BisectionTest(unittest.TestCase):
 
 def make_args(argv):
     parser = argparse.ArgumentParser()
-    bisect.register(parser.add_subparsers())
+    bisect_command.register(parser.add_subparsers())
     return parser.parse_args(["bisect", *argv])
 
 
@@ -446,14 +453,13 @@ class CommandInputTest(unittest.TestCase):
     def test_without_repo_the_checkout_of_the_driver_is_bisected(self):
         # --repo defaults to the driver's source root (or the current folder when installed).
         args = make_args(["--out", str(self.repo / "out"), "--good", "main", "--bad", "main"])
-        with mock.patch.object(bisect.build, "source_root", return_value=self.repo), \
+        with mock.patch.object(files, "source_root", return_value=self.repo), \
                 contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
             code = args.func(args)
         self.assertEqual((code, "same commit" in err.getvalue()), (2, True), err.getvalue())
         # Refused input leaves no report folder behind, with --out or without.
         args.out = None
-        with mock.patch.object(bisect.build, "source_root", return_value=self.repo), \
-                mock.patch.object(bisect._compare.build, "source_root", return_value=self.repo), \
+        with mock.patch.object(files, "source_root", return_value=self.repo), \
                 contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             self.assertEqual(args.func(args), 2)
         self.assertFalse((self.repo / "reports").exists())
@@ -474,10 +480,10 @@ class CommandInputTest(unittest.TestCase):
         git(self.repo, "checkout", "-q", "main")
         git(self.repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
         base = git(self.repo, "rev-parse", "HEAD~1~1")
-        history, first_parent = bisect.commit_range(self.repo, base, git(self.repo, "rev-parse", "HEAD"))
+        history, first_parent = system_git.commit_range(self.repo, base, git(self.repo, "rev-parse", "HEAD"))
         self.assertTrue(first_parent)
         self.assertEqual(history, [git(self.repo, "rev-parse", "HEAD~1"), git(self.repo, "rev-parse", "HEAD")])
-        linear, merged = bisect.commit_range(self.repo, base, git(self.repo, "rev-parse", "HEAD~1"))
+        linear, merged = system_git.commit_range(self.repo, base, git(self.repo, "rev-parse", "HEAD~1"))
         self.assertEqual((len(linear), merged), (1, False))
 
 
@@ -538,7 +544,7 @@ class CommandEndToEndTest(unittest.TestCase):
             self.assertEqual(doc["skipped"], [broken])
             self.assertEqual(doc["good"], history[0])
             self.assertEqual(doc["bad"], history[-1])
-            self.assertLessEqual(doc["evidence"]["tested"], bisect.cost_bound(6))
+            self.assertLessEqual(doc["evidence"]["tested"], bisection.cost_bound(6))
             self.assertIn(f"culprit: {culprit}", stdout.getvalue())
             revert = (out / "revert.md").read_text()
             self.assertIn(f"git revert {culprit}", revert)

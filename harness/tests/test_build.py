@@ -6,8 +6,9 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from meshgate import build
-from meshgate.build import BuildError
+from meshgate.core import files
+from meshgate.system import build
+from meshgate.system.build import BuildError
 
 from .support import FAKE_RUNNER, FIXTURES
 
@@ -212,7 +213,7 @@ class BuildTest(unittest.TestCase):
             build.runner_command(self.root, None, {"MESHGATE_RUNNER": "/nonexistent/runner"})
 
     def test_source_root_is_the_repository(self):
-        self.assertEqual(build.source_root(), REPO)
+        self.assertEqual(files.source_root(), REPO)
         self.assertTrue(os.access(REPO / "meshgate", os.X_OK))
 
 

@@ -6,7 +6,9 @@ import random
 import tempfile
 import unittest
 
-from meshgate import baseline, calibrate, compare, replicate
+from meshgate.commands import calibrate as calibrate_command
+from meshgate.gate import calibrate, compare, power, stats, store
+from meshgate.system import repeats
 
 
 def aa_launch(noise=0.02, slow_label=None, slow_factor=1.0, slow_batches=("all",)):
@@ -52,14 +54,14 @@ class MinimumDetectableTest(unittest.TestCase):
     def test_matches_a_simulation_with_known_noise(self):
         noise, k = 0.02, 9
         with tempfile.TemporaryDirectory() as tmp:
-            cases, _ = calibrate.calibrate_sessions(replicate.Side("aa"), ["s/c"], aa_launch(noise), pathlib.Path(tmp),
+            cases, _ = calibrate.calibrate_sessions(repeats.Side("aa"), ["s/c"], aa_launch(noise), pathlib.Path(tmp),
                                                     sessions=8, k=k, seed=3)
         entry = cases["s/c"]
         floor, measured = entry["noise_floor"], entry["min_detectable"]
         self.assertAlmostEqual(floor, 0.6745 * noise, delta=0.004)
         # Independent truth: bisect the effect with the real compare path on the true noise.
         rng = random.Random(11)
-        lo, hi = stats_gate = compare.stats.minimum_effect(floor), 0.2
+        lo, hi = stats_gate = stats.minimum_effect(floor), 0.2
         while hi - lo > 0.002:
             mid = (lo + hi) / 2
             if simulated_power(mid, floor, noise, k, 500, rng) >= 0.8:
@@ -72,16 +74,16 @@ class MinimumDetectableTest(unittest.TestCase):
 
     def test_more_noise_means_a_larger_detectable_regression(self):
         rng = random.Random(4)
-        quiet = calibrate.minimum_detectable_regression([rng.gauss(0, 0.01) for _ in range(100)], 9, 0.0067)
-        noisy = calibrate.minimum_detectable_regression([rng.gauss(0, 0.04) for _ in range(100)], 9, 0.027)
+        quiet = power.minimum_detectable_regression([rng.gauss(0, 0.01) for _ in range(100)], 9, 0.0067)
+        noisy = power.minimum_detectable_regression([rng.gauss(0, 0.04) for _ in range(100)], 9, 0.027)
         self.assertLess(quiet, noisy)
-        self.assertIsNone(calibrate.minimum_detectable_regression([0.0, 0.01, -0.01], 9, 0.01))  # too few runs
+        self.assertIsNone(power.minimum_detectable_regression([0.0, 0.01, -0.01], 9, 0.01))  # too few runs
 
 
 class FalseAlarmsFromLaunchesTest(unittest.TestCase):
     def run_sessions(self, launch, sessions=4):
         with tempfile.TemporaryDirectory() as tmp:
-            return calibrate.calibrate_sessions(replicate.Side("aa"), ["s/a", "s/b"], launch, pathlib.Path(tmp),
+            return calibrate.calibrate_sessions(repeats.Side("aa"), ["s/a", "s/b"], launch, pathlib.Path(tmp),
                                                 sessions=sessions, k=9, seed=5, trials=100)
 
     def test_quiet_machine_has_no_confirmed_false_alarms_and_passes(self):
@@ -125,25 +127,25 @@ class FalseAlarmsFromLaunchesTest(unittest.TestCase):
             self.assertIn(first[start:start + 4], (["a", "b", "b", "a"], ["b", "a", "a", "b"]))
 
     def test_upper_bound_of_a_rate(self):
-        self.assertAlmostEqual(calibrate.upper_bound(0, 10), 1 - 0.05 ** (1 / 10), places=6)
-        self.assertEqual(calibrate.upper_bound(3, 3), 1.0)
-        self.assertLess(calibrate.upper_bound(1, 100), 0.05)
+        self.assertAlmostEqual(power.upper_bound(0, 10), 1 - 0.05 ** (1 / 10), places=6)
+        self.assertEqual(power.upper_bound(3, 3), 1.0)
+        self.assertLess(power.upper_bound(1, 100), 0.05)
 
 
 class CalibrateEndToEndTest(unittest.TestCase):
     def test_runs_store_and_compare_uses_the_floor(self):
         with tempfile.TemporaryDirectory() as tmp:
             tmp = pathlib.Path(tmp)
-            side = replicate.Side(label="aa")
+            side = repeats.Side(label="aa")
             with contextlib.redirect_stdout(io.StringIO()) as out:
-                code = calibrate.calibrate_with(side, ["s/a", "s/b"], aa_launch(0.03), tmp / "report", 2, 9, 0, None,
+                code = calibrate_command.calibrate_with(side, ["s/a", "s/b"], aa_launch(0.03), tmp / "report", 2, 9, 0, None,
                                                 tmp / "baselines", trials=50)
             self.assertEqual(code, 0)
             text = out.getvalue()
             self.assertIn("| noise floor | gate | false alarms |", text)
             self.assertIn("| `s/a` | 36 |", text)
             stored = tmp / "baselines" / "test" / "calibration.json"  # "CPU" is dropped from the slug
-            floors = baseline.load_calibration(stored)
+            floors = store.load_calibration(stored)
             self.assertEqual(sorted(floors), ["s/a", "s/b"])
             self.assertGreater(floors["s/a"], 0.0)
             entry = json.loads(stored.read_text())["cases"]["s/a"]
@@ -154,20 +156,20 @@ class CalibrateEndToEndTest(unittest.TestCase):
 
             # A second calibration of one case keeps the other's entry.
             with contextlib.redirect_stdout(io.StringIO()):
-                calibrate.calibrate_with(side, ["s/a"], aa_launch(0.03), tmp / "report2", 1, 5, 0, None,
+                calibrate_command.calibrate_with(side, ["s/a"], aa_launch(0.03), tmp / "report2", 1, 5, 0, None,
                                          tmp / "baselines", trials=50)
-            self.assertEqual(sorted(baseline.load_calibration(stored)), ["s/a", "s/b"])
+            self.assertEqual(sorted(store.load_calibration(stored)), ["s/a", "s/b"])
 
             # compare finds the calibration of the new results' machine class.
             new = {"schema": "meshgate.results/1", "run": {"machine": {"cpu": "Test CPU", "gpus": []}}, "cases": []}
-            self.assertEqual(compare.calibration_for(new, baselines_root=tmp / "baselines"), baseline.load_calibration(stored))
+            self.assertEqual(store.calibration_for(new, baselines_root=tmp / "baselines"), store.load_calibration(stored))
 
     def test_corrupt_calibration_is_refused_with_a_remedy(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = pathlib.Path(tmp) / "calibration.json"
             path.write_text("{")
-            with self.assertRaises(baseline.InputError) as e:
-                baseline.load_calibration(path)
+            with self.assertRaises(store.InputError) as e:
+                store.load_calibration(path)
             self.assertIn("meshgate calibrate", str(e.exception))
 
 

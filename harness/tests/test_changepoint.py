@@ -1,5 +1,5 @@
-"""E-divisive change points (meshgate/changepoint.py): the statistic against its definition, the
-permutation test, determinism, and the drift filter."""
+"""E-divisive change points (meshgate/timeline/changepoint.py): the statistic against its
+definition, the permutation test, determinism, and the drift filter."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import random
 import unittest
 
-from meshgate import changepoint
+from meshgate.timeline import changepoint
 
 
 def energy_q(left: list[float], right: list[float]) -> float:

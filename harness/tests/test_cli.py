@@ -11,8 +11,14 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import cli, launch, listing, results, run
-from meshgate.launch import RunnerSetup, Selection
+from meshgate import cli
+from meshgate.commands import listing
+from meshgate.commands import run as run_command
+from meshgate.core import files, results
+from meshgate.gate import checks
+from meshgate.run import session
+from meshgate.system import git, launch
+from meshgate.system.launch import RunnerSetup, Selection
 
 from .support import FAKE_RUNNER, FakeRunner, option_values
 
@@ -32,14 +38,14 @@ class CliTestCase(unittest.TestCase):
         (self.root / "cases").mkdir(parents=True)
         self.fake.env["MESHGATE_COMMIT"] = "59fa4d3deadbeef"
         for patcher in (self.fake.environ(),
-                        mock.patch("meshgate.build.source_root", return_value=self.root)):
+                        mock.patch("meshgate.core.files.source_root", return_value=self.root)):
             patcher.start()
             self.addCleanup(patcher.stop)
-        self.report = mock.patch("meshgate.report.write_run_report",
-                                 side_effect=lambda out, doc: [out / "report.md"]).start()
+        self.report = mock.patch("meshgate.run.report.write_run_report",
+                                 side_effect=lambda out, doc, sections=(): [out / "report.md"]).start()
         self.addCleanup(mock.patch.stopall)
-        self.compare = mock.patch("meshgate.compare.compare_with_baseline",
-                                  return_value=0).start()
+        self.compare = mock.patch("meshgate.gate.checks.compare_with_baseline",
+                                  return_value=checks.TimingCheck(0)).start()
 
     def meshgate(self, *argv):
         out, err = io.StringIO(), io.StringIO()
@@ -125,21 +131,21 @@ class RunDefaultsTest(CliTestCase):
 
     def test_run_id_is_utc_time_and_short_commit(self):
         now = datetime.datetime(2026, 11, 21, 7, 15, 0, tzinfo=datetime.timezone.utc)
-        self.assertEqual(run.default_run_id(REPO, now, {"MESHGATE_COMMIT": "59fa4d3abcdef"}),
+        self.assertEqual(session.default_run_id(REPO, now, {"MESHGATE_COMMIT": "59fa4d3abcdef"}),
                          "20261121-071500-59fa4d3")
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=7", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
         if head:
-            self.assertEqual(run.short_commit(REPO, {}), head)
-        self.assertEqual(run.short_commit(self.root, {}), "nocommit")
+            self.assertEqual(git.short_commit(REPO, {}), head)
+        self.assertEqual(git.short_commit(self.root, {}), "nocommit")
 
     def test_runs_started_in_the_same_second_get_folders_of_their_own(self):
         reports = self.root / "reports-claim"
-        claimed = [results.claim_run_dir(reports, "20261121-071500-59fa4d3") for _ in range(3)]
+        claimed = [files.claim_run_dir(reports, "20261121-071500-59fa4d3") for _ in range(3)]
         self.assertEqual([c[0] for c in claimed],
                          ["20261121-071500-59fa4d3", "20261121-071500-59fa4d3-2", "20261121-071500-59fa4d3-3"])
         self.assertTrue(all(path.is_dir() and path.name == rid for rid, path in claimed))
-        with mock.patch.object(run, "default_run_id", return_value="20261121-071500-59fa4d3"):
+        with mock.patch.object(session, "default_run_id", return_value="20261121-071500-59fa4d3"):
             for _ in range(2):  # the same second, as far as the run id can tell
                 code, out, err = self.meshgate("run")
                 self.assertEqual(code, 0, out + err)
@@ -223,12 +229,12 @@ class RunExitCodesTest(CliTestCase):
     def test_a_regression_against_a_stored_timing_is_reported_not_gating(self):
         # A timing stored on another day is a blocked comparison (docs/gate.md): it informs;
         # `meshgate ab` and the signal check (tests/test_signals.py) gate.
-        self.compare.return_value = 1
+        self.compare.return_value = checks.TimingCheck(1)
         code, out, err = self.meshgate("run", "mesh/slice-d", "--baseline", "baselines/ci",
                                        "--out", str(self.fake.dir / "o"))
         self.assertEqual(code, 0)
         out_dir = self.fake.dir / "o"
-        self.compare.assert_called_once_with(out_dir / "results.json", Path("baselines/ci"),
+        self.compare.assert_called_once_with(mock.ANY, out_dir / "results.json", Path("baselines/ci"),
                                              out_dir)
         self.assertIn("baseline baselines/ci: regression (exit 1), informational", out)
 
@@ -371,7 +377,7 @@ class ParserTest(unittest.TestCase):
         self.assertEqual(list(cli.COMMANDS)[:2], ["run", "list"])
         parser = cli.build_parser()
         args = parser.parse_args(["run", "--backend", "mpi", "--ranks", "8"])
-        self.assertIs(args.func, run.run_command)
+        self.assertIs(args.func, run_command.run_command)
         self.assertEqual((args.backend, args.ranks), ("mpi", 8))
         self.assertIs(parser.parse_args(["list"]).func, listing.list_command)
 
@@ -419,7 +425,7 @@ class RealRunnerTest(unittest.TestCase):
             for tag in selection.tags:
                 argv += ["--tag", tag]
             out = io.StringIO()
-            with mock.patch("meshgate.report.write_run_report", return_value=[]), \
+            with mock.patch("meshgate.run.report.write_run_report", return_value=[]), \
                     contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 code = cli.main(argv)
             document = json.loads((out_dir / "results.json").read_text())
@@ -480,7 +486,7 @@ class HelpTextTest(unittest.TestCase):
         self.assertEqual(doubled, [])
 
     def test_version_names_driver_and_runner(self):
-        from meshgate import version
+        from meshgate.system import version
 
         with mock.patch.dict(os.environ, {"MESHGATE_RUNNER": "/nonexistent/meshgate-runner"}):
             text = version.describe()

@@ -10,11 +10,16 @@ import contextlib
 import io
 import json
 import pathlib
+import sys
 import tempfile
 import unittest
 import unittest.mock
 
-from meshgate import baseline, compare, verdict
+from meshgate.commands import baseline as baseline_command
+from meshgate.commands import compare as compare_command
+from meshgate.commands import options
+from meshgate.core import files
+from meshgate.gate import checks, compare, render, store, verdict
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -23,11 +28,23 @@ def load(name):
     return json.loads((FIXTURES / name).read_text())
 
 
+def compare_with_baseline(results_path, baseline_dir, out_dir):
+    """`meshgate run --baseline`'s timing comparison (checks.compare_with_baseline) of a results
+    file, its lines printed as the run prints them; the exit code."""
+    found = checks.compare_with_baseline(json.loads(pathlib.Path(results_path).read_text()), results_path,
+                                         baseline_dir, out_dir)
+    for line in found.errors:
+        print(line, file=sys.stderr)
+    for line in found.lines:
+        print(line)
+    return found.code
+
+
 def run_cli(argv):
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
-    compare.register(sub)
-    baseline.register(sub)
+    compare_command.register(sub)
+    baseline_command.register(sub)
     args = parser.parse_args(argv)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -225,11 +242,11 @@ class CompareRulesTest(unittest.TestCase):
         c = compare.compare_results(base, self.doc([self.timed("s/a", [1.3] * 5), skipped]))
         self.assertEqual((c.headline(), c.exit_code()), ("FAIL: 1 regression", 1))
         # The summary line adds the counts the headline does not already give.
-        self.assertEqual(compare._summary_line(c), "compare: FAIL: 1 regression (1 missing, 1 skip)")
+        self.assertEqual(render.summary_line(c), "compare: FAIL: 1 regression (1 missing, 1 skip)")
         c = compare.compare_results(self.doc([self.timed("s/a", five)]), self.doc([self.timed("s/a", [1.3] * 5)]))
-        self.assertEqual(compare._summary_line(c), "compare: FAIL: 1 regression")
+        self.assertEqual(render.summary_line(c), "compare: FAIL: 1 regression")
         c = compare.compare_results(base, self.doc([self.timed("s/a", [1.0]), skipped]))
-        self.assertEqual(compare._summary_line(c),
+        self.assertEqual(render.summary_line(c),
                          "compare: INCONCLUSIVE: 1 inconclusive, 1 missing, no regression found (1 skip)")
 
     def test_cases_skipped_on_both_sides_fold_into_one_line_per_suite_and_reason(self):
@@ -238,7 +255,7 @@ class CompareRulesTest(unittest.TestCase):
                 for i in range(39)]
         rows.append(dict(self.timed("mesh/big", []), status="skip", message="needs 16 ranks"))
         doc = self.doc([self.timed("s/a", five)] + rows)
-        table = compare.format_table(compare.compare_results(doc, doc))
+        table = render.format_table(compare.compare_results(doc, doc))
         self.assertIn("gemm-cuda: 39 cases skipped on both sides (no CUDA device present)", table)
         self.assertIn("mesh: 1 case skipped on both sides (needs 16 ranks)", table)
         self.assertNotIn("gemm-cuda/c1", table)
@@ -256,17 +273,17 @@ class CompareRulesTest(unittest.TestCase):
         five = [1.0, 1.01, 0.99, 1.0, 1.005]
         c = compare.compare_results(self.doc([self.timed(long_id, five), self.timed("s/a", five)]),
                                     self.doc([self.timed(long_id, five), self.timed("s/a", five)]))
-        header, *rows = [line for line in compare.format_table(c).splitlines() if not line.startswith(" ")][:3]
+        header, *rows = [line for line in render.format_table(c).splitlines() if not line.startswith(" ")][:3]
         self.assertEqual({line.index("pass") for line in rows}, {header.index("verdict")})
 
     def test_a_max_gate_below_the_minimum_effect_is_named_as_such(self):
         v = verdict.judge([1.0, 1.01, 0.99, 1.0, 1.005], [1.0, 1.01, 0.99, 1.0, 1.005], max_gate=0.01)
         self.assertEqual(v.verdict, "inconclusive")
         self.assertIn("the 2.0 % minimum effect is wider than --max-gate 1.0 %", v.note)
-        self.assertEqual(compare.max_gate_fraction("5%"), 0.05)
+        self.assertEqual(options.max_gate_fraction("5%"), 0.05)
         for text in ("1", "1%", "0.01"):
             with self.assertRaisesRegex(argparse.ArgumentTypeError, "minimum effect"):
-                compare.max_gate_fraction(text)
+                options.max_gate_fraction(text)
 
     def test_zero_time_is_inconclusive_not_a_crash(self):
         b = self.doc([self.timed("s/a", [0.0] * 5)])
@@ -329,8 +346,8 @@ class CompareCliTest(unittest.TestCase):
 
     def test_default_report_folders_of_the_same_second_differ(self):
         with tempfile.TemporaryDirectory() as tmp, \
-                unittest.mock.patch.object(compare.build, "source_root", return_value=pathlib.Path(tmp)):
-            folders = [compare.default_report_dir("compare") for _ in range(3)]
+                unittest.mock.patch.object(files, "source_root", return_value=pathlib.Path(tmp)):
+            folders = [files.default_report_dir("compare") for _ in range(3)]
             self.assertEqual(len(set(folders)), 3, folders)
             self.assertTrue(all(f.is_dir() and f.parent == pathlib.Path(tmp) / "reports" for f in folders))
 
@@ -355,11 +372,11 @@ class CompareWithBaselineTest(unittest.TestCase):
     def test_run_against_baseline_dir(self):
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp) / "baselines"
-            written = baseline.update_baseline(FIXTURES / "base.json", root)
+            written = store.update_baseline(FIXTURES / "base.json", root)
             mclass_dir = written[0].parent
             out = pathlib.Path(tmp) / "run"
             with contextlib.redirect_stdout(io.StringIO()):
-                code = compare.compare_with_baseline(FIXTURES / "new.json", mclass_dir, out)
+                code = compare_with_baseline(FIXTURES / "new.json", mclass_dir, out)
             self.assertEqual(code, 1)
             doc = json.loads((out / "baseline-comparison.json").read_text())
             verdicts = {c["id"]: c["verdict"] for c in doc["cases"]}
@@ -371,9 +388,9 @@ class CompareWithBaselineTest(unittest.TestCase):
     def test_baselines_root_resolves_to_this_machine_class(self):
         with tempfile.TemporaryDirectory() as tmp:
             root = pathlib.Path(tmp) / "baselines"
-            baseline.update_baseline(FIXTURES / "base.json", root)
+            store.update_baseline(FIXTURES / "base.json", root)
             with contextlib.redirect_stdout(io.StringIO()):
-                code = compare.compare_with_baseline(FIXTURES / "new.json", root, pathlib.Path(tmp) / "out")
+                code = compare_with_baseline(FIXTURES / "new.json", root, pathlib.Path(tmp) / "out")
             self.assertEqual(code, 1)
             doc = json.loads((pathlib.Path(tmp) / "out" / "baseline-comparison.json").read_text())
             self.assertEqual(doc["counts"]["regression"], 1)
@@ -389,7 +406,7 @@ class CompareWithBaselineTest(unittest.TestCase):
                 json.dumps({"schema": "meshgate.calibration/1", "cases": {"collectives/all-reduce-8MiB": {"noise_floor": 0.05}}})
             )
             with contextlib.redirect_stdout(io.StringIO()):
-                code = compare.compare_with_baseline(FIXTURES / "new.json", bdir, pathlib.Path(tmp) / "out")
+                code = compare_with_baseline(FIXTURES / "new.json", bdir, pathlib.Path(tmp) / "out")
             doc = json.loads((pathlib.Path(tmp) / "out" / "baseline-comparison.json").read_text())
             verdicts = {c["id"]: c for c in doc["cases"]}
             # 12 % slower but the calibrated gate is 15 %: not a regression, and a 15 % gate is
@@ -403,7 +420,7 @@ class CompareWithBaselineTest(unittest.TestCase):
 
     def test_missing_baseline_dir_is_unusable_input(self):
         with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stderr(io.StringIO()) as err:
-            code = compare.compare_with_baseline(FIXTURES / "new.json", pathlib.Path(tmp) / "nope", pathlib.Path(tmp))
+            code = compare_with_baseline(FIXTURES / "new.json", pathlib.Path(tmp) / "nope", pathlib.Path(tmp))
         self.assertEqual(code, 2)
         self.assertIn("nope", err.getvalue())
 

@@ -21,7 +21,8 @@ import statistics
 import tempfile
 import unittest
 
-from meshgate import ab, calibrate, compare, replicate, stats
+from meshgate.gate import ab, calibrate, compare, stats
+from meshgate.system import repeats
 
 ITERS = 20
 OUTLIER_RATE = 0.02
@@ -152,7 +153,7 @@ class QualityBarTest(unittest.TestCase):
         trials = 300
         for _ in range(trials):
             runs = {0: [], 1: []}
-            for slot, side in enumerate(replicate.abba_order(9, rng)):
+            for slot, side in enumerate(repeats.abba_order(9, rng)):
                 drift = 1.0 + 0.06 * slot / 18
                 runs[side] += simulate_runs(rng, drift, 0.02, k=1)
             v = compare.compare_results(doc(runs[0]), doc(runs[1])).cases[0]
@@ -170,7 +171,7 @@ class ConfirmedAaSessionsTest(unittest.TestCase):
                     for i in case_ids]
             return {"schema": "meshgate.results/1", "run": {}, "cases": rows}
 
-        sides = [replicate.Side("base", "v", "a" * 40), replicate.Side("candidate", "v", "a" * 40)]
+        sides = [repeats.Side("base", "v", "a" * 40), repeats.Side("candidate", "v", "a" * 40)]
         ids = [f"s/c{i}" for i in range(4)]
         first_flags = confirmed = 0
         with tempfile.TemporaryDirectory() as tmp:

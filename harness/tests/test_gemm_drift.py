@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import unittest
 
-from meshgate import signals
+from meshgate.gate import signal_report, signals
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ class SplitKDriftTest(unittest.TestCase):
         self.assertEqual(drifted["cases"][0]["status"], "pass")
         baseline = signals.extract_all(base)
         check = signals.check(drifted, baseline)
-        self.assertEqual(check.exit_code(), 1, signals.text(check))
+        self.assertEqual(check.exit_code(), 1, signal_report.text(check))
         changed = {c.signal for c in check.cases[0].changes}
         self.assertIn("fingerprints.cpu_epilogue", changed)
         self.assertIn("fingerprints.cpu_beta_bias", changed)

@@ -1,5 +1,5 @@
-"""`meshgate history add | changes | show` (meshgate/history.py): the store, its schema, exact
-status and plan changes, and the detection rates of timing changes on a synthetic nightly
+"""`meshgate history add | changes | show` (meshgate/timeline/history.py): the store, its schema,
+exact status and plan changes, and the detection rates of timing changes on a synthetic nightly
 series written as results files."""
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import cli, history
+from meshgate import cli
+from meshgate.core import svg
+from meshgate.timeline import history
+from meshgate.timeline import series as timeline_series
 
 MACHINE = {"host": "ci-1", "cpu": "AMD EPYC 7763 64-Core Processor", "cores": 16, "gpus": [],
            "fingerprint": "f00d"}
@@ -411,7 +414,7 @@ class ShortSeriesTest(HistoryTestCase):
         out = self.dir / "changes.json"
         code, stdout, err = meshgate("history", "changes", "--db", str(self.db), "--json", str(out))
         self.assertEqual(code, 0, err)
-        needed = history.fewest_points_to_judge()
+        needed = timeline_series.fewest_points_to_judge()
         self.assertGreater(needed, 5)
         lines = stdout.splitlines()
         self.assertIn("1 series too short to judge a change in timing:", lines)
@@ -426,15 +429,15 @@ class ShortSeriesTest(HistoryTestCase):
 
     def test_a_long_enough_series_is_judged_not_called_short(self):
         rng = random.Random(13)
-        self.add(*self.nightly(history.fewest_points_to_judge(), lambda i: [row("s/a", runs_at(rng, 1e-3))]))
+        self.add(*self.nightly(timeline_series.fewest_points_to_judge(), lambda i: [row("s/a", runs_at(rng, 1e-3))]))
         code, stdout, _ = meshgate("history", "changes", "--db", str(self.db))
         self.assertEqual(code, 0)
         self.assertEqual(stdout, "no change points in 1 series\n")
 
     def test_the_fewest_points_are_where_the_test_can_first_see_a_clean_step(self):
-        from meshgate import changepoint
+        from meshgate.timeline import changepoint
 
-        needed = history.fewest_points_to_judge()
+        needed = timeline_series.fewest_points_to_judge()
         self.assertEqual(needed, 14)  # 2 / C(14, 7) = 0.00058 <= P_THRESHOLD < 2 / C(13, 6)
 
         def clean_step(n):
@@ -475,14 +478,14 @@ class PlotAxisTest(HistoryTestCase):
         page = self.show(60, night)
         labels = self.axis_labels(page)
         xs = [x for _, _, x in labels]
-        width = 7 * history.svg.TICK_CHAR_PX
+        width = 7 * svg.TICK_CHAR_PX
         self.assertGreater(len(labels), 5)
         self.assertLess(len(labels), 60)
         self.assertTrue(all(b - a >= width for a, b in zip(xs, xs[1:])), xs)
         self.assertEqual((labels[0][1], labels[-1][1]), (sha(0)[:7], sha(59)[:7]))
 
     def test_label_positions(self):
-        positions = history.svg.label_positions
+        positions = svg.label_positions
         self.assertEqual(positions(5, 670, 7), [0, 1, 2, 3, 4])
         self.assertEqual(positions(0, 670, 7), [])
         self.assertEqual(positions(1, 670, 7), [0])

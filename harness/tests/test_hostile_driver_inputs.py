@@ -16,7 +16,8 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import cli, jsonfile
+from meshgate import cli
+from meshgate.core import jsonfile
 
 from .support import FakeRunner
 
@@ -417,7 +418,7 @@ class HostileRunFoldersTest(RefusalTestCase):
                 folder = self.dir / name.replace(" ", "-")
                 jsonl = self.jsonl(folder, lines)
                 before = jsonl.read_bytes()
-                with mock.patch("meshgate.build.source_root", return_value=fake.dir):
+                with mock.patch("meshgate.core.files.source_root", return_value=fake.dir):
                     code, out, err = meshgate("run", "--resume", folder)
                 self.assertRefused(code, err, f"{jsonl}:2", out)
                 self.assertEqual(jsonl.read_bytes(), before)
@@ -425,7 +426,7 @@ class HostileRunFoldersTest(RefusalTestCase):
         # Found before the runner is built: no build is attempted for a run that cannot resume.
         folder = self.dir / "before-the-build"
         jsonl = self.jsonl(folder, next(iter(self.damaged.values())))
-        with mock.patch("meshgate.build.runner_command",
+        with mock.patch("meshgate.system.build.runner_command",
                         side_effect=AssertionError("the runner was built")):
             code, out, err = meshgate("run", "--resume", folder)
         self.assertRefused(code, err, f"{jsonl}:2", out)
@@ -435,7 +436,7 @@ class HostileRunFoldersTest(RefusalTestCase):
         self.addCleanup(fake.__exit__)
         for name in ("binary", "truncated", "a machine that is a string", "a NaN sample"):
             with self.subTest(input=name), fake.environ(), \
-                    mock.patch("meshgate.build.source_root", return_value=fake.dir):
+                    mock.patch("meshgate.core.files.source_root", return_value=fake.dir):
                 folder = self.dir / name.replace(" ", "-")
                 damaged = write(folder / "baseline" / "mesh.json", HOSTILE[name])
                 code, out, err = meshgate("run", "--out", folder / "run", "--baseline",
@@ -476,7 +477,7 @@ class ReaderTest(unittest.TestCase):
 
 class LastLineOfDefenceTest(unittest.TestCase):
     def test_a_bug_is_an_internal_error_with_its_traceback_and_exit_2(self):
-        with mock.patch("meshgate.report._cmd_report", side_effect=RuntimeError("boom\x1b[2J")):
+        with mock.patch("meshgate.commands.report._cmd_report", side_effect=RuntimeError("boom\x1b[2J")):
             code, out, err = meshgate("report", "anywhere")
         self.assertEqual(code, 2)
         self.assertIn("Traceback (most recent call last)", err)
@@ -494,7 +495,7 @@ class LastLineOfDefenceTest(unittest.TestCase):
             self.assertEqual(os.listdir(folder), [])  # no temporary file left behind
 
     def test_ctrl_c_is_not_caught(self):
-        with mock.patch("meshgate.report._cmd_report", side_effect=KeyboardInterrupt):
+        with mock.patch("meshgate.commands.report._cmd_report", side_effect=KeyboardInterrupt):
             with self.assertRaises(KeyboardInterrupt):
                 meshgate("report", "anywhere")
 

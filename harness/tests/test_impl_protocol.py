@@ -57,7 +57,7 @@ class PythonServer(unittest.TestCase):
     def serve(self, handlers: dict, *requests: dict) -> list[dict]:
         import io
 
-        from meshgate import schema
+        from meshgate.core import schema
         from meshgate.impls import protocol
 
         stdin = io.StringIO("".join(json.dumps(r) + "\n" for r in requests))
@@ -110,7 +110,7 @@ class PythonServer(unittest.TestCase):
         self.assertEqual(len(answers), 6)
 
     def test_the_schema_refuses_an_answer_without_its_keys(self):
-        from meshgate import schema
+        from meshgate.core import schema
 
         with self.assertRaises(schema.SchemaError):
             schema.check({"type": "case", "status": "ok"}, "impl-1", "answer")

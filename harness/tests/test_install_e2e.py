@@ -16,7 +16,7 @@ import sys
 import tempfile
 import unittest
 
-from meshgate import schema
+from meshgate.core import schema
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD_DIR = os.environ.get("MESHGATE_BUILD_DIR", "")

@@ -8,9 +8,10 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import launch, results
-from meshgate.launch import LaunchOutcome, RunnerSetup, Selection
-from meshgate.progress import PlainView, Tally
+from meshgate.core import files, results
+from meshgate.system import launch
+from meshgate.system.launch import LaunchOutcome, RunnerSetup, Selection
+from meshgate.system.progress import PlainView, Tally
 
 from .support import FakeRunner, option_values, read_jsonl
 
@@ -341,7 +342,7 @@ class ResultsFileTest(unittest.TestCase):
 
     def test_atomic_write_leaves_no_temporary_file(self):
         with FakeRunner("passing") as fake:
-            results.write_json_atomic(fake.dir / "results.json", {"cases": []})
+            files.write_json_atomic(fake.dir / "results.json", {"cases": []})
             self.assertEqual([p.name for p in fake.dir.iterdir() if p.name.startswith(".")], [])
             self.assertEqual(json.loads((fake.dir / "results.json").read_text()), {"cases": []})
 

@@ -10,7 +10,12 @@ import tempfile
 import unittest
 from unittest import mock
 
-from meshgate import cli, nightly, signals
+from meshgate import cli
+from meshgate.gate import ab, store
+from meshgate.gate.compare import Comparison
+from meshgate.gate.verdict import CaseVerdict
+from meshgate.run import session
+from meshgate.timeline import nightly
 
 from .test_signals import REPO, base_rows, by_id, results_doc, with_timing
 
@@ -36,17 +41,19 @@ class NightlyTestCase(unittest.TestCase):
         self.addCleanup(self._tmp.cleanup)
         self.dir = pathlib.Path(self._tmp.name)
         self.signals_dir = self.dir / "signals"
-        signals.update_dir(results_doc(base_rows()), self.signals_dir)
+        store.update_signals_dir(results_doc(base_rows()), self.signals_dir)
         self.state = self.dir / "state" / "last-good.json"
         self.rows = with_timing(base_rows(), factor=1.3)  # what tonight's run records
         self.run_calls = []
 
-    def fake_run(self, argv, out_dir):
-        self.run_calls.append(list(argv))
+    def fake_run(self, request):
+        self.run_calls.append(request)
+        out_dir = request.out
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "results.json").write_text(json.dumps(results_doc(self.rows, host="nightly-1")))
+        document = results_doc(self.rows, host="nightly-1")
+        (out_dir / "results.json").write_text(json.dumps(document))
         (out_dir / "report.md").write_text("# meshgate run n: PASS\n\nfacts\n")
-        return 0
+        return session.Execution(0, out_dir, document)
 
     def record(self, commit):
         nightly.write_state(self.state, commit)
@@ -145,7 +152,7 @@ class NightlyTest(NightlyTestCase):
         ab = FakeAb(0)
         options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state, repo=self.dir,
                                   db=self.dir / "history.sqlite")
-        outcome = nightly.nightly(options, run_cases=lambda argv, out: 2, ab=ab,
+        outcome = nightly.nightly(options, run_cases=lambda request: session.Execution(2), ab=ab,
                                   head=lambda repo: (HEAD, False), log=lambda *_: None)
         self.assertEqual((outcome.exit_code, ab.calls), (2, []))
         self.assertIsNone(self.state_commit())
@@ -169,32 +176,39 @@ class NightlyTest(NightlyTestCase):
 
     def test_the_run_covers_every_case_with_the_options(self):
         self.go(FakeAb(0), backend="mpi", ranks=8, case_timeout=60.0)
-        argv = self.run_calls[0]
-        self.assertEqual(argv[0], str(self.dir / "cases"))
-        self.assertNotIn("--tag", argv)
-        self.assertEqual(argv[1:], ["--backend", "mpi", "--ranks", "8", "--case-timeout", "60.0"])
+        request = self.run_calls[0]
+        self.assertEqual(request.cases, [str(self.dir / "cases")])
+        self.assertEqual((request.suites, request.tags, request.case_patterns), ([], [], []))
+        self.assertEqual((request.backend, request.ranks, request.case_timeout, request.impl, request.preset),
+                         ("mpi", 8, 60.0, None, None))
 
 
 class RealAbCommandTest(unittest.TestCase):
     def test_the_ab_runs_meshgate_ab_on_the_perf_cases(self):
         options = nightly.Options(backend="threads", runs=15, cases=["cases/perf"])
         out = pathlib.Path("/tmp/x")
-        self.assertEqual(nightly.ab_argv(LAST_GOOD, HEAD, out, options),
-                         ["ab", "--base", LAST_GOOD, "--candidate", HEAD, "--tag", "perf", "--out", "/tmp/x",
-                          "--backend", "threads", "--runs", "15", "cases/perf"])
+        request = nightly.ab_request(LAST_GOOD, HEAD, out, options)
+        self.assertEqual((request.base, request.candidate, request.cases.tags, request.out),
+                         (LAST_GOOD, HEAD, ["perf"], out))
+        self.assertEqual((request.backend, request.ranks, request.impl, request.runs, request.preset,
+                          request.cases.cases, request.cases.suites, request.cases.case_patterns),
+                         ("threads", None, None, 15, None, ["cases/perf"], (), ()))
 
     def test_the_verdict_comes_from_the_ab_exit_code_and_comparison(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = pathlib.Path(tmp)
 
-            def fake_main(argv):
-                (out / "comparison.json").write_text(json.dumps({"counts": {"pass": 2, "regression": 1}}))
+            def fake_ab(request):
                 (out / "report.md").write_text("# x\n")
-                return 1
+                comparison = Comparison([CaseVerdict("s/a", "pass"), CaseVerdict("s/b", "pass"),
+                                         CaseVerdict("s/c", "regression")])
+                return ab.AbOutcome(1, comparison, {}, out)
 
-            with mock.patch("meshgate.cli.main", side_effect=fake_main) as main:
-                verdict = nightly.run_ab_command(LAST_GOOD, HEAD, out, nightly.Options())
-            self.assertEqual(main.call_args[0][0][:5], ["ab", "--base", LAST_GOOD, "--candidate", HEAD])
+            with mock.patch("meshgate.gate.ab.run_request", side_effect=fake_ab) as run, \
+                    contextlib.redirect_stdout(io.StringIO()):
+                verdict = nightly.run_ab(LAST_GOOD, HEAD, out, nightly.Options())
+            request = run.call_args[0][0]
+            self.assertEqual((request.base, request.candidate), (LAST_GOOD, HEAD))
             self.assertEqual(verdict.code, 1)
             self.assertIn("2 pass, 1 regression", verdict.summary)
             self.assertEqual(verdict.report, out / "report.md")
@@ -225,7 +239,8 @@ class HistoryTest(NightlyTestCase):
         commit = f"{n:040x}"
         rng = random.Random(n)
 
-        def run(argv, out_dir):
+        def run(request):
+            out_dir = request.out
             rows = with_timing(base_rows())
             for r in rows:
                 if r["status"] != "pass":
@@ -236,7 +251,7 @@ class HistoryTest(NightlyTestCase):
             doc["run"].update(id=f"nightly-{n}", commit=commit)
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "results.json").write_text(json.dumps(doc))
-            return 0
+            return session.Execution(0, out_dir, doc)
 
         options = nightly.Options(out=self.dir / f"out-{n}", signals=self.signals_dir, state=self.state,
                                   repo=self.dir, db=self.dir / "history.sqlite", bisect=enable_bisect)
@@ -266,12 +281,12 @@ class HistoryTest(NightlyTestCase):
         self.assertIn("not bisected (--no-bisect)", notes)
         self.assertTrue(all(o.exit_code == 0 for o in outcomes))
 
-    def test_bisect_argv_follows_the_contract(self):
-        argv = nightly.bisect_argv("a" * 40, "b" * 40, "s/c", pathlib.Path("/tmp/x"),
-                                   nightly.Options(runs=5, preset="cpu"))
-        self.assertEqual(argv[:8], ["bisect", "--good", "a" * 40, "--bad", "b" * 40, "--case", "s/c", "--out"])
-        args = cli.build_parser().parse_args(argv)
-        self.assertEqual((args.good, args.bad, args.case, args.runs, args.preset), ("a" * 40, "b" * 40, ["s/c"], 5, "cpu"))
+    def test_bisect_request_follows_the_contract(self):
+        out = pathlib.Path("/tmp/x")
+        request = nightly.bisect_request("a" * 40, "b" * 40, "s/c", out, nightly.Options(runs=5, preset="cpu"))
+        self.assertEqual((request.good, request.bad, request.cases.case_patterns, request.out, request.json),
+                         ("a" * 40, "b" * 40, ["s/c"], out, out / "bisect.json"))
+        self.assertEqual((request.runs, request.preset), (5, "cpu"))
 
 
 class CommandLineTest(NightlyTestCase):

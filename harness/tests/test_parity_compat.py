@@ -8,7 +8,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from meshgate import compat, impls, parity
+from meshgate.gate import compat, parity
+from meshgate.system import implementations
 
 
 def row(case: str, status: str, kind: str = "redistribute", message: str = "", **metrics) -> dict:
@@ -61,7 +62,7 @@ class ParityList(unittest.TestCase):
     def test_the_committed_list_is_well_formed(self):
         listed = parity.load_list(Path(__file__).resolve().parents[2] / "baselines"
                                   / "torch-parity.json")
-        self.assertEqual(listed["version"], impls.pinned_torch().split("==")[1])
+        self.assertEqual(listed["version"], implementations.pinned_torch().split("==")[1])
         self.assertTrue(listed["disagreements"])
 
 
@@ -108,47 +109,47 @@ class CompatClassification(unittest.TestCase):
 
 class ImplNames(unittest.TestCase):
     def test_names_resolve_to_commands(self):
-        self.assertIsNone(impls.resolve(None))
-        self.assertIsNone(impls.resolve("meshgate"))
-        toy = impls.resolve("toy=python3 toy.py --mode 'a b'")
+        self.assertIsNone(implementations.resolve(None))
+        self.assertIsNone(implementations.resolve("meshgate"))
+        toy = implementations.resolve("toy=python3 toy.py --mode 'a b'")
         self.assertEqual(toy.command, ("python3", "toy.py", "--mode", "a b"))
         self.assertEqual(toy.runner_args()[:2], ["--impl", "toy"])
         self.assertEqual(json.loads(toy.runner_args()[3]), ["python3", "toy.py", "--mode", "a b"])
 
     def test_unknown_names_and_missing_environments_are_refused(self):
-        with self.assertRaisesRegex(impls.ImplError, "unknown implementation"):
-            impls.resolve("tensorflow")
-        with self.assertRaisesRegex(impls.ImplError, "no such Python interpreter"):
-            impls.resolve("torch@/nonexistent/venv")
-        with self.assertRaisesRegex(impls.ImplError, "may hold letters"):
-            impls.resolve("a b=c")
+        with self.assertRaisesRegex(implementations.ImplError, "unknown implementation"):
+            implementations.resolve("tensorflow")
+        with self.assertRaisesRegex(implementations.ImplError, "no such Python interpreter"):
+            implementations.resolve("torch@/nonexistent/venv")
+        with self.assertRaisesRegex(implementations.ImplError, "may hold letters"):
+            implementations.resolve("a b=c")
 
     def test_missing_torch_names_the_pinned_install_command(self):
         import sys
         from unittest import mock
 
-        with mock.patch.object(impls, "has_torch", return_value=False):
-            with self.assertRaises(impls.ImplError) as caught:
-                impls.resolve("torch")
-        self.assertIn(f"{sys.executable} -m pip install '{impls.pinned_torch()}'",
+        with mock.patch.object(implementations, "has_torch", return_value=False):
+            with self.assertRaises(implementations.ImplError) as caught:
+                implementations.resolve("torch")
+        self.assertIn(f"{sys.executable} -m pip install '{implementations.pinned_torch()}'",
                       str(caught.exception))
 
     def test_a_python_adapter_finds_the_meshgate_package(self):
-        torch_impl = impls.Impl("torch", ("python3", "-m", "meshgate.impls.torch"), python="python3")
+        torch_impl = implementations.Impl("torch", ("python3", "-m", "meshgate.impls.torch"), python="python3")
         env = torch_impl.env({"PYTHONPATH": "/elsewhere"})
-        self.assertEqual(env["PYTHONPATH"].split(":")[0], str(impls.PACKAGE_PARENT))
+        self.assertEqual(env["PYTHONPATH"].split(":")[0], str(implementations.PACKAGE_PARENT))
         self.assertIn("/elsewhere", env["PYTHONPATH"])
 
     def test_each_side_of_an_ab_runs_its_own_implementation(self):
-        from meshgate import replicate
-        from meshgate.launch import Selection
+        from meshgate.system import repeats
+        from meshgate.system.launch import Selection
 
-        older = impls.Impl("torch", ("/venv/bin/python", "-m", "meshgate.impls.torch"),
+        older = implementations.Impl("torch", ("/venv/bin/python", "-m", "meshgate.impls.torch"),
                            python="/venv/bin/python")
-        launcher = replicate.DriverLauncher()
+        launcher = repeats.DriverLauncher()
         commands = []
-        for side in (replicate.Side(label="base", runner=["runner"], impl=older),
-                     replicate.Side(label="candidate", runner=["runner"])):
+        for side in (repeats.Side(label="base", runner=["runner"], impl=older),
+                     repeats.Side(label="candidate", runner=["runner"])):
             setup = launcher.setup(side)
             commands.append(setup.run_command(Selection(paths=["cases"]), Path("/tmp/out"), "id",
                                               resume=False))

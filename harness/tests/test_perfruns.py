@@ -1,6 +1,7 @@
 import unittest
 
-from meshgate import perfruns
+from meshgate.core import merge
+from meshgate.system import repeats
 
 
 def row(case_id, status="pass", samples=None, perf_runs=None, message=""):
@@ -15,15 +16,15 @@ def row(case_id, status="pass", samples=None, perf_runs=None, message=""):
 
 class PerfRunsTest(unittest.TestCase):
     def test_runs_come_from_the_listing_then_the_row(self):
-        self.assertEqual(perfruns.perf_runs({"perf": {"runs": 9}}, row("a/b", perf_runs=3)), 9)
-        self.assertEqual(perfruns.perf_runs({"perf": None}, row("a/b", perf_runs=3)), 3)
-        self.assertEqual(perfruns.perf_runs(None, row("a/b")), 1)
+        self.assertEqual(repeats.perf_runs({"perf": {"runs": 9}}, row("a/b", perf_runs=3)), 9)
+        self.assertEqual(repeats.perf_runs({"perf": None}, row("a/b", perf_runs=3)), 3)
+        self.assertEqual(repeats.perf_runs(None, row("a/b")), 1)
 
     def test_schedule_repeats_passing_perf_cases_only(self):
         cases = [row("g/a"), row("g/b"), row("g/c", status="fail"), row("l/x")]
         catalogue = {"g/a": {"perf": {"runs": 3}}, "g/b": {"perf": {"runs": 2}},
                      "g/c": {"perf": {"runs": 5}}, "l/x": {"perf": None}}
-        self.assertEqual(perfruns.repeat_schedule(cases, catalogue),
+        self.assertEqual(repeats.repeat_schedule(cases, catalogue),
                          {2: ["g/a", "g/b"], 3: ["g/a"]})
 
 
@@ -31,7 +32,7 @@ class MergeTest(unittest.TestCase):
     def test_median_of_per_run_medians(self):
         first = row("g/a", samples=[1.0, 2.0, 9.0])
         later = {2: row("g/a", samples=[4.0, 5.0, 6.0]), 3: row("g/a", samples=[0.5, 3.0, 3.5])}
-        merged = perfruns.merge_case(first, later, 3)
+        merged = merge.merge_case(first, later, 3)
         self.assertEqual(merged["samples"]["time_s"],
                          [[1.0, 2.0, 9.0], [4.0, 5.0, 6.0], [0.5, 3.0, 3.5]])
         # Per-run medians 2, 5, 3: their median is 3, while the pooled median would be 3.5.
@@ -43,7 +44,7 @@ class MergeTest(unittest.TestCase):
 
     def test_a_failing_or_missing_later_run_marks_the_case(self):
         first = row("g/a", samples=[1.0])
-        merged = perfruns.merge_case(first, {2: row("g/a", "fail", [1.0], message="wrong sum"),
+        merged = merge.merge_case(first, {2: row("g/a", "fail", [1.0], message="wrong sum"),
                                              3: None}, 3)
         self.assertEqual(merged["status"], "error")
         self.assertEqual(merged["message"], "run 2 of 3: wrong sum\n"
@@ -54,7 +55,7 @@ class MergeTest(unittest.TestCase):
         document = {"schema": "meshgate.results/1", "run": {"id": "r"},
                     "cases": [row("g/a", samples=[2.0, 4.0]), row("l/x")]}
         catalogue = {"g/a": {"perf": {"runs": 2}}, "l/x": {"perf": None}}
-        merged = perfruns.merge_runs(document, {2: {"g/a": row("g/a", samples=[6.0, 8.0])}},
+        merged = repeats.merge_runs(document, {2: {"g/a": row("g/a", samples=[6.0, 8.0])}},
                                      catalogue)
         self.assertEqual(merged["cases"][0]["metrics"]["time_s"]["median"], 5.0)
         self.assertEqual(merged["cases"][1], row("l/x"))

@@ -11,7 +11,8 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import cli, plan
+from meshgate import cli
+from meshgate.commands import plan
 
 REPO = Path(__file__).resolve().parents[2]
 

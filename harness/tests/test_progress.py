@@ -1,8 +1,9 @@
 import io
 import unittest
 
-from meshgate import progress
-from meshgate.progress import PlainView, Tally, TtyView
+from meshgate.core import markup
+from meshgate.system import progress
+from meshgate.system.progress import PlainView, Tally, TtyView
 
 
 class ParseEventTest(unittest.TestCase):
@@ -28,9 +29,9 @@ class FormatTest(unittest.TestCase):
         self.assertEqual(progress.format_case_time(None), "-")
 
     def test_clock(self):
-        self.assertEqual(progress.format_clock(0), "0:00")
-        self.assertEqual(progress.format_clock(75.4), "1:15")
-        self.assertEqual(progress.format_clock(3725), "1:02:05")
+        self.assertEqual(markup.format_clock(0), "0:00")
+        self.assertEqual(markup.format_clock(75.4), "1:15")
+        self.assertEqual(markup.format_clock(3725), "1:02:05")
 
 
 class TallyTest(unittest.TestCase):
@@ -76,7 +77,7 @@ class PlainViewTest(unittest.TestCase):
                          "[1/4] skip   mesh/x  0.1 ms  needs 16 ranks but the world has 8\n")
 
     def test_a_failure_names_where_its_case_is_written(self):
-        from meshgate.launch import LaunchOutcome, _handle
+        from meshgate.system.launch import LaunchOutcome, _handle
 
         out = io.StringIO()
         tally = Tally(total=2)
@@ -161,7 +162,7 @@ class FoldedSkipsTest(unittest.TestCase):
         import tempfile
         from pathlib import Path
 
-        from meshgate import replicate
+        from meshgate.system import repeats
 
         from .support import FakeRunner
 
@@ -169,9 +170,9 @@ class FoldedSkipsTest(unittest.TestCase):
             {"id": f"gemm-cuda/case-{i}", "kind": "gemm", "outcome": "skip",
              "message": "no CUDA device present"} for i in range(39)]}
         with FakeRunner(scenario) as fake, fake.environ(), tempfile.TemporaryDirectory() as tmp:
-            side = replicate.Side(label="base", commit="0123456789abcdef", runner=fake.command,
+            side = repeats.Side(label="base", commit="0123456789abcdef", runner=fake.command,
                                   case_paths=[tmp])
-            launcher = replicate.DriverLauncher(stamp="test")
+            launcher = repeats.DriverLauncher(stamp="test")
             ids = [case["id"] for case in scenario["cases"]]
             out = io.StringIO()
             with contextlib.redirect_stdout(out):

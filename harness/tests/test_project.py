@@ -1,7 +1,7 @@
-"""Projects of their own kinds (meshgate/project.py): meshgate.toml read by tomllib and by the
-reader older Pythons use, the project file's keys and their errors, the runner built by its
-steps (for `meshgate run` and for every revision of ab and bisect), its cases as the default,
-and `meshgate run --runner`. The steps here are small Python scripts; the example projects
+"""Projects of their own kinds (meshgate/system/project.py): meshgate.toml read by tomllib and
+by the reader older Pythons use, the project file's keys and their errors, the runner built by
+its steps (for `meshgate run` and for every revision of ab and bisect), its cases as the
+default, and `meshgate run --runner`. The steps here are small Python scripts; the example projects
 under examples/ are built for real by tests/test_examples_e2e.py."""
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import ab, build, cli, project, revisions
+from meshgate import cli
+from meshgate.core import files
+from meshgate.gate import ab
+from meshgate.system import build, project, revisions
 
 from .support import FAKE_RUNNER
 
@@ -184,8 +187,8 @@ class ProjectFileTest(unittest.TestCase):
         self.assertEqual(project.find(below), self.root)
         self.assertIsNone(project.find(self.root.parent))
         with mock.patch("pathlib.Path.cwd", return_value=below):
-            self.assertEqual(build.source_root(), self.root)
-            self.assertEqual(build.default_cases(build.source_root()), self.root / "suites")
+            self.assertEqual(files.source_root(), self.root)
+            self.assertEqual(build.default_cases(files.source_root()), self.root / "suites")
 
 
 class BuildRunnerTest(unittest.TestCase):
@@ -213,6 +216,18 @@ class BuildRunnerTest(unittest.TestCase):
         self.assertEqual({s["prefix_path"] for s in self.steps()}, {f"{prefix}{os.pathsep}/elsewhere"})
         self.assertEqual({s["jobs"] for s in self.steps()}, {str(build.build_jobs(env))})
         self.assertEqual(out.getvalue(), "", "a build that prints nothing of note shows nothing")
+
+    def test_the_prefix_of_an_installed_driver(self):
+        # cmake --install puts the package in <prefix>/lib/meshgate/python/meshgate/, beside
+        # <prefix>/lib/cmake/meshgate/meshgateConfig.cmake.
+        prefix = self.tmp / "prefix"
+        config = prefix / "lib" / "cmake" / "meshgate" / "meshgateConfig.cmake"
+        config.parent.mkdir(parents=True)
+        config.write_text("")
+        installed = prefix / "lib" / "meshgate" / "python" / "meshgate" / "system" / "project.py"
+        with mock.patch.object(project, "__file__", str(installed)):
+            self.assertEqual(project.installed_prefix(), prefix)
+        self.assertIsNone(project.installed_prefix(), "a checkout is no installed prefix")
 
     def test_a_failing_step_stops_the_build(self):
         write_project(self.root, PROJECT_TOML.replace('"second"', '"second"],\n  ["false"'))

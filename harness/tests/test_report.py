@@ -8,7 +8,10 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from meshgate import cli, compare, report, svg
+from meshgate import cli
+from meshgate.core import svg
+from meshgate.gate import compare, render
+from meshgate.run import report
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -117,7 +120,7 @@ class RunReportTest(unittest.TestCase):
         self.assertNotIn("disagreements", report.run_markdown(load("new.json")))
 
     def test_junit_maps_statuses(self):
-        root = ET.fromstring(report.junit_xml(load("new.json")))
+        root = ET.fromstring(render.junit_xml(load("new.json")))
         self.assertEqual(root.tag, "testsuites")
         self.assertEqual((root.get("tests"), root.get("failures"), root.get("errors"), root.get("skipped")), ("8", "1", "0", "1"))
         layout = root.find("testsuite[@name='layout']")
@@ -126,7 +129,7 @@ class RunReportTest(unittest.TestCase):
         mesh = root.find("testsuite[@name='mesh']")
         self.assertIsNotNone(mesh.find("testcase[@name='new-case']/skipped"))
         self.assertIsNone(mesh.find("testcase[@name='flatten-dp-tp']/*"))
-        error_root = ET.fromstring(report.junit_xml(load("mesh_compat_run.json")))
+        error_root = ET.fromstring(render.junit_xml(load("mesh_compat_run.json")))
         self.assertEqual(error_root.get("errors"), "1")
 
     def test_collectives_section_has_the_per_size_table_of_each_case_group(self):
@@ -159,11 +162,11 @@ class RunReportTest(unittest.TestCase):
                              {"bytes": 1024, "busbw_GBps": 3.0, "inplace": True},
                              {"bytes": 4096, "busbw_GBps": 2.0, "inplace": False},
                              {"bytes": 4096, "busbw_GBps": 4.0, "inplace": True}]}
-        self.assertEqual(report._busbw_series(metrics, "new"),
+        self.assertEqual(render._busbw_series(metrics, "new"),
                          [("new out-of-place", [(1024.0, 1.0), (4096.0, 2.0)]),
                           ("new in-place", [(1024.0, 3.0), (4096.0, 4.0)])])
         one_mode = {"sizes": [{"bytes": 8, "busbw_GBps": 0.5, "inplace": False}]}
-        self.assertEqual(report._busbw_series(one_mode), [("busbw", [(8.0, 0.5)])])
+        self.assertEqual(render._busbw_series(one_mode), [("busbw", [(8.0, 0.5)])])
 
     def test_html_is_self_contained_with_plots(self):
         page = report.run_html(load("new.json"))
@@ -188,7 +191,7 @@ class RunReportTest(unittest.TestCase):
         self.assertLessEqual(len(shown.group(2)) * svg.TITLE_CHAR_PX, 520 - 60)
 
     def test_junit_links_failures_to_their_case_file(self):
-        root = ET.fromstring(report.junit_xml(load("new.json")))
+        root = ET.fromstring(render.junit_xml(load("new.json")))
         case = next(c for c in root.iter("testcase") if c.get("name") == "coalesce-a")
         self.assertEqual((case.get("file"), case.get("line")), ("cases/layout/coalesce.yaml", "12"))
         self.assertTrue(case.find("failure").get("message").startswith("cases/layout/coalesce.yaml:12: expected"))
@@ -198,9 +201,10 @@ class AttachComparisonTest(unittest.TestCase):
     def test_run_report_gets_the_baseline_verdict_first(self):
         comparison = compare.compare_results(load("base.json"), load("new.json"))
         with tempfile.TemporaryDirectory() as tmp:
-            report.write_run_report(pathlib.Path(tmp), load("new.json"))
+            # The run's report.md is written once, with the comparison's section.
+            report.write_run_report(pathlib.Path(tmp), load("new.json"),
+                                    [render.comparison_section(comparison, "baseline-report.md")])
             md_path = pathlib.Path(tmp) / "report.md"
-            report.attach_comparison(md_path, comparison, "baseline-report.md")
             lines = md_path.read_text().splitlines()
         self.assertTrue(lines[0].startswith("# meshgate run new-1: FAIL"))
         self.assertEqual(lines[2], "Baseline comparison: **FAIL: 1 regression, 1 correctness failure** "
@@ -215,7 +219,7 @@ class ComparisonReportTest(unittest.TestCase):
         cls.comparison = compare.compare_results(load("base.json"), load("new.json"), base_label="base.json", new_label="new.json")
 
     def test_markdown_order_regressions_then_correctness_then_plans(self):
-        md = report.comparison_markdown(self.comparison)
+        md = render.comparison_markdown(self.comparison)
         self.assertTrue(md.startswith("# meshgate compare: FAIL: 1 regression, 1 correctness failure"))
         order = [md.index(h) for h in ("## Regressions", "## Correctness", "## Plan changes", "## Inconclusive", "## Improvements")]
         self.assertEqual(order, sorted(order))
@@ -234,7 +238,7 @@ class ComparisonReportTest(unittest.TestCase):
         reg = by_id["collectives/all-reduce-8MiB"]
         reg.confirmed, reg.confirm_verdict, reg.confirm_ratio, reg.confirm_ci = True, "regression", 1.118, (1.09, 1.14)
         by_id["redistribute/prp-to-rrr"].wide_ci = True
-        md = report.comparison_markdown(c)
+        md = render.comparison_markdown(c)
         self.assertIn("| 2.0 % | regression 1.118 [1.090, 1.140] |", md)
         self.assertIn("1 PASS row(s) flagged **wide CI**", md)
         self.assertIn("| **wide CI** |", md)
@@ -242,7 +246,7 @@ class ComparisonReportTest(unittest.TestCase):
     def test_junit_marks_regressions_as_failures(self):
         verdicts = {v.id: v for v in self.comparison.cases}
         rows = [{"id": v.id, "status": v.new_status, "message": v.message} for v in self.comparison.cases if v.new_status]
-        root = ET.fromstring(report.junit_xml({"cases": rows}, verdicts))
+        root = ET.fromstring(render.junit_xml({"cases": rows}, verdicts))
         failure = root.find("testsuite[@name='collectives']/testcase[@name='all-reduce-8MiB']/failure")
         self.assertEqual(failure.get("type"), "regression")
         self.assertEqual(root.get("failures"), "2")  # the regression and the correctness failure
@@ -250,7 +254,7 @@ class ComparisonReportTest(unittest.TestCase):
         self.assertIn("missing", removed.get("message"))
 
     def test_html_plots_base_vs_new(self):
-        page = report.comparison_html(self.comparison)
+        page = render.comparison_html(self.comparison)
         checker = check_html(self, page)
         self.assertGreaterEqual(checker.tags.count("svg"), 7)
         self.assertIn("Per-run medians, base vs new", page)

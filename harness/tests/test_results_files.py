@@ -8,7 +8,8 @@ import stat
 import tempfile
 import unittest
 
-from meshgate import baseline, results
+from meshgate.core import files, results
+from meshgate.gate import store
 
 
 def mode(path: pathlib.Path) -> int:
@@ -25,7 +26,7 @@ class AtomicWriteTest(unittest.TestCase):
 
     def test_json_is_written_whole_and_readable_by_others(self):
         path = self.dir / "a" / "results.json"
-        results.write_json_atomic(path, {"cases": [1, 2]})
+        files.write_json_atomic(path, {"cases": [1, 2]})
         self.assertEqual(json.loads(path.read_text()), {"cases": [1, 2]})
         self.assertEqual(mode(path), 0o644)
         self.assertEqual([p.name for p in path.parent.iterdir()], ["results.json"])  # no temporary left
@@ -46,7 +47,7 @@ class AtomicWriteTest(unittest.TestCase):
     def test_the_umask_is_respected(self):
         os.umask(0o027)
         path = self.dir / "state.json"
-        results.write_text_atomic(path, "{}\n")
+        files.write_text_atomic(path, "{}\n")
         self.assertEqual(mode(path), 0o640)
 
     def test_accepted_baselines_are_readable_by_others(self):
@@ -54,7 +55,7 @@ class AtomicWriteTest(unittest.TestCase):
                "cases": [{"id": "s/a", "suite": "s", "kind": "layout", "status": "pass", "message": "", "plan": []}]}
         source = self.dir / "results.json"
         source.write_text(json.dumps(doc))
-        written = baseline.update_baseline(source, self.dir / "baselines")
+        written = store.update_baseline(source, self.dir / "baselines")
         self.assertTrue(written)
         for path in (self.dir / "baselines").rglob("*.json"):
             self.assertEqual(mode(path), 0o644, path)

@@ -10,8 +10,10 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import ab, build, revisions
-from meshgate.revisions import RevisionBuildError, RevisionError
+from meshgate.commands import ab as ab_command
+from meshgate.gate import ab
+from meshgate.system import build, revisions
+from meshgate.system.revisions import RevisionBuildError, RevisionError
 
 from .support import FIXTURES
 
@@ -202,12 +204,12 @@ class RevisionBuildTest(unittest.TestCase):
         import argparse
         import unittest.mock
 
-        from meshgate import bisect
+        from meshgate.commands import bisect as bisect_command
 
         parser = argparse.ArgumentParser()
         commands = parser.add_subparsers()
-        ab.register(commands)
-        bisect.register(commands)
+        ab_command.register(commands)
+        bisect_command.register(commands)
         self.assertFalse(parser.parse_args(["ab", "--base", "HEAD~1", "--candidate", "HEAD"]).verbose)
         self.assertTrue(parser.parse_args(["bisect", "--good", "a", "--bad", "b", "--verbose"]).verbose)
         self.assertTrue(parser.parse_args(["ab", "-v", "--base", "HEAD~1", "--candidate", "HEAD"]).verbose)

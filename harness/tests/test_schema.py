@@ -14,7 +14,8 @@ import tempfile
 import unittest
 from unittest import mock
 
-from meshgate import compare, results, schema
+from meshgate.core import results, schema
+from meshgate.gate import compare
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GATE = pathlib.Path(__file__).resolve().parent / "fixtures" / "gate"

@@ -14,7 +14,10 @@ import tempfile
 import unittest
 from unittest import mock
 
-from meshgate import baseline, cli, run, signals
+from meshgate import cli
+from meshgate.core.results import suite_of
+from meshgate.gate import checks, signal_report, signals, store
+from meshgate.run import report, session
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "baselines" / "signals"
@@ -102,7 +105,7 @@ class Workspace(unittest.TestCase):
         self.addCleanup(self._tmp.cleanup)
         self.dir = pathlib.Path(self._tmp.name)
         self.signals_dir = self.dir / "baselines" / "signals"
-        signals.update_dir(results_doc(base_rows()), self.signals_dir)
+        store.update_signals_dir(results_doc(base_rows()), self.signals_dir)
 
     def write(self, doc, name="results.json"):
         path = self.dir / name
@@ -244,7 +247,7 @@ class CheckTest(Workspace):
 
     def test_case_ids_and_messages_cannot_break_the_report_or_the_terminal(self):
         hostile = "layout-x/a|b`c\x1b[2J"
-        signals.update_dir(results_doc(base_rows() + [row(hostile, "layout")]), self.signals_dir)
+        store.update_signals_dir(results_doc(base_rows() + [row(hostile, "layout")]), self.signals_dir)
         rows = base_rows() + [row(hostile, "layout", status="fail",
                                   message="got | this\nand <b>that</b> \x1b[31m")]
         code, out, report, _ = self.check(rows)
@@ -366,19 +369,28 @@ class UpdateTest(Workspace):
                                               message="", metrics={"impls": {"lt_epilogue": {
                                                   "device": "cuda", "executed": "lt_epilogue",
                                                   "algo": {"id": 3, "tile": 1, "splitk_num": 1}}}})
-        signals.update_dir(results_doc(gpu, gpus=["NVIDIA H100"]), self.signals_dir)
-        outcome = signals.update_dir(results_doc(base_rows()), self.signals_dir)  # a CPU machine
+        store.update_signals_dir(results_doc(gpu, gpus=["NVIDIA H100"]), self.signals_dir)
+        outcome = store.update_signals_dir(results_doc(base_rows()), self.signals_dir)  # a CPU machine
         self.assertEqual(outcome.kept_skipped, ["gemm-x/cuda-bias"])
         kept = json.loads((self.signals_dir / "gemm-x.json").read_text())["cases"]["gemm-x/cuda-bias"]
         self.assertEqual(kept["device"], "NVIDIA H100")
         self.assertEqual(kept["algorithm"], {"lt_epilogue": {"id": 3, "tile": 1, "splitk_num": 1}})
         fewer = [r for r in base_rows() if r["id"] != "redistribute-x/s0-to-r"]
-        outcome = signals.update_dir(results_doc(fewer), self.signals_dir)
+        outcome = store.update_signals_dir(results_doc(fewer), self.signals_dir)
         self.assertEqual(outcome.kept_absent, ["redistribute-x/s0-to-r"])
-        outcome = signals.update_dir(results_doc(fewer), self.signals_dir, prune=True)
+        outcome = store.update_signals_dir(results_doc(fewer), self.signals_dir, prune=True)
         self.assertEqual(outcome.pruned, ["redistribute-x/s0-to-r"])
         self.assertNotIn("redistribute-x/s0-to-r",
                          json.loads((self.signals_dir / "redistribute-x.json").read_text())["cases"])
+
+
+def baseline_checks(out_dir, baseline):
+    """`meshgate run --baseline`'s checks (session.baseline_checks) of the run in out_dir, whose
+    report.md is then written once with their sections: (exit code, summary lines)."""
+    document = json.loads((out_dir / "results.json").read_text())
+    found = session.baseline_checks(document, out_dir, baseline)
+    report.write_run_report(out_dir, document, found.sections())
+    return found.code, found.lines
 
 
 class RunBaselineWiringTest(Workspace):
@@ -395,8 +407,8 @@ class RunBaselineWiringTest(Workspace):
         rows = base_rows()
         by_id(rows)["redistribute-x/s0-to-r"]["plan"] = ["all_to_all(B, dim=0->1)"]
         out_dir = self.run_dir(rows)
-        with mock.patch("meshgate.compare.compare_with_baseline", return_value=0) as timing:
-            code, lines = run._compare(out_dir, self.signals_dir.parent)
+        with mock.patch("meshgate.gate.checks.compare_with_baseline", return_value=checks.TimingCheck(0)) as timing:
+            code, lines = baseline_checks(out_dir, self.signals_dir.parent)
         self.assertEqual(code, 1)
         timing.assert_not_called()  # the root holds no timing baseline for this machine
         self.assertIn("CHANGED (exit 1)", lines[0])
@@ -411,22 +423,22 @@ class RunBaselineWiringTest(Workspace):
         machine_dir = self.signals_dir.parent / "amd-epyc-7763-64-core-16c"
         machine_dir.mkdir()
         out_dir = self.run_dir(base_rows())
-        with mock.patch("meshgate.compare.compare_with_baseline", return_value=1) as timing:
-            code, lines = run._compare(out_dir, machine_dir)
-        timing.assert_called_once_with(out_dir / "results.json", machine_dir, out_dir)
+        with mock.patch("meshgate.gate.checks.compare_with_baseline", return_value=checks.TimingCheck(1)) as timing:
+            code, lines = baseline_checks(out_dir, machine_dir)
+        timing.assert_called_once_with(mock.ANY, out_dir / "results.json", machine_dir, out_dir)
         self.assertEqual(code, 0)
         self.assertIn("no change (exit 0)", lines[0])
         self.assertIn("informational", lines[1])
-        with mock.patch("meshgate.compare.compare_with_baseline", return_value=2):
-            code, lines = run._compare(out_dir, machine_dir)
+        with mock.patch("meshgate.gate.checks.compare_with_baseline", return_value=checks.TimingCheck(2)):
+            code, lines = baseline_checks(out_dir, machine_dir)
         self.assertEqual(code, 2)
 
     def test_without_signals_beside_it_only_timing_runs(self):
         out_dir = self.run_dir(base_rows())
         lone = self.dir / "lone" / "machine"
         lone.mkdir(parents=True)
-        with mock.patch("meshgate.compare.compare_with_baseline", return_value=0) as timing:
-            code, lines = run._compare(out_dir, lone)
+        with mock.patch("meshgate.gate.checks.compare_with_baseline", return_value=checks.TimingCheck(0)) as timing:
+            code, lines = baseline_checks(out_dir, lone)
         self.assertEqual((code, len(lines)), (0, 1))
         timing.assert_called_once()
         self.assertNotIn("signals", (out_dir / "report.md").read_text().lower())
@@ -466,15 +478,15 @@ class CommittedSignalsTest(unittest.TestCase):
         self.assertTrue(files, f"no committed signals in {COMMITTED}")
         for path in files:
             doc = json.loads(path.read_text())
-            self.assertEqual(doc["schema"], signals.SCHEMA, path)
+            self.assertEqual(doc["schema"], store.SIGNALS_SCHEMA, path)
             self.assertEqual(doc["suite"], path.stem, path)
             self.assertTrue(doc["cases"], path)
             for case_id, sig in doc["cases"].items():
-                self.assertEqual(signals.suite_of(case_id), path.stem, case_id)
+                self.assertEqual(suite_of(case_id), path.stem, case_id)
                 self.assertIn(sig["status"], ("pass", "skip"), case_id)
             self.assertEqual(path.read_text(), json.dumps(doc, indent=1, sort_keys=True) + "\n",
                              f"{path} is not in the form `meshgate baseline update` writes")
-        baseline_signals, _, _ = signals.load_dir(COMMITTED)
+        baseline_signals, _, _ = store.load_signals_dir(COMMITTED)
         text = json.dumps(baseline_signals)
         for word in ('"time_s"', "GBps", "gflops", "seconds", "host"):
             self.assertFalse(word in text, f"{word} in the committed signals")
@@ -501,12 +513,12 @@ class CommittedSignalsMatchRealRunnerTest(unittest.TestCase):
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
             self.assertIn(proc.returncode, (0, 1), proc.stderr[-2000:])
             results = json.loads((pathlib.Path(tmp) / "results.json").read_text())
-        self.assertEqual({signals.suite_of(r) for r in results["cases"]}, set(SMALL_SUITES))
-        chk = signals.check_against_dir(results, COMMITTED)
+        self.assertEqual({suite_of(r) for r in results["cases"]}, set(SMALL_SUITES))
+        chk = checks.check_against_dir(results, COMMITTED)
         self.assertEqual(chk.lacking_suites, [])
-        self.assertEqual(chk.exit_code(), 0, signals.text(chk))
-        self.assertEqual(chk.count("new"), 0, signals.text(chk))
-        self.assertEqual(chk.count("absent"), 0, signals.text(chk))
+        self.assertEqual(chk.exit_code(), 0, signal_report.text(chk))
+        self.assertEqual(chk.count("new"), 0, signal_report.text(chk))
+        self.assertEqual(chk.count("absent"), 0, signal_report.text(chk))
         self.assertGreater(chk.count("same"), 100)
 
     def test_every_suite_of_cases_has_committed_signals(self):
@@ -515,11 +527,11 @@ class CommittedSignalsMatchRealRunnerTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
         listed = json.loads(proc.stdout)
         entries = listed["cases"] if isinstance(listed, dict) else listed
-        suites = {signals.suite_of(e.get("id", "")) for e in entries}
+        suites = {suite_of(e.get("id", "")) for e in entries}
         committed = {p.stem for p in COMMITTED.glob("*.json")}
         self.assertEqual(sorted(suites - committed), [], "suites without committed signals: run "
                          "`./meshgate run cases` and `./meshgate baseline update --signals-only`")
-        baseline_signals, _, _ = signals.load_dir(COMMITTED)
+        baseline_signals, _, _ = store.load_signals_dir(COMMITTED)
         ids = {e.get("id") for e in entries}
         self.assertEqual(sorted(set(baseline_signals) - ids), [],
                          "committed signals of cases that no longer exist: update with --prune")

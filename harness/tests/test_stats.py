@@ -4,7 +4,7 @@ import random
 import statistics
 import unittest
 
-from meshgate import stats
+from meshgate.gate import stats
 
 
 def permutation_p_values(x, y):

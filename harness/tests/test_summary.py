@@ -7,7 +7,7 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-from meshgate import summary
+from meshgate.run import summary
 
 from .support import built_runner
 

@@ -9,7 +9,9 @@ import random
 import tempfile
 import unittest
 
-from meshgate import cli, compare, schema, tool_results
+from meshgate import cli
+from meshgate.core import schema, tool_results
+from meshgate.gate import compare
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "tools"
 

@@ -14,8 +14,9 @@ import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from meshgate import cli, results
-from meshgate.markup import html_text, md_cell, md_code, visible
+from meshgate import cli
+from meshgate.core import results
+from meshgate.core.markup import html_text, md_cell, md_code, visible
 
 from .support import DriverRun
 

@@ -5,7 +5,7 @@ that A/A sessions stay within it."""
 import random
 import unittest
 
-from meshgate import stats, verdict
+from meshgate.gate import stats, verdict
 from tests.test_gate_quality import simulate_runs
 
 

@@ -1,0 +1,256 @@
+"""The runner's --progress event stream and how a run's progress is shown: a live one-line
+status on a terminal, one plain line per finished case otherwise (CI logs). With fold_skips
+(the repeated launches of ab, bisect and calibrate), skipped cases are counted instead: one
+line per suite and launch, with the reasons."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Protocol, TextIO
+
+from ..core import jsonfile
+from ..core.markup import first_line, format_clock, visible
+from ..core.results import FAILING, STATUSES, suite_of
+
+EVENTS = ("plan", "start", "end", "done")
+
+
+def parse_event(line: str) -> dict | None:
+    """The progress event on `line`, or None when the line is human text to pass through."""
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        event = jsonfile.parse(text, "a progress event", expect=dict)
+    except jsonfile.JsonFileError:
+        return None
+    return event if event.get("event") in EVENTS else None
+
+
+def format_case_time(seconds: float | None) -> str:
+    """A case's duration as the plain lines show it: '12 us', '0.1 ms', '2.35 s'."""
+    if seconds is None:
+        return "-"
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    if seconds < 0.5e-4:
+        return f"{seconds * 1e6:.0f} us"
+    return f"{seconds * 1e3:.1f} ms"
+
+
+@dataclass
+class Tally:
+    """What has happened so far in one run (across relaunches of the runner)."""
+
+    total: int = 0
+    done: int = 0
+    counts: dict = field(default_factory=lambda: dict.fromkeys(STATUSES, 0))
+    case_seconds: float = 0.0
+    current: str | None = None
+    started_at: float = field(default_factory=time.monotonic)
+
+    def record(self, status: str, seconds: float | None) -> None:
+        self.done += 1
+        self.counts[status if status in self.counts else "error"] += 1
+        self.case_seconds += seconds or 0.0
+        self.current = None
+
+    def elapsed(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self.started_at
+
+    def eta(self) -> float | None:
+        """Seconds left, from the mean case time so far; None before the first case ends."""
+        if self.done == 0 or self.total <= self.done:
+            return None if self.done == 0 else 0.0
+        return self.case_seconds / self.done * (self.total - self.done)
+
+
+class ProgressView(Protocol):
+    def plan(self, tally: Tally) -> None: ...
+    def started(self, tally: Tally, case_id: str) -> None: ...
+    def finished(self, tally: Tally, case_id: str, status: str, seconds: float | None,
+                 message: str) -> None: ...
+    def text(self, line: str, stream: str) -> None: ...
+    def heading(self, line: str) -> None: ...
+    def tick(self) -> None: ...     # called while waiting for the runner (live clocks)
+    def close(self) -> None: ...
+
+
+def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
+              message: str) -> str:
+    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail,
+    error and skip (a skip's reason); control characters in the id and message are shown as
+    escapes (markup.visible)."""
+    width = len(str(max(tally.total, tally.done)))
+    line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {visible(status):<6} "
+            f"{visible(case_id)}  {format_case_time(seconds)}")
+    if (status in FAILING or status == "skip") and first_line(message):
+        line += f"  {visible(first_line(message))}"
+    return line
+
+
+class SkippedCases:
+    """Skipped cases counted per suite and reason, to be shown as one line per suite:
+    'gemm-cuda: 39 skipped (no CUDA device present)'."""
+
+    def __init__(self):
+        self.reasons: dict[str, dict[str, int]] = {}  # suite -> reason -> cases, as they came
+
+    def add(self, case_id: str, message: str) -> None:
+        suite = suite_of(case_id)
+        reason = first_line(message) or "no reason given"
+        by_reason = self.reasons.setdefault(suite, {})
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+
+    def take_lines(self) -> list[str]:
+        """The lines of the skips counted so far, which are then forgotten."""
+        lines = []
+        for suite, by_reason in self.reasons.items():
+            total = sum(by_reason.values())
+            if len(by_reason) == 1:
+                why = visible(next(iter(by_reason)))
+            else:
+                why = "; ".join(f"{visible(reason)}: {count}" for reason, count in by_reason.items())
+            lines.append(f"{visible(suite)}: {total} skipped ({why})")
+        self.reasons = {}
+        return lines
+
+
+class PlainView:
+    """One line per finished case; runner text passed through as it comes. With `fold_skips`
+    skipped cases are counted and shown as one line per suite before the next heading and at
+    the end."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
+                 fold_skips: bool = False):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.skipped = SkippedCases() if fold_skips else None
+
+    def plan(self, tally: Tally) -> None:
+        pass
+
+    def started(self, tally: Tally, case_id: str) -> None:
+        pass
+
+    def finished(self, tally, case_id, status, seconds, message) -> None:
+        if status == "skip" and self.skipped is not None:
+            self.skipped.add(case_id, message)
+            return
+        print(case_line(tally, case_id, status, seconds, message), file=self.out, flush=True)
+
+    def text(self, line: str, stream: str) -> None:
+        target = self.err if stream == "stderr" else self.out
+        print(visible(line), file=target, flush=True)
+
+    def show_skipped(self) -> None:
+        for line in self.skipped.take_lines() if self.skipped is not None else []:
+            print(line, file=self.out, flush=True)
+
+    def heading(self, line: str) -> None:
+        self.show_skipped()
+        print(visible(line), file=self.out, flush=True)
+
+    def tick(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.show_skipped()
+
+
+class TtyView:
+    """A live status line, rewritten in place: case n/N, current id, elapsed, ETA, fail/error
+    counts. Failing and erroring cases and runner text are printed above it and stay."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
+                 width: int | None = None, min_interval: float = 0.1, fold_skips: bool = False):
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.skipped = SkippedCases() if fold_skips else None
+        self.width = width
+        # Hundreds of sub-millisecond cases would otherwise flood a slow (ssh) terminal.
+        self.min_interval = min_interval
+        self.last_draw = -math.inf
+        self.tally: Tally | None = None
+        self.shown = False
+
+    def status_line(self, tally: Tally) -> str:
+        position = min(tally.done + (1 if tally.current else 0), max(tally.total, 1))
+        eta = tally.eta()
+        parts = [f"[{position}/{tally.total}]", visible(tally.current or ""),
+                 f"elapsed {format_clock(tally.elapsed())}",
+                 f"ETA {format_clock(eta) if eta is not None else '?'}",
+                 f"fail {tally.counts['fail']}", f"error {tally.counts['error']}"]
+        line = "  ".join(part for part in parts if part)
+        width = self.width or shutil.get_terminal_size((100, 24)).columns
+        return line if len(line) < width else line[: max(width - 4, 10)] + "..."
+
+    def draw(self, force: bool = False) -> None:
+        if self.tally is None:
+            return
+        now = time.monotonic()
+        if not force and self.shown and now - self.last_draw < self.min_interval:
+            return
+        self.out.write("\r\x1b[K" + self.status_line(self.tally))
+        self.out.flush()
+        self.shown = True
+        self.last_draw = now
+
+    def clear(self) -> None:
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+    def plan(self, tally: Tally) -> None:
+        self.tally = tally
+        self.draw()
+
+    def started(self, tally: Tally, case_id: str) -> None:
+        self.tally = tally
+        self.draw()
+
+    def finished(self, tally, case_id, status, seconds, message) -> None:
+        self.tally = tally
+        if status == "skip" and self.skipped is not None:
+            self.skipped.add(case_id, message)
+        if status in FAILING:
+            self.clear()
+            print(case_line(tally, case_id, status, seconds, message), file=self.out)
+            self.draw(force=True)
+        else:
+            self.draw()
+
+    def text(self, line: str, stream: str) -> None:
+        self.clear()
+        target = self.err if stream == "stderr" else self.out
+        print(visible(line), file=target, flush=True)
+        self.draw(force=True)
+
+    def show_skipped(self) -> None:
+        for line in self.skipped.take_lines() if self.skipped is not None else []:
+            print(line, file=self.out, flush=True)
+
+    def heading(self, line: str) -> None:
+        self.clear()
+        self.show_skipped()
+        print(visible(line), file=self.out, flush=True)
+
+    def tick(self) -> None:
+        """Keeps the elapsed time moving and shows what a throttled redraw held back."""
+        self.draw()
+
+    def close(self) -> None:
+        self.clear()
+        self.show_skipped()
+
+
+def make_view(out: TextIO | None = None, fold_skips: bool = False) -> ProgressView:
+    """TtyView when stdout is a terminal, PlainView otherwise; `fold_skips` counts skipped
+    cases into one line per suite (SkippedCases)."""
+    out = out or sys.stdout
+    return TtyView(out, fold_skips=fold_skips) if out.isatty() else PlainView(out, fold_skips=fold_skips)

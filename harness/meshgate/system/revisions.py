@@ -1,0 +1,296 @@
+"""A revision's build: the runner of any commit, built once and reused (`meshgate ab`, bisect).
+
+    built = runner_for(repo, "HEAD~1", "cuda")   # -> BuiltRevision(commit, root, runner)
+
+- `rev` resolves to a full commit hash (RevisionError naming it when it does not).
+- The commit is checked out in a detached git worktree, build/ab/<commit12>/ under the
+  repository (created once, reused afterwards).
+- The runner is built in that worktree's build/<preset>/, so a build folder belongs to one
+  commit and one preset. The worktree is configured with tests and benchmarks off
+  (MESHGATE_BUILD_TESTS=OFF, MESHGATE_BUILD_BENCHMARKS=OFF) and only the meshgate-runner
+  target is built, on every CPU (`-j`).
+- ccache, when installed, is the compiler launcher of every language (passed on the configure
+  line too, so revisions older than the launcher in CMakeLists.txt use it), and every build
+  runs with CCACHE_BASEDIR at the repository and CCACHE_NOHASHDIR=1: the worktrees and the
+  checkout itself share one cache (ccache's own, CCACHE_DIR when set), so the second revision
+  of an adjacent pair compiles mostly from cache hits.
+- A finished build writes build/<preset>/.meshgate-built.json (the commit, the preset, the
+  runner's path, size and time). A later call whose worktree is still clean and whose runner
+  is unchanged returns at once, without running cmake; delete the file to force the check.
+- A revision whose runner does not build raises RevisionBuildError (a RevisionError) with the
+  commit, so a bisection can skip that commit and stop on anything else.
+- The build tools' output goes to build/<preset>/meshgate-build.log in the worktree, named on
+  one line ("building <commit> (log: PATH)") when the build starts; a build that fails shows
+  the end of that log, with the failing tool's message. With `verbose` (`-v` of ab and bisect)
+  the output comes to the terminal as it comes instead.
+
+Calls for the same commit wait for each other (a lock file beside the worktree).
+
+A project of its own kinds (project.py: meshgate.toml in the repository's folder) is built by
+the steps of its meshgate.toml as that revision has them, in its folder of the worktree, with
+no preset: the stamp and the log are in build/meshgate-project/ of the worktree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import sys
+from typing import Iterator, NamedTuple, Optional, TextIO
+
+from ..core import files, jsonfile
+from . import build, project
+from .git import RevisionError, git, is_clean, resolve_commit
+
+WORKTREES = pathlib.Path("build") / "ab"  # under the repository
+STAMP = ".meshgate-built.json"            # in a finished build folder
+BUILD_LOG = "meshgate-build.log"        # in a build folder: the tools' output of its last build
+LOG_TAIL_LINES = 20                     # of a failed build's log, shown on the terminal
+WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
+LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
+PROJECT_PRESET = "meshgate-project"       # the build folder name of a project's revisions
+
+
+class RevisionBuildError(RevisionError):
+    """A commit that resolves and checks out but whose runner does not build (a bisection
+    skips it). `commit` is the full hash."""
+
+    def __init__(self, commit: str, reason: str):
+        super().__init__(f"commit {commit[:12]} does not build: {reason}")
+        self.commit = commit
+        self.reason = reason
+
+
+class BuiltRevision(NamedTuple):
+    commit: str              # full hash
+    root: pathlib.Path       # the worktree, or a project's folder in it (its cases are that revision's)
+    runner: list[str]        # the command that starts its meshgate-runner
+
+
+def worktree_path(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    return pathlib.Path(repo) / WORKTREES / commit[:12]
+
+
+def build_dir_for(repo: pathlib.Path, commit: str, preset: str) -> pathlib.Path:
+    """Where the runner of `commit` is built with `preset`."""
+    return worktree_path(repo, commit) / "build" / preset
+
+
+def ensure_worktree(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    """A detached worktree of `commit` under build/ab/<commit12>, created or reused."""
+    path = worktree_path(repo, commit)
+    if (path / ".git").exists():
+        head = git(path, "rev-parse", "HEAD")
+        if head != commit:
+            raise RevisionError(
+                f"{path} is a worktree of {head[:12]}, not {commit[:12]}: remove it with "
+                f"`git worktree remove --force {path}` and run again"
+            )
+        return path
+    if path.exists() and any(path.iterdir()):
+        raise RevisionError(f"{path} exists but is not a git worktree: remove it and run again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(repo, "worktree", "prune")
+    git(repo, "worktree", "add", "--detach", str(path), commit)
+    return path
+
+
+@contextlib.contextmanager
+def _locked(repo: pathlib.Path, commit: str) -> Iterator[None]:
+    """Holds build/ab/<commit12>.lock while a worktree is made and built."""
+    lock_path = worktree_path(repo, commit).with_name(f"{commit[:12]}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def configure_args(env: dict) -> list[str]:
+    """The extra `cmake --preset` arguments of a worktree build: tests and benchmarks off and,
+    when ccache is on PATH, ccache as every language's compiler launcher (unless the
+    environment names a launcher). Options a revision does not know are ignored."""
+    args = ["--no-warn-unused-cli", *WORKTREE_CONFIGURE_ARGS]
+    ccache = shutil.which("ccache", path=env.get("PATH"))
+    if ccache:
+        args += [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={ccache}" for lang in LAUNCHER_LANGUAGES
+                 if not env.get(f"CMAKE_{lang}_COMPILER_LAUNCHER")]
+    return args
+
+
+def build_env(repo: pathlib.Path, env: Optional[dict] = None) -> dict:
+    """The environment of a revision's build: the caller's, without MESHGATE_RUNNER (a
+    revision's runner is always its own), with the shared ccache settings of the repository."""
+    env = dict(os.environ if env is None else env)
+    env.pop("MESHGATE_RUNNER", None)
+    return build.ccache_env(env, repo)
+
+
+def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: str) -> dict:
+    info = runner.stat()
+    return {"commit": commit, "preset": preset, "target": build.RUNNER_TARGET,
+            "runner": os.path.relpath(runner, build_dir), "size": info.st_size,
+            "mtime_ns": info.st_mtime_ns}
+
+
+def finished_runner(repo: pathlib.Path, commit: str, preset: str) -> Optional[pathlib.Path]:
+    """The runner of a finished build of `commit` with `preset` whose stamp still holds (same
+    commit, preset and runner file, clean worktree), else None."""
+    build_dir = build_dir_for(repo, commit, preset)
+    try:
+        stamp = jsonfile.read(build_dir / STAMP)
+        runner = build_dir / stamp["runner"]
+        if (stamp.get("commit") != commit or stamp.get("preset") != preset
+                or stamp != _stamp(runner, build_dir, commit, preset)
+                or not os.access(runner, os.X_OK)):
+            return None
+    except (OSError, jsonfile.JsonFileError, KeyError, TypeError):  # no stamp, or a damaged one
+        return None
+    return runner if is_clean(worktree_path(repo, commit)) else None
+
+
+def log_tail(path: pathlib.Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last `lines` lines of a build log, and before them the first compiler error when
+    it is further up (the error that matters is often the first of many)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    tail = text[-lines:]
+    cause = build.failure_cause(text)
+    if cause is not None and all(cause != line.strip() for line in tail):
+        tail = [cause, "..."] + tail
+    return tail
+
+
+def _build_logged(root: pathlib.Path, preset: str, env: dict, out: TextIO,
+                  log_path: pathlib.Path) -> None:
+    """Builds with the tools' output in `log_path`, and on failure its end on `out`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_path, "w", errors="replace") as log:
+            checked = build.require_cmake(root, log, env)
+            build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                               checked_packages=checked, log=log)
+    except build.BuildError:
+        out.write(f"meshgate: the build failed; the end of {log_path}:\n")
+        out.write("".join(f"  {line}\n" for line in log_tail(log_path)))
+        out.flush()
+        raise
+
+
+def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[TextIO] = None,
+                 env: Optional[dict] = None, verbose: bool = False) -> BuiltRevision:
+    """The worktree and runner of `commit` (a full hash) built with `preset`, reusing a
+    finished build. The build's output goes to its log (BUILD_LOG), or with `verbose` (the
+    command's -v) to `out` as it comes. RevisionBuildError when it does not build."""
+    repo = pathlib.Path(repo).resolve()
+    out = out or sys.stderr
+    with _locked(repo, commit):
+        root = ensure_worktree(repo, commit)
+        own_project = project_at(repo, commit, root)
+        if own_project is not None:
+            root = own_project.root
+        runner = finished_runner(repo, commit, preset)
+        if runner is not None:
+            return BuiltRevision(commit, root, [str(runner)])
+        env = build_env(repo, env)
+        build_dir = build_dir_for(repo, commit, preset)
+        (build_dir / STAMP).unlink(missing_ok=True)
+        try:
+            if own_project is not None:
+                runner = _build_project(own_project, commit, env, out, verbose, build_dir / BUILD_LOG)
+            elif verbose:
+                checked = build.require_cmake(root, out, env)
+                build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                                   checked_packages=checked)
+            else:
+                log_path = build_dir / BUILD_LOG
+                out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
+                out.flush()
+                _build_logged(root, preset, env, out, log_path)
+            if own_project is None:
+                runner = build.find_runner(build_dir)
+        except build.BuildError as e:
+            raise RevisionBuildError(commit, str(e)) from None
+        if is_clean(root):
+            tmp = build_dir / f"{STAMP}.tmp"
+            tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset)) + "\n")
+            os.replace(tmp, build_dir / STAMP)
+        return BuiltRevision(commit, root, [str(runner)])
+
+
+def project_at(repo: pathlib.Path, commit: str, worktree: pathlib.Path) -> Optional[project.Project]:
+    """The project of its own kinds at `commit` when `repo` is a project's folder (the
+    repository's root or a folder in it), else None. RevisionBuildError when that revision has
+    no usable meshgate.toml there."""
+    if not (pathlib.Path(repo) / project.PROJECT_FILE).is_file():
+        return None
+    folder = git(repo, "rev-parse", "--show-prefix")
+    try:
+        found = project.load(worktree / folder)
+    except project.ProjectError as e:
+        raise RevisionBuildError(commit, str(e)) from None
+    if found is None:
+        raise RevisionBuildError(commit, f"it has no {folder}{project.PROJECT_FILE}")
+    return found
+
+
+def _build_project(own_project: project.Project, commit: str, env: dict, out: TextIO,
+                   verbose: bool, log_path: pathlib.Path) -> pathlib.Path:
+    """A project's runner at `commit`, its build's output in `log_path` (the end of it on `out`
+    when it fails) or with `verbose` on `out` as it comes."""
+    if verbose:
+        return project.build_runner(own_project, env, out)
+    out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
+    out.flush()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(log_path, "w", errors="replace") as log:
+            return project.build_runner(own_project, env, out, log=log)
+    except build.BuildError:
+        out.write(f"meshgate: the build failed; the end of {log_path}:\n")
+        out.write("".join(f"  {line}\n" for line in log_tail(log_path)))
+        out.flush()
+        raise
+
+
+def revision_cases(root: pathlib.Path) -> pathlib.Path:
+    """The cases of a built revision (BuiltRevision.root): a project's `cases`, else cases/."""
+    try:
+        own_project = project.load(root)
+    except project.ProjectError:
+        own_project = None
+    return own_project.cases if own_project is not None else pathlib.Path(root) / "cases"
+
+
+def choose_preset(repo: pathlib.Path, preset: Optional[str] = None,
+                  env: Optional[dict] = None) -> str:
+    """`preset` when given, else ci/preset's choice (of `repo` when it has one, else of this
+    checkout), the same for every revision; for a project of its own kinds, which builds
+    without presets, PROJECT_PRESET."""
+    root = pathlib.Path(repo)
+    if (root / project.PROJECT_FILE).is_file():
+        return preset or PROJECT_PRESET
+    if not (root / "ci" / "preset").exists():
+        root = files.source_root()
+    try:
+        return build.preset_for(root, preset, env)
+    except build.BuildError as e:
+        raise RevisionError(str(e)) from None
+
+
+def runner_for(repo: pathlib.Path, rev: str, preset: Optional[str] = None,
+               out: Optional[TextIO] = None, env: Optional[dict] = None,
+               verbose: bool = False) -> BuiltRevision:
+    """(commit, worktree root, runner command) of revision `rev` of `repo`, built with
+    `preset` (default: ci/preset's choice) or reused. RevisionError when `rev` does not
+    resolve or its worktree cannot be made; RevisionBuildError when it does not build."""
+    commit = resolve_commit(repo, rev)
+    return build_commit(repo, commit, choose_preset(repo, preset, env), out, env, verbose)
