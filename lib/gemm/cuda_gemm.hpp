@@ -64,6 +64,10 @@ class CudaGemm {
   // stream right around it. With `cold_l2`, a buffer twice the L2 size is written first
   // (outside the events), so the call starts with none of its operands in L2.
   double sample(Impl impl, bool cold_l2);
+  // Seconds of `calls` (>= 1) back-to-back calls of `impl` between one pair of CUDA events: a
+  // GEMM of a few microseconds is shorter than what an event pair resolves reliably, a batch is
+  // not. Hot only: the caches are not flushed between the calls.
+  double sample_calls(Impl impl, std::int64_t calls);
   // The descriptor and heuristic cost of `impl` measured once, bypassing every cache.
   LtSetupOverhead measure_setup_overhead(Impl impl);
   void fill_output_nan();

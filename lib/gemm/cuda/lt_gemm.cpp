@@ -653,6 +653,26 @@ double CudaGemm::sample(Impl impl, bool cold_l2) {
   return static_cast<double>(ms) * 1e-3;
 }
 
+double CudaGemm::sample_calls(Impl impl, std::int64_t calls) {
+  if (calls < 1)
+    throw Error(ErrorKind::value, "sample_calls: calls must be at least 1, got " +
+                                      std::to_string(calls));
+  MESHGATE_CHECK(cudaSetDevice(s_->device));
+  auto it = s_->prepared.find(impl);
+  if (it == s_->prepared.end()) {
+    run(impl);
+    it = s_->prepared.find(impl);
+  }
+  Event start = make_event(), stop = make_event();
+  MESHGATE_CHECK(cudaEventRecord(start.get(), s_->stream.get()));
+  for (std::int64_t i = 0; i < calls; ++i) MESHGATE_CHECK(s_->enqueue(it->second));
+  MESHGATE_CHECK(cudaEventRecord(stop.get(), s_->stream.get()));
+  MESHGATE_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  MESHGATE_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return static_cast<double>(ms) * 1e-3;
+}
+
 LtSetupOverhead CudaGemm::measure_setup_overhead(Impl impl) {
   MESHGATE_CHECK(cudaSetDevice(s_->device));
   LtSetupOverhead o;

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/error.hpp"
 #include "gemm/cuda/kernels.hpp"
 #include "gemm/cuda_gemm.hpp"
 #include "gemm/reference.hpp"
@@ -113,7 +114,9 @@ TEST_F(LtGemm, HotAndColdSamplesArePositiveSeconds) {
   for (Impl impl : impls_for(Device::cuda)) {
     EXPECT_GT(g.sample(impl, false), 0.0) << to_string(impl);
     EXPECT_GT(g.sample(impl, true), 0.0) << to_string(impl);
+    EXPECT_GT(g.sample_calls(impl, 8), 0.0) << to_string(impl);
   }
+  EXPECT_THROW(g.sample_calls(Impl::lt_epilogue, 0), meshgate::Error);
   const LtSetupOverhead o = g.measure_setup_overhead(Impl::lt_epilogue);
   EXPECT_GT(o.descriptors_s + o.heuristic_s, 0.0);
 }
