@@ -106,15 +106,15 @@ class RingAllReduceCase final : public PreparedCase {
     return outcome;
   }
 
-  // One all-reduce on the data run() left (its values no longer matter), timed on every rank;
-  // the slowest rank's seconds.
-  double time_iteration(RunContext& ctx) override {
+  // `calls` all-reduces back to back on the data run() left (its values no longer matter),
+  // timed on every rank; the slowest rank's seconds.
+  double time_calls(RunContext& ctx, std::int64_t calls) override {
     std::vector<double> slowest(static_cast<std::size_t>(ranks_), 0.0);
     ctx.run_on_ranks(ranks_, [&](int rank, Communicator& comm) {
       RankState& state = states_.at(static_cast<std::size_t>(rank));
       comm.barrier();
       const double start = meshgate::runner::monotonic_seconds();
-      state.kernel->run(comm, state.data.data());
+      for (std::int64_t i = 0; i < calls; ++i) state.kernel->run(comm, state.data.data());
       double seconds = meshgate::runner::monotonic_seconds() - start;
       comm.all_reduce(&seconds, &slowest[static_cast<std::size_t>(rank)], 1, DType::f64,
                       meshgate::ReduceOp::max);

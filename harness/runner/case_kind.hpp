@@ -3,6 +3,7 @@
 // plus one entry in kinds/registry.cpp: `parse` validates the case's keys before anything runs
 // and returns a prepared case; `run` executes it and checks it against its expectation.
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -182,16 +183,33 @@ struct Outcome {
   // table); not part of the result row.
   std::string console_detail;
   // Seconds per timed iteration that run() measured itself, for a performance case whose timed
-  // work happens inside run() (a command case's program times its own iterations). The runner
-  // records these as the run's samples and does not call time_iteration().
+  // work happens inside run() (a command case's program times its own iterations, an isolated
+  // case's child process times its own calls). The runner records these as the run's samples
+  // and does not call time_calls().
   std::optional<std::vector<double>> measured_time_s;
+  // How many calls each of those samples covers, when the kind knows (absent for a program
+  // that times its own iterations).
+  std::optional<std::int64_t> measured_calls_per_sample;
 };
+
+// The shortest a timed sample may take when neither the case (perf.min_sample_time) nor the
+// runner (--min-sample-time) says. Long enough that the pair of clock reads (some 20-50 ns) is
+// below 0.05 % of a sample; short enough that on a busy machine most samples run without being
+// preempted, so that the median of a run's samples leaves the preempted ones out. Samples of
+// 1 ms had a higher A/A noise floor than samples of 100 us on every perf-layout-mesh case of a
+// loaded two-core machine (docs/cases.md, Performance).
+inline constexpr double kDefaultMinSampleTimeS = 100e-6;
 
 // How a performance case is measured (the `perf:` key).
 struct PerfSpec {
-  int warmup = 5;  // untimed iterations
-  int iters = 20;  // timed iterations in this process
+  int warmup = 5;  // untimed samples
+  int iters = 20;  // timed samples in this process
   int runs = 9;    // separate processes; the driver repeats, the runner makes one run
+  // A sample times a batch of calls that takes at least this long and reports the time per
+  // call (timing.hpp); 0: one call per sample. The case's own value, else the runner's.
+  std::optional<double> min_sample_time_s;
+
+  double min_sample_time() const { return min_sample_time_s.value_or(kDefaultMinSampleTimeS); }
 };
 
 // What a kind may ask of the runner while running a case. A case runs on the ranks its
@@ -214,8 +232,12 @@ class RunContext {
   // over the communicator, so every rank holds the same verdict.
   virtual int lead_rank() const = 0;
   // The case's `perf:` when it is a performance case; kinds that time inside run() (the
-  // collective kind's per-size table) use the same warm-up and iteration counts.
+  // collective kind's per-size table) use the same warm-up, sample counts and minimum sample
+  // time.
   virtual std::optional<PerfSpec> perf() const = 0;
+  // Collective over the processes running this case: each passes a number of calls per sample
+  // (or 0) and all get the largest, so that every rank times batches of the same size.
+  virtual std::int64_t agree_on_calls(std::int64_t calls) { return calls; }
   // The run's --case-timeout in seconds, 0 when there is none. Past it the runner's watchdog
   // ends the whole run; a kind that starts processes of its own stops them before that, so the
   // case gets an error row of its own and the run goes on.
@@ -253,9 +275,11 @@ class PreparedCase {
   // Runs the op and compares with `expect`. A meshgate::Error thrown from the library means
   // "the op was rejected": the runner turns it into pass (expect_error) or fail (otherwise).
   virtual Outcome run(RunContext& ctx) = 0;
-  // One timed iteration of the measured work, for perf cases (warm-up and timing are the
-  // runner's). Returns the iteration's seconds: for multi-rank work, the max over ranks.
-  virtual double time_iteration(RunContext& ctx) = 0;
+  // Runs the measured work `calls` times back to back, for perf cases (how many calls, the
+  // warm-up and the samples are the runner's, timing.hpp). Returns the seconds of all the calls
+  // together: for multi-rank work, the max over ranks. May be called any number of times
+  // between run() and release().
+  virtual double time_calls(RunContext& ctx, std::int64_t calls) = 0;
   // Frees what the case holds (device buffers, library handles) once the runner is done with
   // it, so that one case's memory is not held while the next ones run.
   virtual void release() {}

@@ -10,6 +10,8 @@
 
 #include "byte_size.hpp"
 #include "diagnostics.hpp"
+#include "host_state.hpp"
+#include "timing.hpp"
 
 namespace meshgate::runner {
 
@@ -128,6 +130,33 @@ struct Parser {
             },
             "CMD"))
         ->type_name("CMD");
+    run->add_option_function<std::string>(
+           "--cpus",
+           [this](const std::string& text) { run_options.cpus = parse_cpu_list(text); },
+           "pin the runner, its rank threads and the processes it starts to these CPUs while the "
+           "run lasts, as taskset writes them: 0, 0-3, 0,2 (results.json records the pinning)")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              return parse_cpu_list(text) ? std::string()
+                                          : "expects a CPU list such as 0, 0-3 or 0,2 (CPU "
+                                            "numbers from 0, ranges low-high), got '" +
+                                                text + "'";
+            },
+            "LIST"))
+        ->type_name("LIST");
+    run->add_option_function<std::string>(
+           "--min-sample-time",
+           [this](const std::string& text) { run_options.min_sample_time_s = *parse_duration(text); },
+           "a perf case's timed sample is a batch of calls lasting at least this long, e.g. 1ms, "
+           "200us or 0 (one call per sample); default 100us; a case's perf.min_sample_time wins")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+              return parse_duration(text) ? std::string()
+                                          : "expects a duration >= 0 such as 1ms, 200us or 0.5s, "
+                                            "got '" + text + "'";
+            },
+            "DURATION"))
+        ->type_name("DURATION");
     run->add_flag("--progress", run_options.progress,
                   "print one JSON event per line (plan, start, end, done) instead of text")
         ->disable_flag_override();

@@ -72,10 +72,40 @@ TEST(CommandLine, MistakesAreUsageErrorsThatSayWhatToChange) {
   EXPECT_NE(usage_error({"run", "a", "--resume=no"}), "(accepted)");
 }
 
+TEST(CommandLine, CpusTakesATasksetListAndABadOneIsAUsageErrorNamingTheOption) {
+  EXPECT_FALSE(std::get<RunOptions>(parse({"run", "a"})).cpus.has_value());
+  EXPECT_EQ(std::get<RunOptions>(parse({"run", "a", "--cpus", "0"})).cpus, std::vector<int>{0});
+  EXPECT_EQ(std::get<RunOptions>(parse({"run", "a", "--cpus=0-1,3"})).cpus,
+            (std::vector<int>{0, 1, 3}));
+  for (const char* bad : {"1-0", "zero", "0,,1", ""}) {
+    const std::string message = usage_error({"run", "a", "--cpus", bad});
+    EXPECT_NE(message.find("--cpus"), std::string::npos) << bad << ": " << message;
+    EXPECT_NE(message.find("expects a CPU list such as 0, 0-3 or 0,2"), std::string::npos)
+        << bad << ": " << message;
+    EXPECT_NE(message.find("got '" + std::string(bad) + "'"), std::string::npos) << message;
+  }
+  EXPECT_NE(usage_error({"list", "a", "--cpus", "0"}).find("unknown option '--cpus'"),
+            std::string::npos);
+}
+
+TEST(CommandLine, MinSampleTimeTakesADuration) {
+  EXPECT_DOUBLE_EQ(std::get<RunOptions>(parse({"run", "a"})).min_sample_time_s,
+                   kDefaultMinSampleTimeS);
+  EXPECT_DOUBLE_EQ(
+      std::get<RunOptions>(parse({"run", "a", "--min-sample-time", "0.5ms"})).min_sample_time_s,
+      5e-4);
+  EXPECT_DOUBLE_EQ(
+      std::get<RunOptions>(parse({"run", "a", "--min-sample-time", "0"})).min_sample_time_s, 0);
+  const std::string message = usage_error({"run", "a", "--min-sample-time", "soon"});
+  EXPECT_NE(message.find("--min-sample-time"), std::string::npos) << message;
+  EXPECT_NE(message.find("got 'soon'"), std::string::npos) << message;
+}
+
 TEST(CommandLine, HelpAndVersion) {
   const auto help = std::get<HelpRequest>(parse({"run", "--help"}));
   for (const char* option : {"--suite", "--tag", "--case", "--backend", "--ranks", "--out",
-                             "--run-id", "--resume", "--case-timeout", "--progress"}) {
+                             "--run-id", "--resume", "--case-timeout", "--cpus",
+                             "--min-sample-time", "--progress"}) {
     EXPECT_NE(help.text.find(option), std::string::npos) << option;
   }
   EXPECT_NE(std::get<HelpRequest>(parse({"--help"})).text.find("version"), std::string::npos);

@@ -102,7 +102,8 @@ bool in_isolated_child() {
   return value != nullptr && std::string(value) == "1";
 }
 
-IsolatedRun run_case_isolated(const std::string& case_file, const std::string& case_id) {
+IsolatedRun run_case_isolated(const std::string& case_file, const std::string& case_id,
+                              const std::vector<std::string>& run_options) {
   // A private folder for the child's results, in the system's temporary folder ($TMPDIR).
   std::string dir_template =
       (std::filesystem::temp_directory_path() / "meshgate-isolated-XXXXXX").string();
@@ -112,9 +113,10 @@ IsolatedRun run_case_isolated(const std::string& case_file, const std::string& c
                                         std::strerror(errno));
   const std::filesystem::path dir = dir_template;
   IsolatedRun run;
-  run.exit = run_child({self_executable(), "run", case_file, "--case", case_id, "--out",
-                        (dir / "out").string(), "--case-timeout", "0"},
-                       {std::string(kChildVariable) + "=1"}, (dir / "stderr.txt").string());
+  std::vector<std::string> argv = {self_executable(), "run", case_file, "--case", case_id,
+                                   "--out", (dir / "out").string(), "--case-timeout", "0"};
+  argv.insert(argv.end(), run_options.begin(), run_options.end());
+  run.exit = run_child(argv, {std::string(kChildVariable) + "=1"}, (dir / "stderr.txt").string());
   std::ifstream rows(dir / "out" / "results.jsonl");
   for (std::string line; std::getline(rows, line);) {
     nlohmann::json row = nlohmann::json::parse(line, nullptr, false);

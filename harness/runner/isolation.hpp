@@ -39,7 +39,9 @@ struct IsolatedRun {
 };
 
 // Runs case `case_id` of `case_file` in a fresh runner process (this executable) with the
-// watchdog off (the parent's watchdog covers the child) and returns its row.
-IsolatedRun run_case_isolated(const std::string& case_file, const std::string& case_id);
+// watchdog off (the parent's watchdog covers the child) and `run_options` (e.g. the parent's
+// --min-sample-time) added, and returns its row. The child inherits the parent's CPU pinning.
+IsolatedRun run_case_isolated(const std::string& case_file, const std::string& case_id,
+                              const std::vector<std::string>& run_options = {});
 
 }  // namespace meshgate::runner

@@ -16,6 +16,7 @@
 #include "console.hpp"
 #include "core/error.hpp"
 #include "diagnostics.hpp"
+#include "host_state.hpp"
 #include "provenance.hpp"
 #include "results_writer.hpp"
 #include "timing.hpp"
@@ -219,14 +220,20 @@ CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
   }
 
   if (passed && planned.perf && !planned.expect_error) {
-    std::vector<double> samples;
+    TimedSamples samples;
+    // How many calls a sample covers, when known (a program timing itself does not say).
+    std::optional<std::int64_t> calls_per_sample;
     // A kind that timed its work inside run() hands over those samples instead.
     const Outcome timed = guarded(planned, [&] {
       if (result.outcome.measured_time_s) {
-        samples = *result.outcome.measured_time_s;
-        if (samples.empty()) throw std::logic_error("the kind measured no timed iteration");
+        samples.per_call_s = *result.outcome.measured_time_s;
+        calls_per_sample = result.outcome.measured_calls_per_sample;
+        if (samples.per_call_s.empty()) {
+          throw std::logic_error("the kind measured no timed iteration");
+        }
       } else {
         samples = measure(prepared, ctx, *planned.perf);
+        calls_per_sample = samples.calls_per_sample;
       }
       return Outcome{};
     });
@@ -235,8 +242,10 @@ CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
       result.outcome.status = Status::error;
       result.outcome.message = "perf measurement failed: " + timed.message;
     } else {
-      result.samples["time_s"] = nlohmann::json::array({samples});
-      result.outcome.metrics["time_s"] = summarize(samples);
+      result.samples["time_s"] = nlohmann::json::array({samples.per_call_s});
+      nlohmann::json& time_s = result.outcome.metrics["time_s"];
+      time_s = summarize(samples.per_call_s);
+      if (calls_per_sample) time_s["calls_per_sample"] = *calls_per_sample;
     }
   }
   try {
@@ -510,7 +519,29 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
       plan_cases(options.paths, options.filter, options.validation, kinds, err);
   if (!valid) return unusable();
   std::vector<PlannedCase>& cases = *valid;
-  for (PlannedCase& planned : cases) planned.case_timeout_s = options.case_timeout_s;
+  for (PlannedCase& planned : cases) {
+    planned.case_timeout_s = options.case_timeout_s;
+    if (planned.perf && !planned.perf->min_sample_time_s) {
+      planned.perf->min_sample_time_s = options.min_sample_time_s;
+    }
+  }
+  // Before any rank thread, isolated case or implementation starts: they inherit it.
+  std::optional<CpuPinning> pinning;
+  if (options.cpus) {
+    try {
+      pinning.emplace(*options.cpus);
+    } catch (const std::runtime_error& e) {
+      if (leader) {
+        err << e.what() << '\n';
+        return unusable();
+      }
+      // The leader would wait for this process in the first collective: end the whole world.
+      leader_err << e.what() << '\n';
+      backend.abort_run(2);
+    }
+  }
+  // Read before the first case loads the machine: the load of everything else on it.
+  const nlohmann::ordered_json host = host_state(pinning.has_value());
 
   const std::string run_id = options.run_id.value_or(new_run_id());
   const std::string out_dir = options.out_dir.value_or("reports/" + run_id);
@@ -540,6 +571,7 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
   nlohmann::ordered_json run =
       run_info(run_id, utc_timestamp_now(), std::string(backend.name()),
                backend.world_size(largest), backend.versions());
+  for (const auto& [key, value] : host.items()) run[key] = value;
   // The implementation starts here, before any case, so that the header holds its version.
   if (backend.self_timed()) {
     try {

@@ -35,6 +35,11 @@ struct RunOptions {
   // otherwise its name and the command that starts it.
   std::optional<std::string> impl;
   std::vector<std::string> impl_command;
+  // --cpus: the CPUs the runner and everything it starts are pinned to while the run lasts;
+  // none = not pinned.
+  std::optional<std::vector<int>> cpus;
+  // --min-sample-time: the shortest timed sample of a perf case without perf.min_sample_time.
+  double min_sample_time_s = kDefaultMinSampleTimeS;
 };
 
 struct ListOptions {

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +16,7 @@
 #ifdef MESHGATE_HAVE_NCCL
 #include "comm/nccl_world.hpp"
 #endif
+#include "host_state.hpp"
 #include "provenance.hpp"
 #include "results_writer.hpp"
 #include "test_kinds.hpp"
@@ -155,16 +160,78 @@ TEST(ExecuteCase, PerfCaseTimesWarmupPlusItersAndKeepsIters) {
   const CaseRun run =
       run_one("{name: a, kind: probe, value: 1, iter_s: 0.5, perf: {warmup: 2, iters: 3}}");
   ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
-  EXPECT_EQ(probe_counters().iterations - before, 5);
+  // One batch that shows a call is longer than the minimum sample, then warm-up and iters.
+  EXPECT_EQ(probe_counters().iterations - before, 1 + 5);
   EXPECT_EQ(run.samples, (nlohmann::json{{"time_s", {{0.5, 0.5, 0.5}}}}));
   EXPECT_EQ(run.outcome.metrics["time_s"],
-            (nlohmann::json{{"median", 0.5}, {"min", 0.5}, {"max", 0.5}}));
+            (nlohmann::json{{"median", 0.5}, {"min", 0.5}, {"max", 0.5}, {"calls_per_sample", 1}}));
   // A failing case is not timed.
   const int before_fail = probe_counters().iterations;
   const CaseRun failing = run_one("{name: a, kind: probe, value: 1, expect: 2, perf: {iters: 3}}");
   EXPECT_EQ(failing.outcome.status, Status::fail);
   EXPECT_EQ(probe_counters().iterations, before_fail);
   EXPECT_TRUE(failing.samples.empty());
+}
+
+TEST(ExecuteCase, ANanosecondOpIsTimedInBatchesAndItsSamplesAreTimePerCall) {
+  const std::int64_t calls_before = probe_counters().calls;
+  const CaseRun run =
+      run_one("{name: a, kind: probe, value: 1, iter_s: 2e-9, perf: {warmup: 1, iters: 3}}");
+  ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  const nlohmann::json& time_s = run.outcome.metrics["time_s"];
+  const std::int64_t calls = time_s["calls_per_sample"].get<std::int64_t>();
+  // Batches of at least the default minimum sample time.
+  EXPECT_GE(static_cast<double>(calls) * 2e-9, kDefaultMinSampleTimeS);
+  EXPECT_GT(calls, 1);
+  ASSERT_EQ(run.samples["time_s"][0].size(), 3u);
+  for (const auto& t : run.samples["time_s"][0]) EXPECT_NEAR(t.get<double>(), 2e-9, 1e-18);
+  EXPECT_NEAR(time_s["median"].get<double>(), 2e-9, 1e-18);
+  // Warm-up and timed samples are batches of that size too.
+  EXPECT_GE(probe_counters().calls - calls_before, 4 * calls);
+}
+
+TEST(ExecuteCase, AnOpLongerThanTheMinimumSampleIsOneCallPerSample) {
+  const CaseRun run =
+      run_one("{name: a, kind: probe, value: 1, iter_s: 2e-3, perf: {warmup: 1, iters: 3}}");
+  ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  EXPECT_EQ(run.outcome.metrics["time_s"]["calls_per_sample"], 1);
+  EXPECT_EQ(run.samples["time_s"], nlohmann::json::parse("[[2e-3, 2e-3, 2e-3]]"));
+}
+
+TEST(ExecuteCase, TheCasesMinSampleTimeSizesItsBatches) {
+  // 10 ms from 2 ms calls: the first batch took a fifth of it, so the estimate is 7 calls.
+  const CaseRun longer = run_one(
+      "{name: a, kind: probe, value: 1, iter_s: 2e-3, perf: {iters: 2, min_sample_time: 10ms}}");
+  ASSERT_EQ(longer.outcome.status, Status::pass) << longer.outcome.message;
+  EXPECT_EQ(longer.outcome.metrics["time_s"]["calls_per_sample"], 7);
+  EXPECT_NEAR(longer.samples["time_s"][0][0].get<double>(), 2e-3, 1e-15);
+  // 0: one call per sample and nothing run to choose it.
+  const int before = probe_counters().iterations;
+  const CaseRun single = run_one(
+      "{name: a, kind: probe, value: 1, iter_s: 1e-9, perf: {warmup: 2, iters: 3, "
+      "min_sample_time: 0}}");
+  ASSERT_EQ(single.outcome.status, Status::pass) << single.outcome.message;
+  EXPECT_EQ(single.outcome.metrics["time_s"]["calls_per_sample"], 1);
+  EXPECT_EQ(probe_counters().iterations - before, 2 + 3);
+}
+
+TEST(Validate, MinSampleTimeIsADuration) {
+  PlannedCases planned =
+      plan("suite: s\ncases:\n  - {name: a, kind: probe, value: 1, perf: {min_sample_time: 0.5ms}}"
+           "\n  - {name: b, kind: probe, value: 1, perf: {min_sample_time: 0.002}}"
+           "\n  - {name: c, kind: probe, value: 1, perf: {iters: 3}}\n");
+  ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
+  EXPECT_DOUBLE_EQ(*planned.cases.at(0).perf->min_sample_time_s, 5e-4);
+  EXPECT_DOUBLE_EQ(*planned.cases.at(1).perf->min_sample_time_s, 2e-3);
+  EXPECT_FALSE(planned.cases.at(2).perf->min_sample_time_s.has_value());
+  for (const char* bad : {"-1ms", "soon", "[1]", "1 ms"}) {
+    const PlannedCases rejected = plan("suite: s\ncases:\n  - {name: a, kind: probe, value: 1, "
+                                       "perf: {min_sample_time: " + std::string(bad) + "}}\n");
+    ASSERT_EQ(rejected.errors.size(), 1u) << bad;
+    EXPECT_NE(rejected.errors[0].find("key 'perf.min_sample_time': expected a duration >= 0"),
+              std::string::npos)
+        << rejected.errors[0];
+  }
 }
 
 TEST(Validation, ReportsEveryErrorWithPositionCaseAndKey) {
@@ -474,6 +541,54 @@ TEST_F(RunCommandTest, ProcessWorldRunsCasesOnSubgroupsAndOnlyRankZeroWrites) {
   EXPECT_EQ(r["cases"][4]["status"], "fail");
 }
 
+// Processes that time the same case at different speeds still time batches of the same size,
+// each at least the minimum sample: the largest any rank needs.
+TEST_F(RunCommandTest, EveryProcessOfACaseTimesBatchesOfTheSameSize) {
+  const std::string file =
+      write("p.yaml",
+            "suite: p\n"
+            "cases:\n"
+            "  - {name: uneven, kind: probe, value: 1, ranks: 3, rank_iter_s: [1e-4, 1e-6, 1e-5],"
+            " perf: {warmup: 1, iters: 2, min_sample_time: 1ms}}\n");
+  {
+    const std::lock_guard<std::mutex> lock(probe_counters().mutex);
+    probe_counters().batches.clear();
+  }
+  constexpr int kProcesses = 3;
+  comm::ThreadsWorld world(kProcesses);
+  std::vector<std::unique_ptr<comm::Communicator>> comms;
+  for (int r = 0; r < kProcesses; ++r) comms.push_back(world.communicator(r));
+  std::vector<std::ostringstream> outs(kProcesses), errs(kProcesses);
+  std::vector<int> codes(kProcesses, -1);
+  std::vector<std::thread> processes;
+  for (int r = 0; r < kProcesses; ++r) {
+    processes.emplace_back([&, r] {
+      comm::Communicator& c = *comms[static_cast<std::size_t>(r)];
+      ProcessBackend backend("mpi", c, c, nullptr, versions_info("Test MPI 1.0"));
+      codes[static_cast<std::size_t>(r)] =
+          run_command(options({file}), backend, test_kinds(), outs[static_cast<std::size_t>(r)],
+                      errs[static_cast<std::size_t>(r)]);
+    });
+  }
+  for (std::thread& p : processes) p.join();
+  ASSERT_EQ(codes[0], 0) << errs[0].str();
+  std::map<int, std::vector<std::int64_t>> batches;
+  {
+    const std::lock_guard<std::mutex> lock(probe_counters().mutex);
+    batches = probe_counters().batches;
+  }
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[1], batches[0]);
+  EXPECT_EQ(batches[2], batches[0]);
+  const nlohmann::json row = results()["cases"][0];
+  const std::int64_t calls = row["metrics"]["time_s"]["calls_per_sample"].get<std::int64_t>();
+  EXPECT_EQ(batches[0].back(), calls);
+  // Rank 0 alone would have stopped at about 10 calls; rank 1 needs 1000 to reach 1 ms.
+  EXPECT_GE(calls, 1000);
+  // Each process reports its own per-call time; the leader's is rank 0's.
+  EXPECT_NEAR(row["metrics"]["time_s"]["median"].get<double>(), 1e-4, 1e-15);
+}
+
 #ifdef MESHGATE_HAVE_NCCL
 // The nccl backend of a runner without MPI: one rank in this process. Without a GPU every case
 // skips with the reason; a request for more ranks is refused before anything runs.
@@ -547,6 +662,13 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
 #endif
   EXPECT_TRUE(run["versions"]["nccl"].is_null());
   EXPECT_TRUE(run["versions"]["mpi"].is_null());
+  // What the host did to the timings: not pinned, the governor where cpufreq says, the load.
+  EXPECT_TRUE(run.contains("cpus"));
+  EXPECT_TRUE(run["cpus"].is_null());
+  EXPECT_TRUE(run.contains("cpu_governor"));
+  EXPECT_TRUE(run["cpu_governor"].is_null() || run["cpu_governor"].is_string());
+  ASSERT_TRUE(run["load_average"].is_array());
+  EXPECT_EQ(run["load_average"].size(), 3u);
 
   ASSERT_EQ(r["cases"].size(), 2u);
   const nlohmann::json& ok = r["cases"][0];
@@ -562,8 +684,42 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
   EXPECT_EQ(ok["samples"]["time_s"].size(), 1u);
   EXPECT_EQ(ok["samples"]["time_s"][0].size(), 4u);
   EXPECT_EQ(ok["metrics"]["time_s"]["median"], 1e-3);
+  EXPECT_EQ(ok["metrics"]["time_s"]["calls_per_sample"], 1);
   EXPECT_EQ(r["cases"][1]["id"], "s/after");
   EXPECT_EQ(r["cases"][1]["tags"], nlohmann::json::array({"nightly", "smoke"}));
+}
+
+TEST_F(RunCommandTest, CpusPinsTheRunnerAndItsRankThreadsAndTheHeaderSaysSo) {
+  const std::vector<int> before = allowed_cpus();
+  ASSERT_FALSE(before.empty());
+  const int cpu = before.front();  // CPU 0 where this process may use it
+  RunOptions o = options({write("s.yaml",
+                                "suite: s\n"
+                                "cases:\n"
+                                "  - {name: pinned, kind: probe, value: 1, ranks: 2, "
+                                "record_affinity: true}\n")});
+  o.cpus = std::vector<int>{cpu};
+  std::ostringstream out, err;
+  ASSERT_EQ(run_command(o, test_kinds(), out, err), 0) << err.str();
+  const nlohmann::json r = results();
+  EXPECT_EQ(r["run"]["cpus"], nlohmann::json::array({cpu}));
+  EXPECT_EQ(r["cases"][0]["metrics"]["affinity"],
+            (nlohmann::json{{"0", {cpu}}, {"1", {cpu}}}));
+  // The caller gets its CPUs back when the run is over.
+  EXPECT_EQ(allowed_cpus(), before);
+}
+
+TEST_F(RunCommandTest, ACpuListThisProcessCannotUseIsUnusableInputNamingTheOption) {
+  RunOptions o = options({write("s.yaml", kFourCases)});
+  o.cpus = std::vector<int>{CPU_SETSIZE - 1};
+  std::ostringstream out, err;
+  EXPECT_EQ(run_command(o, test_kinds(), out, err), 2);
+  EXPECT_EQ(err.str().rfind("--cpus " + std::to_string(CPU_SETSIZE - 1) +
+                                ": not available to this process",
+                            0),
+            0u)
+      << err.str();
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "results.json"));
 }
 
 TEST_F(RunCommandTest, ResumeKeepsRowsAndRunsTheRest) {

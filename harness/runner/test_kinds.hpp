@@ -2,14 +2,19 @@
 // Test-only case kinds for the framework tests: small, deterministic and observable.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "case_kind.hpp"
 #include "core/error.hpp"
+#include "host_state.hpp"
 
 namespace meshgate::runner::testing {
 
@@ -24,7 +29,10 @@ namespace meshgate::runner::testing {
 //   backend_error: string          run() throws comm::BackendError (as an mpi rank's call would)
 //   integer_avg: bool              every rank calls all_reduce(avg) on int32, which no backend runs
 //   sleep_ms: int                  run() sleeps that long
-//   iter_s: number                 what each timed iteration reports
+//   iter_s: number                 the seconds of one timed call (time_calls reports calls x iter_s)
+//   rank_iter_s: [number]          per rank of a process world (its lead_rank): the seconds of one
+//                                  call there, instead of iter_s
+//   record_affinity: bool          run() reports the CPUs each rank thread may run on
 //   options: {verbose: bool}       a nested mapping, to test child() validation
 //   memory: int                    the memory estimate in bytes (key 'memory'; default 0)
 //   invalid: string                parse() rejects the value (ValueRejection on key 'invalid')
@@ -32,7 +40,11 @@ namespace meshgate::runner::testing {
 //   bad_alloc_on_rank: int         that rank throws std::bad_alloc
 struct ProbeCounters {
   std::atomic<int> runs{0};
-  std::atomic<int> iterations{0};
+  std::atomic<int> iterations{0};  // time_calls() calls
+  std::atomic<std::int64_t> calls{0};  // the calls they timed, all together
+  // The batch sizes time_calls() was asked for, in order, per rank (lead_rank) of the context.
+  std::mutex mutex;
+  std::map<int, std::vector<std::int64_t>> batches;
 };
 
 inline ProbeCounters& probe_counters() {
@@ -53,6 +65,8 @@ class ProbeCase final : public PreparedCase {
   bool integer_avg = false;
   int sleep_ms = 0;
   double iter_s = 1e-3;
+  std::vector<double> rank_iter_s;
+  bool record_affinity = false;
   std::int64_t memory = 0;
   bool bad_alloc = false;
   std::optional<int> bad_alloc_on_rank;
@@ -86,9 +100,14 @@ class ProbeCase final : public PreparedCase {
         comm.all_reduce(&one, &one, 1, comm::DType::i32, comm::ReduceOp::avg);
       }
       if (comm.rank() == rank && comm.size() == rank_count) ++sizes_seen;
+      if (record_affinity) {
+        const std::lock_guard<std::mutex> lock(affinity_mutex);
+        affinities[std::to_string(rank)] = allowed_cpus();
+      }
       ++ran;
     });
     Outcome outcome;
+    if (record_affinity) outcome.metrics["affinity"] = affinities;
     outcome.metrics["ranks_ran"] = ran.load();
     // Ranks that got a communicator whose rank and size match their place in the case.
     outcome.metrics["comms_matched"] = sizes_seen.load();
@@ -102,10 +121,23 @@ class ProbeCase final : public PreparedCase {
     }
     return outcome;
   }
-  double time_iteration(RunContext&) override {
-    ++probe_counters().iterations;
-    return iter_s;
+  double time_calls(RunContext& ctx, std::int64_t calls) override {
+    ProbeCounters& counters = probe_counters();
+    ++counters.iterations;
+    counters.calls += calls;
+    const int rank = ctx.lead_rank();
+    {
+      const std::lock_guard<std::mutex> lock(counters.mutex);
+      counters.batches[rank].push_back(calls);
+    }
+    const auto index = static_cast<std::size_t>(rank);
+    const double per_call = index < rank_iter_s.size() ? rank_iter_s[index] : iter_s;
+    return per_call * static_cast<double>(calls);
   }
+
+ private:
+  std::mutex affinity_mutex;
+  std::map<std::string, std::vector<int>> affinities;  // by rank
 };
 
 inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_error*/) {
@@ -122,6 +154,8 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
   probe->integer_avg = node.optional<bool>("integer_avg").value_or(false);
   probe->sleep_ms = node.optional<int>("sleep_ms").value_or(0);
   probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
+  probe->rank_iter_s = node.optional<std::vector<double>>("rank_iter_s").value_or(std::vector<double>{});
+  probe->record_affinity = node.optional<bool>("record_affinity").value_or(false);
   probe->memory = node.optional<std::int64_t>("memory").value_or(0);
   if (const auto invalid = node.optional<std::string>("invalid"))
     reject_value(node, "invalid", *invalid);
@@ -140,7 +174,7 @@ class EchoCase final : public PreparedCase {
   MemoryEstimate memory_estimate() const override { return {}; }
   nlohmann::json params() const override { return nlohmann::json::object(); }
   Outcome run(RunContext&) override { return {}; }
-  double time_iteration(RunContext&) override { return 0; }
+  double time_calls(RunContext&, std::int64_t) override { return 0; }
 };
 
 inline std::unique_ptr<PreparedCase> parse_echo(CaseNode&, bool) {
@@ -152,8 +186,8 @@ inline const std::vector<KindEntry>& test_kinds() {
       {"probe",
        &parse_probe,
        {"value", "expect", "fail_with", "ranks", "throw_on_rank", "reject", "report_reject",
-        "backend_error", "integer_avg", "sleep_ms", "iter_s", "memory", "invalid", "bad_alloc",
-        "bad_alloc_on_rank", "options", "options.verbose"}},
+        "backend_error", "integer_avg", "sleep_ms", "iter_s", "rank_iter_s", "record_affinity",
+        "memory", "invalid", "bad_alloc", "bad_alloc_on_rank", "options", "options.verbose"}},
       {"echo", &parse_echo}};
   return kinds;
 }

@@ -6,6 +6,7 @@
 
 #include "byte_size.hpp"
 #include "diagnostics.hpp"
+#include "timing.hpp"
 
 namespace meshgate::runner {
 
@@ -46,7 +47,7 @@ class RejectedCase final : public PreparedCase {
     outcome.rejection = message_;
     return outcome;
   }
-  double time_iteration(RunContext&) override { return 0; }
+  double time_calls(RunContext&, std::int64_t) override { return 0; }
   // The values never became a request: no implementation can be asked about them.
   std::optional<nlohmann::json> impl_request(const std::filesystem::path&,
                                              std::string& why) override {
@@ -107,7 +108,7 @@ std::optional<PerfSpec> read_perf(CaseNode& node) {
   CaseNode perf = node.child("perf");
   PerfSpec spec;
   // Known up front, so a typo next to a bad value still gets its suggestion.
-  for (const char* key : {"warmup", "iters", "runs"}) perf.has(key);
+  for (const char* key : {"warmup", "iters", "runs", "min_sample_time"}) perf.has(key);
   const auto read_count = [&](std::string_view key, int& out, int minimum) {
     if (const std::optional<int> v = perf.optional<int>(key)) {
       if (*v < minimum) {
@@ -120,6 +121,17 @@ std::optional<PerfSpec> read_perf(CaseNode& node) {
   read_count("warmup", spec.warmup, 0);
   read_count("iters", spec.iters, 1);
   read_count("runs", spec.runs, 1);
+  const YAML::Node min_sample_time = perf.raw("min_sample_time");
+  if (min_sample_time.IsDefined() && !min_sample_time.IsNull()) {
+    // A bare number is seconds.
+    const std::optional<double> seconds =
+        min_sample_time.IsScalar() ? parse_duration(min_sample_time.Scalar()) : std::nullopt;
+    if (!seconds) {
+      perf.fail("min_sample_time", "expected a duration >= 0 such as 1ms, 200us, 0.5s or 0 (one "
+                                   "call per sample), got " + describe_node(min_sample_time));
+    }
+    spec.min_sample_time_s = *seconds;
+  }
   return spec;
 }
 

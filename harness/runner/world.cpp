@@ -154,6 +154,12 @@ void ProcessContext::run_on_ranks(
   agree_on_failure(control_, failure);
 }
 
+std::int64_t ProcessContext::agree_on_calls(std::int64_t calls) {
+  std::int64_t largest = 0;
+  control_.all_reduce(&calls, &largest, 1, comm::DType::i64, comm::ReduceOp::max);
+  return largest;
+}
+
 void agree_on_failure(comm::Communicator& comm, std::exception_ptr failure) {
   const std::int64_t mine = failure ? comm.rank() : comm.size();
   std::int64_t lowest = 0;

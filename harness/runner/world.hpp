@@ -3,6 +3,7 @@
 // threads communicator world of the case's size. mpi/nccl: this process is one rank of a
 // process world; the case runs on a communicator over the first ranks of that world and every
 // process agrees on each failure before going on.
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -68,6 +69,8 @@ class ProcessContext final : public RunContext {
   int lead_rank() const override { return case_comm_.rank(); }
   std::optional<PerfSpec> perf() const override { return perf_; }
   double case_timeout_s() const override { return case_timeout_s_; }
+  // The largest over the case's processes, on the runner's own host world.
+  std::int64_t agree_on_calls(std::int64_t calls) override;
 
  private:
   std::string backend_;

@@ -197,6 +197,21 @@ class RunDefaultsTest(CliTestCase):
         self.meshgate("run", "--case-timeout", "0", "--out", str(self.fake.dir / "o"))
         self.assertEqual(option_values(self.fake.run_launches()[0], "--case-timeout"), ["0"])
 
+    def test_cpus_reach_every_run_launch(self):
+        code, out, err = self.meshgate("run", "--cpus", "0", "--out", str(self.fake.dir / "o"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(option_values(self.fake.run_launches()[0], "--cpus"), ["0"])
+
+    def test_a_bad_cpu_list_is_a_usage_error_naming_the_option_before_any_launch(self):
+        for command in ("run", "ab", "calibrate", "bisect"):
+            for value in ("1-0", "zero", "0,", ""):
+                with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit_:
+                    cli.main([command, "--cpus", value, "--good", "a", "--bad", "b"] if command == "bisect"
+                             else [command, "--cpus", value])
+                self.assertEqual(exit_.exception.code, 2, (command, value))
+                self.assertIn(f"--cpus: '{value}': a CPU list such as 0, 0-3 or 0,2", err.getvalue())
+        self.assertEqual(self.fake.launches(), [])
+
     def test_a_rank_count_below_one_is_a_usage_error_that_leaves_no_folder(self):
         for value in ("0", "-2", "many"):
             with contextlib.redirect_stderr(io.StringIO()) as err, self.assertRaises(SystemExit) as exit_:
@@ -380,6 +395,12 @@ class ParserTest(unittest.TestCase):
         self.assertIs(args.func, run_command.run_command)
         self.assertEqual((args.backend, args.ranks), ("mpi", 8))
         self.assertIs(parser.parse_args(["list"]).func, listing.list_command)
+
+    def test_commands_that_time_cases_take_cpus(self):
+        parser = cli.build_parser()
+        for argv in (["run"], ["ab"], ["calibrate"], ["bisect", "--good", "a", "--bad", "b"]):
+            self.assertEqual(parser.parse_args(argv + ["--cpus", "0,2-3"]).cpus, "0,2-3", argv)
+            self.assertIsNone(parser.parse_args(argv).cpus, argv)
 
     def test_a_command_is_required(self):
         with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit) as caught:

@@ -32,6 +32,21 @@ class CommandLineTest(unittest.TestCase):
                                    "--progress", "--ranks", "4", "--case-timeout", "30",
                                    "--resume"])
 
+    def test_cpus_reach_run_but_not_list(self):
+        setup = RunnerSetup(runner=["r"], cpus="0,2-3")
+        command = setup.run_command(Selection(paths=["cases"]), Path("/o"), "rid", resume=False)
+        self.assertEqual(option_values(command, "--cpus"), ["0,2-3"])
+        self.assertNotIn("--cpus", setup.list_command(Selection(paths=["cases"])))
+        self.assertNotIn("--cpus", RunnerSetup(runner=["r"]).run_command(
+            Selection(paths=["cases"]), Path("/o"), "rid", resume=False))
+
+    def test_ab_calibrate_and_bisect_launches_carry_the_cpus(self):
+        from meshgate.system import repeats
+
+        side = repeats.Side("a", runner=["r"], case_paths=["cases"])
+        self.assertEqual(repeats.DriverLauncher(cpus="1").setup(side).cpus, "1")
+        self.assertIsNone(repeats.DriverLauncher().setup(side).cpus)
+
     def test_mpi_wraps_the_runner_in_mpirun(self):
         setup = RunnerSetup(runner=["r"], backend="mpi", ranks=8, env={})
         with mock.patch("shutil.which", return_value="/usr/bin/mpirun"), \

@@ -42,6 +42,21 @@ class MergeTest(unittest.TestCase):
         self.assertEqual(merged["status"], "pass")
         self.assertEqual(first["samples"]["time_s"], [[1.0, 2.0, 9.0]], "input left unchanged")
 
+    def test_calls_per_sample_of_every_run_are_kept(self):
+        def timed(samples, calls):
+            out = row("g/a", samples=samples)
+            out["metrics"]["time_s"] = {"median": samples[0], "calls_per_sample": calls}
+            return out
+
+        merged = merge.merge_case(timed([1.0], 2000), {2: timed([2.0], 1800), 3: timed([3.0], 2100)}, 3)
+        time_s = merged["metrics"]["time_s"]
+        self.assertEqual(time_s["calls_per_sample"], 1800)
+        self.assertEqual(time_s["run_calls_per_sample"], [2000, 1800, 2100])
+        self.assertEqual(time_s["run_medians"], [1.0, 2.0, 3.0])
+        # A run that does not say (an older runner) is None beside its median.
+        merged = merge.merge_case(timed([1.0], 5), {2: row("g/a", samples=[2.0])}, 2)
+        self.assertEqual(merged["metrics"]["time_s"]["run_calls_per_sample"], [5, None])
+
     def test_a_failing_or_missing_later_run_marks_the_case(self):
         first = row("g/a", samples=[1.0])
         merged = merge.merge_case(first, {2: row("g/a", "fail", [1.0], message="wrong sum"),

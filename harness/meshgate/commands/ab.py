@@ -21,7 +21,7 @@ def request_from_args(args: argparse.Namespace) -> ab.AbRequest:
         cases=CaseFilter(cases=list(args.cases), suites=list(args.suite), tags=list(args.tag),
                          case_patterns=list(args.case)),
         base_impl=args.base_impl, candidate_impl=args.candidate_impl, impl=args.impl, runs=args.runs,
-        max_runs=args.max_runs, backend=args.backend, ranks=args.ranks, preset=args.preset, seed=args.seed,
+        max_runs=args.max_runs, backend=args.backend, ranks=args.ranks, cpus=args.cpus, preset=args.preset, seed=args.seed,
         max_gate=args.max_gate, machine_class=args.machine_class,
         out=pathlib.Path(args.out) if args.out else None, repo=pathlib.Path(args.repo) if args.repo else None,
         verbose=args.verbose, confirm=not args.no_confirm)

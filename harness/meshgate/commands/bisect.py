@@ -20,7 +20,7 @@ def request_from_args(args: argparse.Namespace) -> culprit.BisectRequest:
         cases=CaseFilter(cases=list(args.cases), suites=list(args.suite), tags=list(args.tag),
                          case_patterns=list(args.case)),
         runs=args.runs, max_runs=args.max_runs, revert_runs=args.revert_runs, backend=args.backend,
-        ranks=args.ranks, impl=args.impl, preset=args.preset, seed=args.seed, max_gate=args.max_gate,
+        ranks=args.ranks, cpus=args.cpus, impl=args.impl, preset=args.preset, seed=args.seed, max_gate=args.max_gate,
         machine_class=args.machine_class, case_timeout=args.case_timeout,
         out=pathlib.Path(args.out) if args.out else None, repo=pathlib.Path(args.repo) if args.repo else None,
         json=pathlib.Path(args.json) if args.json else None, verbose=args.verbose)

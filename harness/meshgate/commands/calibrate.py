@@ -16,7 +16,7 @@ from ..gate import store as _store
 from ..run import report
 from ..system import build, implementations, launch, repeats
 from ..system.selection import SelectionError
-from .options import add_backend_arguments, add_max_gate_argument, add_selection_arguments, selection_from_args
+from .options import add_backend_arguments, add_cpus_argument, add_max_gate_argument, add_selection_arguments, selection_from_args
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"meshgate calibrate: {e}", file=sys.stderr)
         return 2
     launcher = repeats.DriverLauncher(backend=args.backend, ranks=args.ranks, run_prefix="calibrate",
-                                        impl=impl)
+                                        impl=impl, cpus=args.cpus)
     try:
         ids = repeats.perf_case_ids(launcher.list_cases(side, selection))
     except (launch.LaunchError, launch.RunnerInputError) as e:
@@ -88,6 +88,7 @@ def register(subparsers: Any) -> None:
                     "in baselines/<machine-class>/calibration.json.")
     add_selection_arguments(parser)
     add_backend_arguments(parser)
+    add_cpus_argument(parser)
     parser.add_argument("--sessions", type=int, default=calibrate.DEFAULT_SESSIONS, metavar="S",
                         help="interleaved A/A sessions, 2 x k launches each (default %(default)s)")
     parser.add_argument("-k", "--k", type=int, default=calibrate.DEFAULT_K, help="runs per side the gate uses (default %(default)s)")

@@ -53,6 +53,23 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     add_impl_argument(parser)
 
 
+def add_cpus_argument(parser: argparse.ArgumentParser) -> None:
+    """--cpus, for the commands that time cases: passed to every runner they launch."""
+    parser.add_argument("--cpus", type=cpu_list, metavar="LIST",
+                        help="pin each runner (its rank threads and the processes it starts) to these "
+                             "CPUs, as taskset writes them: 0, 0-3, 0,2; results.json records the pinning")
+
+
+def cpu_list(text: str) -> str:
+    """--cpus: a taskset-style CPU list, checked here so that a bad one is a usage error before
+    anything builds or launches; the runner reads the same text."""
+    ranges = [item.partition("-") for item in text.split(",")]
+    if not all(low.isdigit() and low.isascii() and (not dash or (high.isdigit() and high.isascii() and int(high) >= int(low)))
+               for low, dash, high in ranges):
+        raise argparse.ArgumentTypeError(f"{text!r}: a CPU list such as 0, 0-3 or 0,2")
+    return text
+
+
 def rank_count(text: str) -> int:
     """--ranks: a whole number >= 1, checked here so that a bad value is a usage error before
     anything builds or claims a report folder."""
@@ -142,6 +159,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
                              "spent-down alpha so that false alarms stay within alpha (default %(default)s; "
                              "equal to --runs: no adaptive runs)")
     add_backend_arguments(parser)
+    add_cpus_argument(parser)
     parser.add_argument("--preset", metavar="P", help="CMake preset of every build (default: ci/preset)")
     parser.add_argument("--seed", type=int, help="seed of the run order (default: random, recorded)")
     add_max_gate_argument(parser)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..run import session
-from .options import (add_backend_arguments, add_memory_limit_argument, add_selection_arguments,
+from .options import (add_backend_arguments, add_cpus_argument, add_memory_limit_argument, add_selection_arguments,
                       case_timeout_seconds)
 
 
@@ -23,6 +23,7 @@ def register(subparsers) -> None:
                     "--baseline) or 2 (an error).")
     add_selection_arguments(parser)
     add_backend_arguments(parser)
+    add_cpus_argument(parser)
     parser.add_argument("--baseline", metavar="DIR",
                         help="check the deterministic signals against DIR/signals (or "
                              "DIR/../signals), which gates, and compare timing with DIR's "
@@ -51,7 +52,7 @@ def register(subparsers) -> None:
 def request_from_args(args: argparse.Namespace) -> session.RunRequest:
     return session.RunRequest(
         cases=list(args.cases), suites=list(args.suite), tags=list(args.tag), case_patterns=list(args.case),
-        backend=args.backend, ranks=args.ranks, impl=args.impl, preset=args.preset, runner=args.runner,
+        backend=args.backend, ranks=args.ranks, cpus=args.cpus, impl=args.impl, preset=args.preset, runner=args.runner,
         case_timeout=args.case_timeout, memory_limit=args.memory_limit,
         out=Path(args.out) if args.out else None, resume=Path(args.resume) if args.resume else None,
         allow_all_skipped=args.allow_all_skipped)

@@ -288,6 +288,7 @@ class AbRequest:
     max_runs: int = verdict.DEFAULT_MAX_RUNS
     backend: str = "threads"
     ranks: Optional[int] = None
+    cpus: Optional[str] = None  # --cpus LIST: pin every runner to these CPUs; None: not pinned
     preset: Optional[str] = None
     seed: Optional[int] = None
     max_gate: float = stats.MAX_GATE
@@ -340,7 +341,8 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
         ]
         sides[0].impl = implementations.resolve(request.base_impl or request.impl)
         sides[1].impl = implementations.resolve(request.candidate_impl or request.impl)
-        launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, run_prefix="ab")
+        launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, run_prefix="ab",
+                                          cpus=request.cpus)
         case_ids, status_ids = {}, {}
         for side in sides:
             ids, perf_ids = experiment_cases(launcher, side, patterns, request.cases)

@@ -75,6 +75,7 @@ class RunRequest:
     case_patterns: list[str] = dataclasses.field(default_factory=list)
     backend: str = "threads"
     ranks: Optional[int] = None
+    cpus: Optional[str] = None  # --cpus LIST: pin every runner to these CPUs; None: not pinned
     impl: Optional[str] = None
     preset: Optional[str] = None
     runner: Optional[str] = None  # a prebuilt runner to run (--runner): nothing is built
@@ -145,7 +146,8 @@ def execute(request: RunRequest, err: Optional[TextIO] = None) -> Execution:
     except implementations.ImplError as e:
         return Execution(2, error=f"meshgate: {e}\n")
     setup = RunnerSetup(runner=runner, backend=request.backend, ranks=request.ranks,
-                        case_timeout=request.case_timeout, memory_limit=request.memory_limit, impl=impl)
+                        case_timeout=request.case_timeout, memory_limit=request.memory_limit, impl=impl,
+                        cpus=request.cpus)
     try:
         setup.launcher()
         listing = launch.list_cases(setup, selection)

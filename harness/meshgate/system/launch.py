@@ -70,6 +70,7 @@ class RunnerSetup:
     env: dict | None = None
     memory_limit: str | None = None  # e.g. "64GiB"; None: the runner's default
     impl: "Impl | None" = None  # the implementation under test; None: meshgate's library
+    cpus: str | None = None  # --cpus LIST: the CPUs the runner is pinned to; None: not pinned
 
     def process_env(self) -> dict | None:
         """The runner's environment: `env` (or ours), with what the implementation needs."""
@@ -113,6 +114,8 @@ class RunnerSetup:
         if self.case_timeout is not None:
             command += ["--case-timeout", f"{self.case_timeout:g}"]
         command += self._memory_limit_args()
+        if self.cpus is not None:
+            command += ["--cpus", self.cpus]
         if self.impl is not None:
             command += self.impl.runner_args()
         if resume:

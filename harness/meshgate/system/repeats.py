@@ -229,8 +229,9 @@ class DriverLauncher:
 
     def __init__(self, backend: str = "threads", ranks: Optional[int] = None, case_timeout: Optional[float] = None,
                  run_prefix: str = "ab", quiet: bool = False, stamp: Optional[str] = None,
-                 impl: Any = None):
+                 impl: Any = None, cpus: Optional[str] = None):
         self.backend = backend
+        self.cpus = cpus  # --cpus LIST of every launch; None: not pinned
         self.impl = impl  # implementations.Impl: the implementation under test; None: meshgate's library
         self.ranks = ranks
         self.case_timeout = case_timeout
@@ -240,7 +241,7 @@ class DriverLauncher:
     def setup(self, side: Side) -> RunnerSetup:
         return RunnerSetup(runner=list(side.runner), backend=self.backend, ranks=self.ranks,
                            case_timeout=self.case_timeout, env=side.env,
-                           impl=side.impl if side.impl is not None else self.impl)
+                           impl=side.impl if side.impl is not None else self.impl, cpus=self.cpus)
 
     def list_cases(self, side: Side, selection: Selection) -> list[dict]:
         return launch.list_cases(self.setup(side), selection)

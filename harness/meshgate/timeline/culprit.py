@@ -417,6 +417,7 @@ class BisectRequest:
     revert_runs: int = REVERT_RUNS
     backend: str = "threads"
     ranks: Optional[int] = None
+    cpus: Optional[str] = None  # --cpus LIST: pin every runner to these CPUs; None: not pinned
     impl: Optional[str] = None
     preset: Optional[str] = None
     seed: Optional[int] = None
@@ -470,7 +471,7 @@ def run_request(request: BisectRequest, log: Optional[TextIO] = None) -> Result:
     except implementations.ImplError as e:
         return Result(2, error=f"meshgate bisect: {e}")
     launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, case_timeout=request.case_timeout,
-                                      run_prefix="bisect", quiet=True, impl=impl)
+                                      run_prefix="bisect", quiet=True, impl=impl, cpus=request.cpus)
     try:
         good = git.resolve_commit(repo, request.good)
         bad = git.resolve_commit(repo, request.bad)

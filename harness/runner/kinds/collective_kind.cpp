@@ -3,8 +3,9 @@
 // of sizes, in place and out of place. As nccl-tests: inputs are small integers generated from
 // (seed, rank, index) so that every result is exactly representable, every rank counts its
 // wrong output elements and the counts are summed over the ranks; any wrong element fails the
-// case. Every size is timed (max over ranks per call; with perf: the median of the timed
-// iterations), and reported as time, algbw and busbw with nccl-tests' bus factors.
+// case. Every size is timed (max over ranks; with perf: the median per-call time of the timed
+// samples, each a batch of calls sized as the runner sizes its own, timing.hpp), and reported as
+// time, algbw and busbw with nccl-tests' bus factors.
 // Another implementation (external_impl.hpp) gets the same inputs as files and answers each
 // rank's outputs, which the same check counts and the same table reports.
 // What differs between the collectives (buffers, inputs, expected outputs, bus factor, the call)
@@ -33,6 +34,7 @@
 #include "kinds/mesh_spec.hpp"
 #include "mesh/device_mesh.hpp"
 #include "plan/cost_model.hpp"
+#include "timing.hpp"
 
 namespace meshgate::runner {
 namespace {
@@ -267,6 +269,8 @@ struct SizeResult {
   bool inplace = false;
   double time_s = 0;
   std::int64_t wrong = 0;
+  // With perf, timed here: how many calls each of the size's timed samples made.
+  std::optional<std::int64_t> calls_per_sample;
 };
 
 // What one rank keeps between run() and the runner's timed iterations: its group's
@@ -275,7 +279,6 @@ struct RankState {
   std::unique_ptr<comm::Communicator> group;
   void* send = nullptr;
   void* recv = nullptr;
-  std::size_t calls = 0;
 
   RankState() = default;
   RankState(const RankState&) = delete;
@@ -384,24 +387,24 @@ class CollectiveCase final : public PreparedCase {
       throw;
     }
     const std::vector<SizeResult>& results = per_rank[static_cast<std::size_t>(ctx.lead_rank())];
-    calls_expected_ = perf ? static_cast<std::size_t>(perf->warmup + perf->iters) : 0;
     Outcome outcome = judge(results);
     if (outcome.status != Status::pass || !perf || expect_error) release_states();
     return outcome;
   }
 
-  // One call of the largest size (the first in-place setting) on the buffers run() kept.
-  double time_iteration(RunContext& ctx) override {
+  // `calls` calls of the largest size (the first in-place setting) on the buffers run() kept.
+  double time_calls(RunContext& ctx, std::int64_t calls) override {
     std::vector<double> times(static_cast<std::size_t>(case_ranks), 0.0);
     run_guarded(ctx, [&](int rank, comm::Communicator& case_comm) {
       RankState& state = states_.at(static_cast<std::size_t>(rank));
       const std::int64_t bytes = *std::max_element(sizes.begin(), sizes.end());
       times[static_cast<std::size_t>(rank)] =
-          timed_call(case_comm, state, bytes, inplace.front(), group_rank_of(rank));
-      if (++state.calls >= calls_expected_) state.release();
+          timed_calls(case_comm, state, bytes, inplace.front(), group_rank_of(rank), calls);
     });
     return times[static_cast<std::size_t>(ctx.lead_rank())];
   }
+
+  void release() override { release_states(); }
 
   // Every group rank's send buffer of every size, as meshgate's own run fills it, in one file
   // per (size, rank): the in-place and out-of-place rows of a size share their inputs.
@@ -545,7 +548,6 @@ class CollectiveCase final : public PreparedCase {
 
  private:
   std::vector<RankState> states_;
-  std::size_t calls_expected_ = 0;
 
   // The verdict and the per-size table of every (in-place setting, size) row, in the order
   // they ran: the same for meshgate's own run and for another implementation's answer.
@@ -566,6 +568,7 @@ class CollectiveCase final : public PreparedCase {
                        {"wrong", r.wrong},
                        {"inplace", r.inplace},
                        {"modeled_time_s", modeled(r.bytes)}});
+      if (r.calls_per_sample) table.back()["calls_per_sample"] = *r.calls_per_sample;
       total_wrong += r.wrong;
       if (r.wrong > 0) {
         wrong_sizes += (wrong_sizes.empty() ? "" : ", ") +
@@ -649,16 +652,17 @@ class CollectiveCase final : public PreparedCase {
     op->call(group, call.send, call.recv, CallArgs{count_of(bytes), dtype, reduce, root});
   }
 
-  // Seconds of one call, the slowest rank's: every group calls at once after a barrier of the
-  // whole case (ranks in no group only join the barrier and the maximum).
-  double timed_call(comm::Communicator& case_comm, RankState& state, std::int64_t bytes,
-                    bool in_place, int g) const {
+  // Seconds of `calls` calls back to back, the slowest rank's: every group calls at once after
+  // a barrier of the whole case (ranks in no group only join the barrier and the maximum). As
+  // in nccl-tests, the calls of a batch are issued one after the other and waited for once.
+  double timed_calls(comm::Communicator& case_comm, RankState& state, std::int64_t bytes,
+                     bool in_place, int g, std::int64_t calls) const {
     case_comm.barrier();
     double mine = 0;
     if (state.group) {
       const Call call = call_buffers(state, bytes, in_place, g);
       const double start = now_s();
-      issue(*state.group, call, bytes);
+      for (std::int64_t i = 0; i < calls; ++i) issue(*state.group, call, bytes);
       state.group->synchronize();
       mine = now_s() - start;
     }
@@ -675,6 +679,11 @@ class CollectiveCase final : public PreparedCase {
     const Codec codec{dtype, element_size()};
     const Values values = values_of(group_index);
     std::vector<std::byte> host;
+    // Every rank of the case times batches of the same size.
+    const AgreeOnCalls agree = [&](std::int64_t calls) {
+      reduce_host(case_comm, &calls, 1, DType::i64, ReduceOp::max);
+      return calls;
+    };
     if (state.group) {
       // Separate send and receive buffers; in place, call_buffers points into one of them.
       state.send = state.group->allocate(std::max<std::size_t>(send_bytes(largest), 1));
@@ -689,15 +698,16 @@ class CollectiveCase final : public PreparedCase {
         r.bytes = bytes;
         r.inplace = in_place;
         if (state.group) prepare(state, host, codec, values, bytes, in_place, g);
-        r.time_s = timed_call(case_comm, state, bytes, in_place, g);
+        r.time_s = timed_calls(case_comm, state, bytes, in_place, g, 1);
         if (state.group) r.wrong = count_wrong(state, host, codec, values, bytes, in_place, g);
         if (perf) {
-          for (int i = 0; i < perf->warmup; ++i) timed_call(case_comm, state, bytes, in_place, g);
-          std::vector<double> samples;
-          for (int i = 0; i < perf->iters; ++i) {
-            samples.push_back(timed_call(case_comm, state, bytes, in_place, g));
-          }
-          r.time_s = median_of(std::move(samples));
+          const TimedSamples samples = measure_calls(
+              [&](std::int64_t calls) {
+                return timed_calls(case_comm, state, bytes, in_place, g, calls);
+              },
+              *perf, agree);
+          r.time_s = median_of(samples.per_call_s);
+          r.calls_per_sample = samples.calls_per_sample;
         }
         results.push_back(r);
       }

@@ -577,8 +577,8 @@ class CommandCase final : public PreparedCase {
   }
 
   // The program times its own iterations: run() hands them to the runner (measured_time_s).
-  double time_iteration(RunContext&) override {
-    throw std::logic_error("a command case is timed by its program, not by time_iteration");
+  double time_calls(RunContext&, std::int64_t) override {
+    throw std::logic_error("a command case is timed by its program, not by time_calls");
   }
 
  private:
@@ -630,7 +630,7 @@ std::unique_ptr<PreparedCase> parse_command_case(CaseNode& node, bool expect_err
   // The runner read perf.runs (launches); what happens inside a launch is the program's.
   if (const YAML::Node perf = node.raw("perf"); perf.IsMap()) {
     CaseNode perf_node = node.child("perf");
-    for (const char* key : {"warmup", "iters"}) {
+    for (const char* key : {"warmup", "iters", "min_sample_time"}) {
       if (perf_node.has(key)) {
         perf_node.fail(key,
                        "a command case's program runs its own warm-up and timed iterations "

@@ -398,6 +398,9 @@ TEST(CommandKind, InputErrorsNameTheKey) {
                 .find("key 'command': expected a string for each "
                       "argument, got a list"),
             std::string::npos);
+  EXPECT_NE(error("command: [true], perf: {min_sample_time: 1ms}")
+                .find("key 'perf.min_sample_time': a command case's program runs its own warm-up"),
+            std::string::npos);
   EXPECT_NE(error("command: [true], perf: {iters: 5}")
                 .find("key 'perf.iters': a command case's program runs its own warm-up and timed "
                       "iterations"),

@@ -10,12 +10,13 @@
 // ulp-distance summary, so a changed fingerprint on the same device and library shows up in
 // the deterministic signals.
 //
-// Timing, with perf, is one method for every implementation: per-iteration samples (CUDA events
-// around each call on the GPU, a monotonic clock on the CPU) after the same warm-up, hot (back
-// to back) and cold (caches flushed before each call). The fused-vs-best-alternative ratio is
-// the ratio of the hot medians; the runner's samples (time_iteration) are hot samples of the
-// fused implementation (else of the first listed other than cpu_reference) taken by the same
-// function.
+// Timing, with perf, is one method for every implementation, after the same warm-up: hot samples
+// are batches of back-to-back calls sized to the case's minimum sample time as the runner sizes
+// its own (timing.hpp; CUDA events around the batch on the GPU, a monotonic clock on the CPU)
+// and report the time per call; cold samples are one call each, caches flushed before it. The
+// fused-vs-best-alternative ratio is the ratio of the hot medians; the runner's samples
+// (time_calls) are hot batches of the fused implementation (else of the first listed other than
+// cpu_reference) timed by the same function.
 //
 // Another implementation under test (docs/impl-protocol.md, gemm) gets the stored inputs and
 // answers its outputs; the same OutputJudge that checks meshgate's implementations in run()
@@ -28,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
@@ -51,6 +53,7 @@
 #include "gemm/lt_plan.hpp"
 #include "gemm/reference.hpp"
 #include "isolation.hpp"
+#include "timing.hpp"
 #ifdef MESHGATE_GEMM_CUDA
 #include "gemm/cuda_gemm.hpp"
 #endif
@@ -473,8 +476,10 @@ class Executor {
   virtual ~Executor() = default;
   // Runs `impl` into a NaN-filled Y, records the executed path in `entry` and returns Y.
   virtual g::HostTensor run(g::Impl impl, nlohmann::json& entry, std::string& plan_line) = 0;
-  // One timed call (see the file comment); `cold` flushes the caches first, untimed.
-  virtual double sample(g::Impl impl, bool cold) = 0;
+  // Seconds of `calls` back-to-back calls, the caches as the previous calls left them.
+  virtual double time_hot(g::Impl impl, std::int64_t calls) = 0;
+  // Seconds of one call after flushing the caches (untimed).
+  virtual double time_cold(g::Impl impl) = 0;
   // Per-call host overhead measured without caches, when the implementation has one.
   virtual nlohmann::json setup_overhead(g::Impl) { return nullptr; }
 };
@@ -493,19 +498,28 @@ class CpuExecutor final : public Executor {
     return y;
   }
 
-  double sample(g::Impl impl, bool cold) override {
-    if (timing_output_.size() != g::y_elements(p_))
-      timing_output_ = g::HostTensor(p_.dtype, g::y_elements(p_));
-    if (cold) {
-      flush_.resize(cold_flush_bytes());
-      std::memset(flush_.data(), static_cast<int>(++flushes_ & 0xff), flush_.size());
-    }
+  double time_hot(g::Impl impl, std::int64_t calls) override {
+    prepare_output();
+    const auto start = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < calls; ++i) run_cpu_(impl, p_, in_, timing_output_);
+    return seconds_since(start);
+  }
+
+  double time_cold(g::Impl impl) override {
+    prepare_output();
+    flush_.resize(cold_flush_bytes());
+    std::memset(flush_.data(), static_cast<int>(++flushes_ & 0xff), flush_.size());
     const auto start = std::chrono::steady_clock::now();
     run_cpu_(impl, p_, in_, timing_output_);
     return seconds_since(start);
   }
 
  private:
+  void prepare_output() {
+    if (timing_output_.size() != g::y_elements(p_))
+      timing_output_ = g::HostTensor(p_.dtype, g::y_elements(p_));
+  }
+
   g::GemmProblem p_;
   const g::GemmInputs& in_;
   CpuGemmFunction run_cpu_;
@@ -539,7 +553,10 @@ class CudaExecutor final : public Executor {
     return gemm_.output();
   }
 
-  double sample(g::Impl impl, bool cold) override { return gemm_.sample(impl, cold); }
+  double time_hot(g::Impl impl, std::int64_t calls) override {
+    return gemm_.sample_calls(impl, calls);
+  }
+  double time_cold(g::Impl impl) override { return gemm_.sample(impl, true); }
 
   nlohmann::json setup_overhead(g::Impl impl) override {
     if (impl == g::Impl::cublas) return nullptr;  // cublasGemmEx has no descriptors to build
@@ -764,18 +781,14 @@ class GemmCase final : public PreparedCase {
     return outcome;
   }
 
-  // One hot iteration of timed_impl(), by the same sample() that times every implementation in
-  // run(). An isolated case hands over
-  // the samples its child process measured, in order.
-  double time_iteration(RunContext& ctx) override {
-    if (replay_) {
-      // The runner's warm-up calls come first; the child already warmed up.
-      const int warmup = ctx.perf() ? ctx.perf()->warmup : 0;
-      if (replay_calls_++ < warmup || replay_next_ >= replay_->size()) return 0.0;
-      return (*replay_)[replay_next_++];
-    }
+  // Hot calls of timed_impl(), by the same time_hot() that times every implementation in run().
+  // An isolated case hands over the samples its child process measured from run() instead.
+  double time_calls(RunContext&, std::int64_t calls) override {
+    if (isolated() && !in_isolated_child())
+      throw std::logic_error("gemm: the isolated process of case " + case_id_ +
+                             " passed without timed samples");
     const g::Impl impl = timed_impl();
-    return executor(0, g::device_of(impl)).sample(impl, false);
+    return executor(0, g::device_of(impl)).time_hot(impl, calls);
   }
 
   void release() override {
@@ -922,7 +935,14 @@ class GemmCase final : public PreparedCase {
   }
 
   Outcome run_in_child() {
-    const IsolatedRun child = run_case_isolated(file_, case_id_);
+    std::vector<std::string> options;
+    if (perf_) {
+      // The child times as this process would: a --min-sample-time given here applies there too.
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.17g", perf_->min_sample_time());
+      options = {"--min-sample-time", seconds};
+    }
+    const IsolatedRun child = run_case_isolated(file_, case_id_, options);
     Outcome o;
     if (!child.row) {
       o.status = Status::error;
@@ -940,13 +960,15 @@ class GemmCase final : public PreparedCase {
     if (row.contains("plan") && row["plan"].is_array())
       for (const auto& line : row["plan"]) o.plan.push_back(line.get<std::string>());
     if (row.contains("metrics") && row["metrics"].is_object()) o.metrics = row["metrics"];
-    o.metrics.erase("time_s");  // the runner summarises the replayed samples itself
+    // The runner summarises the child's samples itself, as those of a case timed in run().
+    if (const auto calls = o.metrics.find("time_s");
+        calls != o.metrics.end() && calls->is_object() && calls->contains("calls_per_sample"))
+      o.measured_calls_per_sample = (*calls)["calls_per_sample"].get<std::int64_t>();
+    o.metrics.erase("time_s");
     o.metrics["isolation"] = {{"pid", child.exit.pid}, {"exit", child.exit.describe()}};
-    const nlohmann::json* samples = nullptr;
     if (row.contains("samples") && row["samples"].contains("time_s") &&
         row["samples"]["time_s"].is_array() && !row["samples"]["time_s"].empty())
-      samples = &row["samples"]["time_s"][0];
-    if (samples != nullptr) replay_ = samples->get<std::vector<double>>();
+      o.measured_time_s = row["samples"]["time_s"][0].get<std::vector<double>>();
     return o;
   }
 
@@ -986,12 +1008,19 @@ class GemmCase final : public PreparedCase {
     return impls.front();
   }
 
-  // The case's timed iterations of `impl` after its untimed warm-up calls (perf_).
-  std::vector<double> samples(g::Impl impl, bool cold) {
+  // The case's hot samples of `impl` (perf_): per-call seconds of batches sized as the runner
+  // sizes its own, after the untimed warm-up.
+  TimedSamples hot_samples(g::Impl impl) {
     Executor& e = executor(0, g::device_of(impl));
-    for (int i = 0; i < perf_->warmup; ++i) e.sample(impl, cold);
+    return measure_calls([&](std::int64_t calls) { return e.time_hot(impl, calls); }, *perf_);
+  }
+
+  // The case's cold samples of `impl`: one call each, after as many untimed warm-up calls.
+  std::vector<double> cold_samples(g::Impl impl) {
+    Executor& e = executor(0, g::device_of(impl));
+    for (int i = 0; i < perf_->warmup; ++i) e.time_cold(impl);
     std::vector<double> out;
-    for (int i = 0; i < perf_->iters; ++i) out.push_back(e.sample(impl, cold));
+    for (int i = 0; i < perf_->iters; ++i) out.push_back(e.time_cold(impl));
     return out;
   }
 
@@ -1005,10 +1034,12 @@ class GemmCase final : public PreparedCase {
     std::map<g::Impl, Times> times;
     for (g::Impl impl : r.impls) {
       if (impl == g::Impl::cpu_reference) continue;  // a triple loop in fp64, not a contender
-      const Times t{median(samples(impl, false)), median(samples(impl, true))};
+      const TimedSamples hot = hot_samples(impl);
+      const Times t{median(hot.per_call_s), median(cold_samples(impl))};
       times[impl] = t;
       nlohmann::json& entry = impls[std::string(g::to_string(impl))];
       entry["time_s"] = t.hot;
+      entry["calls_per_sample"] = hot.calls_per_sample;
       entry["time_cold_s"] = t.cold;
       entry["gflops"] = t.hot > 0 ? f / t.hot * 1e-9 : 0.0;
     }
@@ -1059,9 +1090,6 @@ class GemmCase final : public PreparedCase {
   CpuGemmFunction run_cpu_;
   g::GemmInputs inputs_;
   std::map<std::pair<std::size_t, g::Device>, std::unique_ptr<Executor>> executors_;
-  std::optional<std::vector<double>> replay_;
-  int replay_calls_ = 0;
-  std::size_t replay_next_ = 0;
 };
 
 }  // namespace

@@ -99,7 +99,8 @@ TEST_F(GemmKind, ASlowerFusedPathRaisesItsFlag) {
     g::run_cpu(impl, p, in, y);
   };
   const CaseRun r = run_case(std::string(kSmall) +
-                             ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3}}");
+                             ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3, "
+                             "min_sample_time: 1ms}}");
   EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
   const nlohmann::json& m = r.outcome.metrics;
   EXPECT_GT(m["fused_vs_best_alternative"].get<double>(), 1.05);
@@ -111,6 +112,12 @@ TEST_F(GemmKind, ASlowerFusedPathRaisesItsFlag) {
   // The runner's samples time the same fused implementation by the same method.
   ASSERT_EQ(r.samples["time_s"][0].size(), 3u);
   EXPECT_GT(r.samples["time_s"][0][0].get<double>(), 3e-3);
+  // A call longer than the minimum sample time is a sample of its own; the small unslowed
+  // GEMM is timed in batches of many calls, each sample the time of one.
+  EXPECT_EQ(m["impls"]["cpu_epilogue"]["calls_per_sample"], 1);
+  EXPECT_EQ(m["time_s"]["calls_per_sample"], 1);
+  EXPECT_GT(m["impls"]["cpu_unfused"]["calls_per_sample"].get<std::int64_t>(), 1);
+  EXPECT_LT(m["impls"]["cpu_unfused"]["time_s"].get<double>(), 1e-3);
 }
 
 // Without a fused implementation the runner's samples time the first one listed, but never
@@ -141,7 +148,8 @@ TEST_F(GemmKind, TimesWithTheWarmupAndIterationsOfItsRunContext) {
   PlannedCases planned = plan(std::string(kSmall) +
                               ", impls: [cpu_epilogue, cpu_unfused], perf: {warmup: 1, iters: 3}}");
   ASSERT_EQ(planned.cases.size(), 1u);
-  planned.cases[0].perf = PerfSpec{2, 5, 1};
+  // A minimum sample time of 0: every sample one call, so that the calls can be counted.
+  planned.cases[0].perf = PerfSpec{2, 5, 1, 0.0};
   const CaseRun r = execute_case(planned.cases[0], std::nullopt);
   EXPECT_EQ(r.outcome.status, Status::pass) << r.outcome.message;
   // One checked run, then warm-up and iterations hot and again cold.

@@ -2,7 +2,6 @@
 // compared structurally with `expect`. The op table below is the whole kind: name, argument
 // types, result type, and the library call.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -19,6 +18,7 @@
 #include "kinds/memory_estimates.hpp"
 #include "layout/layout.hpp"
 #include "layout/mesh_layout.hpp"
+#include "timing.hpp"
 
 namespace meshgate::runner {
 namespace {
@@ -337,22 +337,11 @@ class LayoutCase final : public PreparedCase {
     return judge(read_observed(observables));
   }
 
-  // Single ops take nanoseconds, below what one clock read can resolve, so an iteration runs
-  // the op in a batch sized once to about 20 us and reports the mean time of one op.
-  double time_iteration(RunContext&) override {
-    using clock = std::chrono::steady_clock;
-    if (batch_ == 0) {
-      batch_ = 1;
-      while (true) {
-        const auto t0 = clock::now();
-        for (int i = 0; i < batch_; ++i) apply();
-        if (clock::now() - t0 >= std::chrono::microseconds(20) || batch_ >= (1 << 20)) break;
-        batch_ *= 2;
-      }
-    }
-    const auto t0 = clock::now();
-    for (int i = 0; i < batch_; ++i) apply();
-    return std::chrono::duration<double>(clock::now() - t0).count() / batch_;
+  // Single ops take nanoseconds: the runner sizes the batch (timing.hpp).
+  double time_calls(RunContext&, std::int64_t calls) override {
+    const double start = monotonic_seconds();
+    for (std::int64_t i = 0; i < calls; ++i) keep_result(apply());
+    return monotonic_seconds() - start;
   }
 
  private:
@@ -420,7 +409,6 @@ class LayoutCase final : public PreparedCase {
   YAML::Node args_node_;
   std::vector<Arg> args_;
   std::optional<Value> expected_;
-  int batch_ = 0;
 };
 
 }  // namespace

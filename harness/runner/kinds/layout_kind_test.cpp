@@ -7,6 +7,7 @@
 
 #include "case_file.hpp"
 #include "external_impl.hpp"
+#include "runner.hpp"
 #include "kinds/kind_test_support.hpp"
 #include "validate.hpp"
 
@@ -116,6 +117,24 @@ TEST(LayoutKind, ObservedResultsAreReadAsTheOpsResultType) {
       "{name: a, kind: layout, op: orthogonal, args: [\"(2,3):(3,2)\"], expect: false}", kinds());
   EXPECT_EQ(flag.prepared->check_observables({{"result", false}}, "/tmp").status, Status::pass);
   EXPECT_THROW(flag.prepared->check_observables({{"result", 0}}, "/tmp"), ImplFailure);
+}
+
+// An op of nanoseconds is timed in batches: a sample covers many calls and reports one call's
+// time, far below what a single clock read resolves.
+TEST(LayoutKind, ANanosecondOpIsTimedInBatchesOfManyCalls) {
+  PlannedCase planned = plan_one_case(
+      "{name: a, kind: layout, op: size, args: [\"(16,16,16):(256,16,1)\"], expect: 4096, "
+      "perf: {warmup: 1, iters: 5}}",
+      kinds());
+  const CaseRun run = execute_case(planned, std::nullopt);
+  ASSERT_EQ(run.outcome.status, Status::pass) << run.outcome.message;
+  const nlohmann::json& time_s = run.outcome.metrics["time_s"];
+  EXPECT_GT(time_s["calls_per_sample"].get<std::int64_t>(), 100);
+  ASSERT_EQ(run.samples["time_s"][0].size(), 5u);
+  for (const auto& t : run.samples["time_s"][0]) {
+    EXPECT_GT(t.get<double>(), 1e-11);  // faster than a cycle: the op was optimised away
+    EXPECT_LT(t.get<double>(), 1e-5);   // a size takes nanoseconds, not tens of microseconds
+  }
 }
 
 }  // namespace

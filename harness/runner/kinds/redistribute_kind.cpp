@@ -59,6 +59,7 @@
 #include "plan/plan.hpp"
 #include "redistribute/redistribute.hpp"
 #include "redistribute/reference.hpp"
+#include "timing.hpp"
 
 namespace meshgate::runner {
 namespace {
@@ -141,8 +142,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Report, issued, issued_unmerged, planned, byt
 struct RankResult {
   Report report;
   std::vector<std::int64_t> counts = std::vector<std::int64_t>(count_slots, 0);
-  double time_merged = 0;  // medians of the max over ranks, with perf
+  // With perf: the median per-call time of the max over ranks, and the calls each sample made.
+  double time_merged = 0;
   double time_unmerged = 0;
+  std::int64_t calls_merged = 1;
+  std::int64_t calls_unmerged = 1;
 };
 
 // One rank's executor and plans, kept from run() for the timed iterations; no executor on a
@@ -233,8 +237,6 @@ class RedistributeCase final : public PreparedCase {
     const std::optional<PerfSpec> perf = ctx.perf();
     states_.clear();
     states_.resize(static_cast<std::size_t>(n));
-    calls_ = 0;
-    calls_expected_ = perf ? static_cast<std::size_t>(perf->warmup + perf->iters) : 0;
     std::vector<RankResult> results(static_cast<std::size_t>(n));
     try {
       ctx.run_on_ranks(n, [&](int rank, comm::Communicator& world) {
@@ -272,8 +274,10 @@ class RedistributeCase final : public PreparedCase {
         "need not agree bitwise (spec section 6); the integer-valued inputs here are exact in "
         "both orders";
     if (perf) {
-      o.metrics["merged_time_s"] = {{"median", whole.time_merged}};
-      o.metrics["unmerged_time_s"] = {{"median", whole.time_unmerged}};
+      o.metrics["merged_time_s"] = {{"median", whole.time_merged},
+                                    {"calls_per_sample", whole.calls_merged}};
+      o.metrics["unmerged_time_s"] = {{"median", whole.time_unmerged},
+                                      {"calls_per_sample", whole.calls_unmerged}};
     }
 
     const std::vector<std::string> problems = this->problems(whole.counts, r);
@@ -496,21 +500,20 @@ class RedistributeCase final : public PreparedCase {
     return o;
   }
 
-  // One redistribution of the (merged) plan on every rank; the max over ranks.
-  double time_iteration(RunContext& ctx) override {
+  // `calls` redistributions of the (merged) plan on every rank; the max over ranks.
+  double time_calls(RunContext& ctx, std::int64_t calls) override {
     std::vector<double> times(static_cast<std::size_t>(ranks()), 0.0);
     ctx.run_on_ranks(ranks(), [&](int rank, comm::Communicator& world) {
       RankState& s = states_.at(static_cast<std::size_t>(rank));
-      times[static_cast<std::size_t>(rank)] = timed(world, s, s.plan.steps);
+      times[static_cast<std::size_t>(rank)] = timed(world, s, s.plan.steps, calls);
     });
-    if (++calls_ >= calls_expected_) states_.clear();
     return times[static_cast<std::size_t>(ctx.lead_rank())];
   }
 
+  void release() override { states_.clear(); }
+
  private:
   std::vector<RankState> states_;
-  std::size_t calls_ = 0;
-  std::size_t calls_expected_ = 0;
 
   // How many different comm lists the (merged) plans of all the mesh's coordinates issue.
   std::size_t distinct_comm_lists(const DTensorSpec& src, const DTensorSpec& dst,
@@ -525,15 +528,15 @@ class RedistributeCase final : public PreparedCase {
     return lists.size();
   }
 
-  // Seconds of one redistribution, the max over the ranks of `world` (a rank outside the mesh
-  // adds 0).
+  // Seconds of `calls` redistributions back to back, the max over the ranks of `world` (a rank
+  // outside the mesh adds 0).
   static double timed(comm::Communicator& world, RankState& s,
-                      const std::vector<TransformStep>& steps) {
+                      const std::vector<TransformStep>& steps, std::int64_t calls) {
     world.barrier();
     double dt = 0;
     if (s.executor) {
       const double t0 = now_s();
-      HostTensor out = s.executor->run(steps, s.source);
+      for (std::int64_t i = 0; i < calls; ++i) keep_result(s.executor->run(steps, s.source));
       dt = now_s() - t0;
     }
     world.all_reduce(&dt, &dt, 1, comm::DType::f64, comm::ReduceOp::max);
@@ -764,11 +767,17 @@ class RedistributeCase final : public PreparedCase {
     r = nlohmann::json::parse(report).get<Report>();
 
     if (perf) {
+      const AgreeOnCalls agree = [&](std::int64_t calls) {
+        world.all_reduce(&calls, &calls, 1, comm::DType::i64, comm::ReduceOp::max);
+        return calls;
+      };
       for (const Plan* p : std::initializer_list<const Plan*>{&state.plan, &unmerged}) {
-        for (int i = 0; i < perf->warmup; ++i) timed(world, state, p->steps);
-        std::vector<double> t;
-        for (int i = 0; i < perf->iters; ++i) t.push_back(timed(world, state, p->steps));
-        (p == &state.plan ? result.time_merged : result.time_unmerged) = median(t);
+        const TimedSamples samples = measure_calls(
+            [&](std::int64_t calls) { return timed(world, state, p->steps, calls); }, *perf,
+            agree);
+        const bool merged = p == &state.plan;
+        (merged ? result.time_merged : result.time_unmerged) = median(samples.per_call_s);
+        (merged ? result.calls_merged : result.calls_unmerged) = samples.calls_per_sample;
       }
     }
     return result;

@@ -34,6 +34,9 @@ meshgate_runner_cli_test(wrong_answer_fails 1
 meshgate_runner_cli_test(progress_events 0
   ARGS run ${_runner_testdata}/smoke.yaml --tag perf --progress --out ${_runner_out}/progress
   STDOUT "^\\{\"event\":\"plan\",\"total\":1,\"ids\":\\[\"runner-smoke/coalesce-timed\"\\]\\}\n\\{\"event\":\"start\",\"id\":\"runner-smoke/coalesce-timed\",\"kind\":\"layout\",\"index\":1,\"total\":1,.*\\{\"event\":\"done\",\"exit_code\":0,\"counts\":\\{\"pass\":1,\"fail\":0,\"error\":0,\"skip\":0\\}\\}\n$")
+meshgate_runner_cli_test(bad_cpu_list_is_a_usage_error 2
+  ARGS run ${_runner_testdata}/smoke.yaml --cpus 1-0 --out ${_runner_out}/bad-cpus
+  STDERR "--cpus: expects a CPU list such as 0, 0-3 or 0,2 .*got '1-0'")
 meshgate_runner_cli_test(list_json 0
   ARGS list ${_runner_testdata}/smoke.yaml --case "runner-smoke/size-*" --json
   STDOUT "\"id\": \"runner-smoke/size-4\".*\"id\": \"runner-smoke/size-8\"")
