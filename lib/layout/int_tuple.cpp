@@ -275,14 +275,6 @@ void throw_overflow(std::string_view op, std::int64_t a, std::int64_t b, std::st
                                     std::to_string(b) + " does not fit in int64");
 }
 
-IntTuple::IntTuple() {
-  nodes_.push_back(Node{0, 1});
-}
-
-IntTuple::IntTuple(std::int64_t value) {
-  nodes_.push_back(Node{value, 0});
-}
-
 IntTuple IntTuple::tuple(std::vector<IntTuple> elements) {
   detail::SmallVector<const IntTuple*, 8> ptrs;
   for (const auto& e : elements) ptrs.push_back(&e);

@@ -16,8 +16,11 @@ namespace meshgate {
 
 class IntTuple {
  public:
-  IntTuple();                    // the empty tuple ()
-  IntTuple(std::int64_t value);  // an int leaf (implicit: `IntTuple t = 8;`)
+  // Inline: the algebra builds its results from these, and a call per tuple would cost as much as
+  // the arithmetic of a small layout.
+  IntTuple() { nodes_.push_back(Node{0, 1}); }  // the empty tuple ()
+  // An int leaf (implicit: `IntTuple t = 8;`).
+  IntTuple(std::int64_t value) { nodes_.push_back(Node{value, 0}); }
   static IntTuple tuple(std::vector<IntTuple> elements);
   static IntTuple tuple(std::initializer_list<IntTuple> elements);
 

@@ -83,21 +83,6 @@ class IntTupleAccess {
     return t;
   }
 
-  // Same as flat(), with the values in reverse order (the algebra builds results right to left).
-  static IntTuple flat_reversed(const std::int64_t* values, std::size_t count,
-                                bool as_int_when_single) {
-    IntTuple t;
-    if (as_int_when_single && count == 1) {
-      t.nodes_[0] = Node{values[0], 0};
-      return t;
-    }
-    t.nodes_.resize_for_overwrite(count + 1);
-    Node* n = t.nodes_.data();
-    n[0] = Node{static_cast<std::int64_t>(count), static_cast<std::int32_t>(count + 1)};
-    for (std::size_t i = 0; i < count; ++i) n[i + 1] = Node{values[count - 1 - i], 0};
-    return t;
-  }
-
   // A tuple whose elements are the given IntTuples, in order.
   static IntTuple tuple_of(const IntTuple* const* elements, std::size_t count) {
     IntTuple t;

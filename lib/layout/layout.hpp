@@ -17,7 +17,7 @@ class Layout {
  public:
   Layout(IntTuple shape, IntTuple stride);  // Error(value) unless match_structure(shape, stride)
   explicit Layout(IntTuple shape);          // strides = suffix_product(shape) (row-major)
-  Layout();                                 // 1:0
+  Layout() : shape_(1), stride_(0) {}       // 1:0
 
   const IntTuple& shape() const noexcept { return shape_; }
   const IntTuple& stride() const noexcept { return stride_; }
@@ -32,6 +32,8 @@ class Layout {
  private:
   IntTuple shape_;
   IntTuple stride_;
+  // The algebra (layout.cpp) writes its results' nodes in place, nesting equal by construction.
+  friend struct LayoutAccess;
 };
 
 std::int64_t size(const Layout& l);    // product of shape leaves
