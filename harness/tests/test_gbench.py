@@ -9,7 +9,7 @@ import io
 import json
 import os
 import pathlib
-import random
+import shutil
 import sys
 import tempfile
 import unittest
@@ -93,6 +93,15 @@ class LauncherTest(unittest.TestCase):
         self.assertEqual(row["status"], "error")
         self.assertIn("exited with code 139", row["message"])
         self.assertIn("Segmentation fault", row["message"])
+
+    def test_cpus_pin_each_launch_with_taskset_and_are_recorded(self):
+        launcher = gbench.BenchmarkLauncher(TARGET, cpus="0")
+        a = side("a", 1.0)
+        self.assertEqual(launcher.command(a, "--x")[:3], ["taskset", "-c", "0"])
+        self.assertEqual(gbench.cpu_numbers("0-2,5,1"), [0, 1, 2, 5])
+        if shutil.which("taskset"):
+            doc = launcher(a, 1, ["fake_bench/BM_Complement"], self.tmp / "run-1")
+            self.assertEqual((doc["cases"][0]["status"], doc["run"]["cpus"]), ("pass", [0]))
 
     def test_filter_escapes_regular_expression_characters(self):
         self.assertEqual(gbench.filter_for(["BM_a/8", "BM_b<int>(x)", "a.b*"]),

@@ -56,6 +56,17 @@ def _cpu_model() -> str:
     return "unknown"
 
 
+def cpu_numbers(text: Optional[str]) -> Optional[list[int]]:
+    """The CPUs of a taskset-style list (0-3,6), for the run header; None when not pinned."""
+    if not text:
+        return None
+    numbers: list[int] = []
+    for item in text.split(","):
+        low, _, high = item.partition("-")
+        numbers += list(range(int(low), int(high or low) + 1))
+    return sorted(set(numbers))
+
+
 def _tail(text: str, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:] if line.strip())
 
@@ -163,6 +174,7 @@ class BenchmarkLauncher:
         if cpus:
             machine["cores"] = len(cpus)
         run = _results.complete_run({"id": run_id, "commit": side.commit or "unknown", "machine": machine,
+                                     "cpus": cpu_numbers(self.cpus),
                                      "load_average": list(facts["load_avg"]) if isinstance(facts.get("load_avg"), list)
                                      and len(facts["load_avg"]) == 3 else None,
                                      "benchmark": {"target": self.target, "clock": self.clock,
