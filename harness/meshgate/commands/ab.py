@@ -12,7 +12,7 @@ from typing import Any
 
 from ..gate import ab
 from ..gate.ab import CaseFilter
-from .options import add_experiment_arguments
+from .options import add_experiment_arguments, benchmark_from_args
 
 
 def request_from_args(args: argparse.Namespace) -> ab.AbRequest:
@@ -24,7 +24,7 @@ def request_from_args(args: argparse.Namespace) -> ab.AbRequest:
         max_runs=args.max_runs, backend=args.backend, ranks=args.ranks, cpus=args.cpus, preset=args.preset, seed=args.seed,
         max_gate=args.max_gate, machine_class=args.machine_class,
         out=pathlib.Path(args.out) if args.out else None, repo=pathlib.Path(args.repo) if args.repo else None,
-        verbose=args.verbose, confirm=not args.no_confirm)
+        verbose=args.verbose, confirm=not args.no_confirm, benchmark=benchmark_from_args(args))
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
@@ -45,7 +45,10 @@ def register(subparsers: Any) -> None:
                     "the revision's cases/. Cases without a perf: block run once per side (correctness); "
                     "performance cases run --runs times per side in randomised ABBA order, inconclusive "
                     "ones get more runs up to --max-runs, and flagged ones (regressions and improvements) "
-                    "are re-run in a fresh batch to confirm them by the same rule.")
+                    "are re-run in a fresh batch to confirm them by the same rule. With --google-benchmark "
+                    "TARGET each revision builds that Google Benchmark binary instead, and its benchmarks "
+                    "(selected by CASES and --case patterns of their names) are the timed cases, one launch "
+                    "of the binary per run.")
     parser.add_argument("--base", metavar="REV",
                         help="the revision to compare against (any git revision: branch, tag, "
                              "sha); HEAD when only the implementations differ")

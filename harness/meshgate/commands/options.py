@@ -1,7 +1,7 @@
 """The command-line options several commands share, and the checks of their values that make a
 bad value a usage error (exit 2) before anything builds, launches or claims a report folder:
 the case selection, backend, ranks and implementation, case timeout, memory limit, runs per
-side, the gate and the verbose build switch."""
+side, the gate, the verbose build switch and the Google Benchmark side of ab and bisect."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import argparse
 import math
 from pathlib import Path
 
-from ..gate import stats, verdict
+from ..core import tool_results
+from ..gate import ab, stats, verdict
 from ..core.markup import pct
-from ..system import revisions
+from ..system import gbench, revisions
 from ..system.launch import Selection
 from ..system.selection import build_selection
 
@@ -167,3 +168,56 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
     parser.add_argument("--out", metavar="DIR", help=f"report folder (default: reports/{report_prefix}-<time>)")
     parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")
     add_verbose_argument(parser)
+    add_benchmark_arguments(parser)
+
+
+def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """--google-benchmark TARGET and how its launches run (system/gbench.py)."""
+    group = parser.add_argument_group(
+        "Google Benchmark", "time a Google Benchmark binary of each revision instead of meshgate's cases")
+    group.add_argument("--google-benchmark", metavar="TARGET",
+                       help="build the CMake target TARGET (a Google Benchmark binary, e.g. meshgate_layout_bench) "
+                            f"in each revision's worktree, preset {ab.BENCHMARK_PRESET} unless --preset names "
+                            "another; its benchmarks are the cases (CASES and --case: fnmatch patterns of their "
+                            "names, e.g. 'BM_Coalesce*'), and each run launches the binary once")
+    group.add_argument("--benchmark-clock", choices=list(tool_results.CLOCKS), default="real",
+                       help="the samples: each repetition's real_time (wall clock, default) or cpu_time, which "
+                            "leaves out time spent waiting for a CPU and is the steadier measure of a "
+                            "single-threaded benchmark on a machine shared with other work")
+    group.add_argument("--benchmark-repetitions", type=repetition_count, default=gbench.DEFAULT_REPETITIONS,
+                       metavar="R", help="--benchmark_repetitions of each launch: the samples of one run "
+                                         "(default %(default)s)")
+    group.add_argument("--benchmark-min-time", type=min_time_seconds, metavar="S",
+                       help="--benchmark_min_time of each launch, in seconds per repetition (default: the "
+                            "binary's own, 0.5 s)")
+
+
+def repetition_count(text: str) -> int:
+    """--benchmark-repetitions: a whole number >= 1."""
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of repetitions >= 1")
+    return count
+
+
+def min_time_seconds(text: str) -> float:
+    """--benchmark-min-time: finite seconds > 0."""
+    try:
+        seconds = float(text.strip().rstrip("s"))
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a finite number of seconds > 0, such as 0.05")
+    return seconds
+
+
+def benchmark_from_args(args: argparse.Namespace) -> "ab.BenchmarkOptions | None":
+    """The --google-benchmark options of `args`, None without --google-benchmark."""
+    target = getattr(args, "google_benchmark", None)
+    if not target:
+        return None
+    return ab.BenchmarkOptions(target=target, clock=args.benchmark_clock, repetitions=args.benchmark_repetitions,
+                               min_time=args.benchmark_min_time)

@@ -3,7 +3,9 @@ through the same gate, history and bisection as meshgate's own cases.
 
 - Google Benchmark: the JSON of `--benchmark_format=json` or `--benchmark_out=F`. One row per
   benchmark (its `run_name`); each repetition's `real_time` (per iteration, converted to
-  seconds) is one timed sample of that launch. Aggregates (mean, median, stddev) are dropped:
+  seconds) is one timed sample of that launch, or its `cpu_time` with clock="cpu" (CLOCKS):
+  the process's CPU time leaves out the time it waited for a CPU, which on a machine shared
+  with other work is noise, not the code's cost (for single-threaded benchmarks). Aggregates (mean, median, stddev) are dropped:
   the gate computes its own from the samples. A benchmark that reports `error_occurred` is an
   `error` row, a skipped one a `skip` row; user counters become metrics.
 - nccl-tests: the text table its `*_perf` binaries print (size, count, type, redop, root, then
@@ -28,6 +30,7 @@ from . import results as _results
 from .merge import merge_case
 
 FORMATS = ("google-benchmark", "nccl-tests")
+CLOCKS = ("real", "cpu")  # Google Benchmark's real_time (wall clock) or cpu_time as the samples
 _TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
@@ -41,16 +44,23 @@ def _row(suite: str, name: str, kind: str, status: str = "pass", message: str = 
             "samples": {}}
 
 
-def _case_name(text: str) -> str:
+def case_name(text: str) -> str:
     """A case name from a tool's benchmark name: the characters meshgate ids allow."""
     return re.sub(r"[^A-Za-z0-9_.:+=,-]+", "-", text).strip("-") or "unnamed"
+
+
+_case_name = case_name
 
 
 # --- Google Benchmark -------------------------------------------------------------------------
 
 
-def google_benchmark(doc: Any, suite: str, source: str = "") -> tuple[list[dict], dict]:
-    """(rows, run header facts) from one Google Benchmark JSON document."""
+def google_benchmark(doc: Any, suite: str, source: str = "", clock: str = "real") -> tuple[list[dict], dict]:
+    """(rows, run header facts) from one Google Benchmark JSON document; `clock` (CLOCKS) says
+    which time is the sample."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock {clock!r}: one of {', '.join(CLOCKS)}")
+    field = f"{clock}_time"
     if not isinstance(doc, dict) or not isinstance(doc.get("benchmarks"), list):
         raise ToolResultsError(f"{source}: not Google Benchmark JSON: no \"benchmarks\" list "
                                f"(write it with --benchmark_format=json or --benchmark_out=FILE)")
@@ -70,10 +80,10 @@ def google_benchmark(doc: Any, suite: str, source: str = "") -> tuple[list[dict]
             row["status"], row["message"] = "skip", str(bench.get("skip_message") or "skipped")
             continue
         unit = bench.get("time_unit", "ns")
-        if unit not in _TIME_UNITS or not isinstance(bench.get("real_time"), (int, float)):
-            raise ToolResultsError(f"{source}: benchmarks[{i}] ({bench['name']}): no real_time in a known "
+        if unit not in _TIME_UNITS or not isinstance(bench.get(field), (int, float)):
+            raise ToolResultsError(f"{source}: benchmarks[{i}] ({bench['name']}): no {field} in a known "
                                    f"time_unit (got {unit!r})")
-        row["samples"]["time_s"][0].append(bench["real_time"] * _TIME_UNITS[unit])
+        row["samples"]["time_s"][0].append(bench[field] * _TIME_UNITS[unit])
         metrics = row["metrics"]
         metrics["iterations"] = bench.get("iterations")
         if isinstance(bench.get("cpu_time"), (int, float)):

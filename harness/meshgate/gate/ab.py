@@ -12,6 +12,11 @@ batch and keep their verdict only when that batch repeats it by the same rule. E
 `meshgate compare`: 1 confirmed regression or correctness failure, 0 otherwise, 2 unusable
 input or a build that fails.
 
+With `--google-benchmark TARGET` (AbRequest.google_benchmark) each revision builds its own
+CMake TARGET instead of the runner (preset `release` unless --preset says otherwise), the
+cases are that binary's benchmarks and each launch is one run of the binary
+(system/gbench.py); the batches, the rule and the confirmation are the same.
+
 `run_request(AbRequest)` is the whole experiment as the command and `meshgate nightly` run it:
 it builds both sides, runs them, writes the report folder and returns an AbOutcome; the
 command (commands/ab.py) prints it.
@@ -30,7 +35,8 @@ from ..core import files
 from ..core import results as _results
 from ..core.merge import merge_case
 from ..core.results import InputError
-from ..system import implementations, launch, repeats, revisions
+from ..core import tool_results
+from ..system import gbench, implementations, launch, repeats, revisions
 from ..system.git import RevisionError as AbError  # a revision that does not resolve, or does not build
 from ..system.git import resolve_commit
 from ..system.launch import Selection
@@ -42,6 +48,7 @@ from .compare import Comparison, compare_results
 from .verdict import CaseVerdict
 
 DEFAULT_RUNS = 9
+BENCHMARK_PRESET = "release"  # the preset of --google-benchmark builds unless --preset names another
 
 
 class Batch:
@@ -204,11 +211,18 @@ def run_ab(
 
 
 def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
-             case_paths: Optional[list[str]] = None, verbose: bool = False) -> Side:
+             case_paths: Optional[list[str]] = None, verbose: bool = False,
+             benchmark: Optional[str] = None) -> Side:
     """Revision `rev` of `repo` as a side of an experiment: resolved, its runner built (or
-    reused) through revisions.py, running `case_paths` (default: that revision's own cases/).
-    RevisionError when `rev` does not resolve; RevisionBuildError when it does not build."""
+    reused) through revisions.py, running `case_paths` (default: that revision's own cases/);
+    with `benchmark`, that CMake target (a Google Benchmark binary) built instead, with
+    `preset` or BENCHMARK_PRESET, and no case paths. RevisionError when `rev` does not
+    resolve; RevisionBuildError when it does not build."""
     commit = resolve_commit(repo, rev)
+    if benchmark:
+        built = revisions.build_commit(repo, commit, preset or BENCHMARK_PRESET, verbose=verbose, target=benchmark)
+        return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
+                    env=repeats.env_for_commit(commit))
     built = revisions.build_commit(repo, commit, revisions.choose_preset(repo, preset), verbose=verbose)
     return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
                 env=repeats.env_for_commit(commit),
@@ -216,11 +230,12 @@ def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
 
 
 def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str],
-                  verbose: bool = False, log: Optional[TextIO] = None) -> Side:
+                  verbose: bool = False, log: Optional[TextIO] = None, benchmark: Optional[str] = None) -> Side:
     commit = resolve_commit(repo, rev)
     print(f"meshgate ab: {label} {rev} = {commit[:12]} in {worktree_path(repo, commit)}", file=log or sys.stderr)
     try:
-        return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths], verbose)
+        return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths], verbose,
+                        benchmark)
     except revisions.RevisionBuildError as e:
         raise AbError(f"{label} {rev}: {e}") from None
 
@@ -297,6 +312,37 @@ class AbRequest:
     repo: Optional[pathlib.Path] = None
     verbose: bool = False
     confirm: bool = True
+    benchmark: Optional[BenchmarkOptions] = None  # --google-benchmark TARGET: time that binary
+
+
+@dataclasses.dataclass
+class BenchmarkOptions:
+    """`--google-benchmark TARGET` and how its launches run (system/gbench.py): the samples'
+    clock (real or cpu time), repetitions per launch, --benchmark_min_time (None: the binary's
+    own) and a time limit per launch."""
+
+    target: str
+    clock: str = "real"
+    repetitions: int = gbench.DEFAULT_REPETITIONS
+    min_time: Optional[float] = None
+    timeout: Optional[float] = None
+
+    def launcher(self, cpus: Optional[str], run_prefix: str) -> gbench.BenchmarkLauncher:
+        return gbench.BenchmarkLauncher(self.target, clock=self.clock, repetitions=self.repetitions,
+                                        min_time=self.min_time, cpus=cpus, timeout=self.timeout,
+                                        run_prefix=f"{run_prefix}-{repeats.timestamp()}")
+
+
+def benchmark_conflict(options: Optional[BenchmarkOptions], impls: Sequence[Optional[str]], backend: str,
+                       ranks: Optional[int]) -> str:
+    """Why options that only the runner knows cannot go with --google-benchmark ('' when none)."""
+    if options is None:
+        return ""
+    if any(impls):
+        return "--impl, --base-impl and --candidate-impl name implementations of meshgate's cases, not of a benchmark binary"
+    if backend != "threads" or ranks is not None:
+        return "--backend and --ranks are the runner's: a Google Benchmark binary runs as it is built"
+    return ""
 
 
 @dataclasses.dataclass
@@ -328,21 +374,30 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
     stderr by default), the cases selected, run and judged (run_ab), the comparison's reports,
     results.json and ab.json written to the report folder."""
     repo = pathlib.Path(request.repo).resolve() if request.repo else files.source_root()
-    given_paths, patterns = case_arguments(request.cases.cases)
+    bench = request.benchmark
+    conflict = benchmark_conflict(bench, (request.impl, request.base_impl, request.candidate_impl),
+                                  request.backend, request.ranks)
+    if conflict:
+        return AbOutcome(2, error=f"meshgate ab: --google-benchmark: {conflict}")
+    # With a benchmark binary every CASES argument is a pattern of benchmark names.
+    given_paths, patterns = ([], list(request.cases.cases)) if bench else case_arguments(request.cases.cases)
     by_impl = request.base_impl is not None or request.candidate_impl is not None
     if not by_impl and (request.base is None or request.candidate is None):
         return AbOutcome(2, error="meshgate ab: give --base REV and --candidate REV (or --base-impl and "
                                   "--candidate-impl to compare two implementations on one build)")
     try:
+        target = bench.target if bench else None
         sides = [
-            _prepare_side(repo, "base", request.base or "HEAD", request.preset, given_paths, request.verbose, log),
+            _prepare_side(repo, "base", request.base or "HEAD", request.preset, given_paths, request.verbose, log,
+                          target),
             _prepare_side(repo, "candidate", request.candidate or "HEAD", request.preset, given_paths,
-                          request.verbose, log),
+                          request.verbose, log, target),
         ]
         sides[0].impl = implementations.resolve(request.base_impl or request.impl)
         sides[1].impl = implementations.resolve(request.candidate_impl or request.impl)
-        launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, run_prefix="ab",
-                                          cpus=request.cpus)
+        launcher: Any = (bench.launcher(request.cpus, "ab") if bench else
+                         repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, run_prefix="ab",
+                                                cpus=request.cpus))
         case_ids, status_ids = {}, {}
         for side in sides:
             ids, perf_ids = experiment_cases(launcher, side, patterns, request.cases)
@@ -352,6 +407,8 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
         return AbOutcome(2, error=f"meshgate ab: {e}")
     except (launch.LaunchError, launch.RunnerInputError) as e:
         return AbOutcome(2, error=f"meshgate ab: the runner rejected the selection: {getattr(e, 'stderr', e)}")
+    except tool_results.ToolResultsError as e:
+        return AbOutcome(2, error=f"meshgate ab: the benchmark binary cannot list its benchmarks: {e}")
     if not any(case_ids.values()) and not any(status_ids.values()):
         return AbOutcome(2, error="meshgate ab: no case is selected on either side")
     out_dir = pathlib.Path(request.out) if request.out else files.default_report_dir("ab")

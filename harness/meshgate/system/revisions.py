@@ -24,6 +24,11 @@
   the end of that log, with the failing tool's message. With `verbose` (`-v` of ab and bisect)
   the output comes to the terminal as it comes instead.
 
+Another CMake target of a revision (`target`, e.g. a Google Benchmark binary for `ab` and
+`bisect --google-benchmark`) is built the same way, that target only, with benchmarks on
+(BENCHMARK_CONFIGURE_ARGS) in the same build/<preset>/ folder; its stamp is
+build/<preset>/.meshgate-built-<target>.json. A project of its own kinds has no such targets.
+
 Calls for the same commit wait for each other (a lock file beside the worktree).
 
 A project of its own kinds (project.py: meshgate.toml in the repository's folder) is built by
@@ -51,6 +56,8 @@ STAMP = ".meshgate-built.json"            # in a finished build folder
 BUILD_LOG = "meshgate-build.log"        # in a build folder: the tools' output of its last build
 LOG_TAIL_LINES = 20                     # of a failed build's log, shown on the terminal
 WORKTREE_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=OFF")
+# A worktree built for one of its benchmark targets: tests still off, benchmarks on.
+BENCHMARK_CONFIGURE_ARGS = ("-DMESHGATE_BUILD_TESTS=OFF", "-DMESHGATE_BUILD_BENCHMARKS=ON")
 LAUNCHER_LANGUAGES = ("CXX", "C", "CUDA")
 PROJECT_PRESET = "meshgate-project"       # the build folder name of a project's revisions
 
@@ -112,11 +119,12 @@ def _locked(repo: pathlib.Path, commit: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def configure_args(env: dict) -> list[str]:
-    """The extra `cmake --preset` arguments of a worktree build: tests and benchmarks off and,
-    when ccache is on PATH, ccache as every language's compiler launcher (unless the
-    environment names a launcher). Options a revision does not know are ignored."""
-    args = ["--no-warn-unused-cli", *WORKTREE_CONFIGURE_ARGS]
+def configure_args(env: dict, benchmarks: bool = False) -> list[str]:
+    """The extra `cmake --preset` arguments of a worktree build: tests and benchmarks off (with
+    `benchmarks`, benchmarks on) and, when ccache is on PATH, ccache as every language's
+    compiler launcher (unless the environment names a launcher). Options a revision does not
+    know are ignored."""
+    args = ["--no-warn-unused-cli", *(BENCHMARK_CONFIGURE_ARGS if benchmarks else WORKTREE_CONFIGURE_ARGS)]
     ccache = shutil.which("ccache", path=env.get("PATH"))
     if ccache:
         args += [f"-DCMAKE_{lang}_COMPILER_LAUNCHER={ccache}" for lang in LAUNCHER_LANGUAGES
@@ -132,22 +140,29 @@ def build_env(repo: pathlib.Path, env: Optional[dict] = None) -> dict:
     return build.ccache_env(env, repo)
 
 
-def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: str) -> dict:
+def stamp_name(target: str = build.RUNNER_TARGET) -> str:
+    """The stamp file of a finished build of `target` in its build folder."""
+    return STAMP if target == build.RUNNER_TARGET else f".meshgate-built-{target}.json"
+
+
+def _stamp(runner: pathlib.Path, build_dir: pathlib.Path, commit: str, preset: str,
+           target: str = build.RUNNER_TARGET) -> dict:
     info = runner.stat()
-    return {"commit": commit, "preset": preset, "target": build.RUNNER_TARGET,
+    return {"commit": commit, "preset": preset, "target": target,
             "runner": os.path.relpath(runner, build_dir), "size": info.st_size,
             "mtime_ns": info.st_mtime_ns}
 
 
-def finished_runner(repo: pathlib.Path, commit: str, preset: str) -> Optional[pathlib.Path]:
-    """The runner of a finished build of `commit` with `preset` whose stamp still holds (same
-    commit, preset and runner file, clean worktree), else None."""
+def finished_runner(repo: pathlib.Path, commit: str, preset: str,
+                    target: str = build.RUNNER_TARGET) -> Optional[pathlib.Path]:
+    """The runner (or `target`'s executable) of a finished build of `commit` with `preset` whose
+    stamp still holds (same commit, preset and executable file, clean worktree), else None."""
     build_dir = build_dir_for(repo, commit, preset)
     try:
-        stamp = jsonfile.read(build_dir / STAMP)
+        stamp = jsonfile.read(build_dir / stamp_name(target))
         runner = build_dir / stamp["runner"]
         if (stamp.get("commit") != commit or stamp.get("preset") != preset
-                or stamp != _stamp(runner, build_dir, commit, preset)
+                or stamp != _stamp(runner, build_dir, commit, preset, target)
                 or not os.access(runner, os.X_OK)):
             return None
     except (OSError, jsonfile.JsonFileError, KeyError, TypeError):  # no stamp, or a damaged one
@@ -170,13 +185,14 @@ def log_tail(path: pathlib.Path, lines: int = LOG_TAIL_LINES) -> list[str]:
 
 
 def _build_logged(root: pathlib.Path, preset: str, env: dict, out: TextIO,
-                  log_path: pathlib.Path) -> None:
+                  log_path: pathlib.Path, target: str = build.RUNNER_TARGET) -> None:
     """Builds with the tools' output in `log_path`, and on failure its end on `out`."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(log_path, "w", errors="replace") as log:
             checked = build.require_cmake(root, log, env)
-            build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+            build.build_target(root, preset, env, out, target=target,
+                               configure_args=tuple(configure_args(env, target != build.RUNNER_TARGET)),
                                checked_packages=checked, log=log)
     except build.BuildError:
         out.write(f"meshgate: the build failed; the end of {log_path}:\n")
@@ -186,43 +202,51 @@ def _build_logged(root: pathlib.Path, preset: str, env: dict, out: TextIO,
 
 
 def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[TextIO] = None,
-                 env: Optional[dict] = None, verbose: bool = False) -> BuiltRevision:
+                 env: Optional[dict] = None, verbose: bool = False,
+                 target: str = build.RUNNER_TARGET) -> BuiltRevision:
     """The worktree and runner of `commit` (a full hash) built with `preset`, reusing a
-    finished build. The build's output goes to its log (BUILD_LOG), or with `verbose` (the
-    command's -v) to `out` as it comes. RevisionBuildError when it does not build."""
+    finished build; with another `target`, that CMake target's executable instead (only that
+    target built, benchmarks on). The build's output goes to its log (BUILD_LOG), or with
+    `verbose` (the command's -v) to `out` as it comes. RevisionBuildError when it does not
+    build."""
     repo = pathlib.Path(repo).resolve()
     out = out or sys.stderr
+    runner_target = target == build.RUNNER_TARGET
     with _locked(repo, commit):
         root = ensure_worktree(repo, commit)
         own_project = project_at(repo, commit, root)
         if own_project is not None:
+            if not runner_target:
+                raise RevisionBuildError(commit, f"a project of its own kinds builds no CMake target {target}")
             root = own_project.root
-        runner = finished_runner(repo, commit, preset)
+        runner = finished_runner(repo, commit, preset, target)
         if runner is not None:
             return BuiltRevision(commit, root, [str(runner)])
         env = build_env(repo, env)
         build_dir = build_dir_for(repo, commit, preset)
-        (build_dir / STAMP).unlink(missing_ok=True)
+        (build_dir / stamp_name(target)).unlink(missing_ok=True)
         try:
             if own_project is not None:
                 runner = _build_project(own_project, commit, env, out, verbose, build_dir / BUILD_LOG)
             elif verbose:
                 checked = build.require_cmake(root, out, env)
-                build.build_target(root, preset, env, out, configure_args=tuple(configure_args(env)),
+                build.build_target(root, preset, env, out, target=target,
+                                   configure_args=tuple(configure_args(env, not runner_target)),
                                    checked_packages=checked)
             else:
                 log_path = build_dir / BUILD_LOG
-                out.write(f"meshgate: building {commit[:12]} (log: {log_path})\n")
+                what = "" if runner_target else f" {target}"
+                out.write(f"meshgate: building{what} {commit[:12]} (log: {log_path})\n")
                 out.flush()
-                _build_logged(root, preset, env, out, log_path)
+                _build_logged(root, preset, env, out, log_path, target)
             if own_project is None:
-                runner = build.find_runner(build_dir)
+                runner = build.find_runner(build_dir, target)
         except build.BuildError as e:
             raise RevisionBuildError(commit, str(e)) from None
         if is_clean(root):
-            tmp = build_dir / f"{STAMP}.tmp"
-            tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset)) + "\n")
-            os.replace(tmp, build_dir / STAMP)
+            tmp = build_dir / f"{stamp_name(target)}.tmp"
+            tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset, target)) + "\n")
+            os.replace(tmp, build_dir / stamp_name(target))
         return BuiltRevision(commit, root, [str(runner)])
 
 

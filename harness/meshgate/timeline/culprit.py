@@ -33,6 +33,11 @@ commit lies among commits that could not be tested (the JSON's evidence.suspects
 2 unusable input (a revision that does not resolve, good not an ancestor of bad, an endpoint
 that does not build, a selection the runner rejects).
 
+With `--google-benchmark TARGET` (BisectRequest.benchmark) every commit builds its own CMake
+TARGET, a Google Benchmark binary, instead of the runner; its benchmarks are the cases (all
+timed, so every target is a perf target) and each launch is one run of the binary
+(system/gbench.py). The search, the confirmation and revert.md are the same.
+
 This module runs the experiment: builds and runner launches sit behind `Lab`'s two seams
 (build, launch), git behind system/git.py. The search and the recommendation are bisection.py's
 (pure), revert.md is render.py's. `run_request(BisectRequest)` is the whole bisection as the
@@ -50,6 +55,7 @@ from typing import Any, Callable, Optional, TextIO
 
 from ..core import files
 from ..core import results as _results
+from ..core import tool_results
 from ..core.results import FAILING, InputError, machine_class
 from ..gate import ab as _ab
 from ..gate import render as _render
@@ -428,6 +434,7 @@ class BisectRequest:
     repo: Optional[pathlib.Path] = None
     json: Optional[pathlib.Path] = None  # also write the bisection's JSON document here
     verbose: bool = False
+    benchmark: Optional[_ab.BenchmarkOptions] = None  # --google-benchmark TARGET: time that binary
 
 
 @dataclasses.dataclass
@@ -466,24 +473,39 @@ def run_request(request: BisectRequest, log: Optional[TextIO] = None) -> Result:
     log = log or sys.stderr
     repo = pathlib.Path(request.repo).resolve() if request.repo else files.source_root()
     json_path = pathlib.Path(request.json).resolve() if request.json else None
+    bench = request.benchmark
+    conflict = _ab.benchmark_conflict(bench, (request.impl,), request.backend, request.ranks)
+    if conflict:
+        return Result(2, error=f"meshgate bisect: --google-benchmark: {conflict}")
     try:
         impl = implementations.resolve(request.impl)
     except implementations.ImplError as e:
         return Result(2, error=f"meshgate bisect: {e}")
-    launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks, case_timeout=request.case_timeout,
-                                      run_prefix="bisect", quiet=True, impl=impl, cpus=request.cpus)
+    launcher: Any
+    if bench:
+        if request.case_timeout and not bench.timeout:
+            bench = dataclasses.replace(bench, timeout=request.case_timeout)
+        launcher = bench.launcher(request.cpus, "bisect")
+    else:
+        launcher = repeats.DriverLauncher(backend=request.backend, ranks=request.ranks,
+                                          case_timeout=request.case_timeout, run_prefix="bisect", quiet=True,
+                                          impl=impl, cpus=request.cpus)
     try:
         good = git.resolve_commit(repo, request.good)
         bad = git.resolve_commit(repo, request.bad)
         commits, first_parent = git.commit_range(repo, good, bad)
-        preset = revisions.choose_preset(repo, request.preset)
+        preset = (request.preset or _ab.BENCHMARK_PRESET) if bench else revisions.choose_preset(repo, request.preset)
         print(f"meshgate bisect: good {request.good} = {good[:12]}, bad {request.bad} = {bad[:12]}: {len(commits)} "
               f"commit(s){' on the first-parent chain (the range has merges)' if first_parent else ''}",
               file=log)
-        case_paths, patterns = case_arguments(request.cases.cases, revisions.ensure_worktree(repo, bad))
+        if bench:  # every CASES argument is a pattern of benchmark names
+            case_paths, patterns = [], list(request.cases.cases)
+        else:
+            case_paths, patterns = case_arguments(request.cases.cases, revisions.ensure_worktree(repo, bad))
 
         def build_side(commit: str, label: str) -> Side:
-            return _ab.side_for(repo, label, commit, preset, case_paths, request.verbose)
+            return _ab.side_for(repo, label, commit, preset, case_paths, request.verbose,
+                                bench.target if bench else None)
 
         # Claimed once the input is known to be usable, so a refused command leaves no folder.
         out_dir = pathlib.Path(request.out).resolve() if request.out else files.default_report_dir("bisect")
@@ -504,6 +526,8 @@ def run_request(request: BisectRequest, log: Optional[TextIO] = None) -> Result:
         return Result(2, error=f"meshgate bisect: {e}")
     except (launch.LaunchError, launch.RunnerInputError) as e:
         return Result(2, error=f"meshgate bisect: the runner rejected the selection: {getattr(e, 'stderr', e)}")
+    except tool_results.ToolResultsError as e:
+        return Result(2, error=f"meshgate bisect: the benchmark binary cannot list its benchmarks: {e}")
     except InputError as e:
         return Result(2, error=f"meshgate bisect: {e}")
     write_outputs(outcome, out_dir, json_path)
