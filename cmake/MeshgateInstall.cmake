@@ -6,8 +6,20 @@
 #   <prefix>/bin/meshgate-runner, bin/meshgate-plan, bin/meshgate
 #   <prefix>/lib/meshgate/python/meshgate/        the driver package
 #   <prefix>/share/meshgate/cases, share/meshgate/schemas
+# The runner, the planner and the cases are the install component `runner`, all that a wheel
+# (`pip install .`, pyproject.toml) takes: scikit-build-core builds with SKBUILD set, and they go
+# to the environment's bin/ and share/meshgate/cases, where the driver of the wheel finds them
+# as it finds those of `cmake --install` (harness/meshgate/system/build.py).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
+
+if(SKBUILD)
+  set(MESHGATE_RUNNER_BINDIR ${SKBUILD_SCRIPTS_DIR})
+  set(MESHGATE_RUNNER_DATADIR ${SKBUILD_DATA_DIR}/share)
+else()
+  set(MESHGATE_RUNNER_BINDIR ${CMAKE_INSTALL_BINDIR})
+  set(MESHGATE_RUNNER_DATADIR ${CMAKE_INSTALL_DATADIR})
+endif()
 
 set(MESHGATE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/meshgate)
 set(_meshgate_exported meshgate_core meshgate_build_options meshgate_layout meshgate_mesh
@@ -43,7 +55,8 @@ install(FILES ${PROJECT_BINARY_DIR}/meshgateConfig.cmake
         DESTINATION ${MESHGATE_CMAKE_DIR})
 
 if(MESHGATE_BUILD_HARNESS)
-  install(TARGETS meshgate-runner meshgate-plan RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(TARGETS meshgate-runner meshgate-plan RUNTIME DESTINATION ${MESHGATE_RUNNER_BINDIR}
+          COMPONENT runner)
   # The runner as libraries, for a runner with kinds of another project's own
   # (docs/own-kernels.md): find_package(meshgate COMPONENTS runner) loads them, with the
   # packages they need, from meshgateRunnerTargets.cmake.
@@ -65,6 +78,6 @@ if(MESHGATE_BUILD_HARNESS)
   configure_file(cmake/meshgate-launcher.py.in ${PROJECT_BINARY_DIR}/meshgate-launcher @ONLY)
   install(PROGRAMS ${PROJECT_BINARY_DIR}/meshgate-launcher DESTINATION ${CMAKE_INSTALL_BINDIR}
           RENAME meshgate)
-  install(DIRECTORY cases/ DESTINATION ${CMAKE_INSTALL_DATADIR}/meshgate/cases)
+  install(DIRECTORY cases/ DESTINATION ${MESHGATE_RUNNER_DATADIR}/meshgate/cases COMPONENT runner)
   install(DIRECTORY harness/meshgate/schemas/ DESTINATION ${CMAKE_INSTALL_DATADIR}/meshgate/schemas)
 endif()

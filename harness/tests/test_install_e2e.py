@@ -1,25 +1,31 @@
 """meshgate as a dependency, end to end: `cmake --install` of this build, a consumer project that
 finds it with find_package(meshgate) and runs a layout op and a DeviceMesh, the installed
-`meshgate` driver and runner run outside any checkout, and `pip install --no-build-isolation .`
-gives a `meshgate` command with --version and run.
+`meshgate` driver and runner run outside any checkout, and `pip install .` of this source tree
+into a fresh virtual environment gives a `meshgate` command with its own runner and cases.
 
 Runs only with MESHGATE_INSTALL_E2E=1 and MESHGATE_BUILD_DIR (CTest's package_install sets
-both), since it installs and builds a project: tens of seconds."""
+both), since it installs and builds: tens of seconds, a few minutes for the first wheel. The
+wheel builds with --no-build-isolation and the build backend ci/bootstrap installed (no
+download), in MESHGATE_BUILD_DIR/pip-wheel, which later runs of the test reuse."""
 
 from __future__ import annotations
 
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tempfile
 import unittest
 
 from meshgate.core import schema
+from meshgate.system import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD_DIR = os.environ.get("MESHGATE_BUILD_DIR", "")
+VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "harness" / "meshgate" / "__init__.py")
+                    .read_text(encoding="utf-8"), re.MULTILINE).group(1)
 
 
 def run(command, cwd=None, env=None, timeout=600):
@@ -75,12 +81,13 @@ class InstallTest(unittest.TestCase):
         self.assertRegex(lines[0], r"^meshgate \d+\.\d+\.\d+ backends threads")
         self.assertEqual(lines[1], "0 1 2 3 | 4 5 6 7 | ")
 
-    def check_driver(self, meshgate, env, label):
+    def check_driver(self, meshgate, env, label, prefix):
+        """The `meshgate` command uses the runner and the cases installed in `prefix`."""
         code, out, err = run([meshgate, "--version"], cwd=self.work, env=env)
         self.assertEqual(code, 0, err)
-        self.assertRegex(out, r"^meshgate \d+\.\d+\.\d+ \(installed driver")
+        self.assertRegex(out, rf"^meshgate {re.escape(VERSION)} \(installed driver")
         self.assertIn(f"backends: threads", out)
-        self.assertIn(str(self.prefix / "bin" / "meshgate-runner"), out)
+        self.assertIn(f"({prefix / 'bin' / 'meshgate-runner'})", out)
         out_dir = self.work / f"run-{label}"
         code, out, err = run([meshgate, "run", "--suite", "layout-coalesce", "--out", out_dir],
                              cwd=self.work, env=env)
@@ -89,6 +96,9 @@ class InstallTest(unittest.TestCase):
         schema.check(document, "results-1", out_dir / "results.json")
         self.assertTrue(document["cases"])
         self.assertEqual({row["status"] for row in document["cases"]}, {"pass"})
+        cases = prefix / "share" / "meshgate" / "cases"
+        self.assertEqual({row["file"] for row in document["cases"]},
+                         {str(cases / "layout" / "coalesce.yaml")})
         # What the driver keeps lands in the working directory, as inside a checkout it lands in
         # the checkout: the history database, comparison reports, baselines.
         here = self.work / f"defaults-{label}"
@@ -105,22 +115,40 @@ class InstallTest(unittest.TestCase):
         self.assertTrue(list((here / "baselines").glob("*/layout-coalesce.json")), out)
 
     def test_the_installed_driver_runs_the_installed_cases(self):
-        self.check_driver(self.prefix / "bin" / "meshgate", self.env, "cmake")
+        self.check_driver(self.prefix / "bin" / "meshgate", self.env, "cmake", self.prefix)
 
     def test_pip_install_gives_a_working_meshgate_command(self):
+        """`pip install .` into a fresh environment builds the runner and installs it with the
+        driver: that environment's `meshgate` needs nothing else (not the cmake-installed
+        prefix, not this checkout) to run the cases it installed."""
         venv = self.dir / "venv"
-        code, out, err = run([sys.executable, "-m", "venv", venv])
+        # The environment sees the system's packages for the build backend only (ci/bootstrap
+        # installs the pinned one); meshgate itself is installed into it.
+        code, out, err = run([sys.executable, "-m", "venv", "--system-site-packages", venv])
         self.assertEqual(code, 0, err)
-        code, out, err = run([venv / "bin" / "python", "-m", "pip", "install", "--no-build-isolation",
-                              "--no-index", ROOT], cwd=self.work, env=self.env)
+        python = venv / "bin" / "python"
+        code, out, err = run([python, "-c", "import scikit_build_core"], env=self.env)
+        self.assertEqual(code, 0, f"no build backend for pip install: run ci/bootstrap\n{err}")
+        env = dict(self.env, CMAKE_BUILD_PARALLEL_LEVEL=str(build.build_jobs()))
+        code, out, err = run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index",
+                              "--disable-pip-version-check",
+                              "-C", f"build-dir={pathlib.Path(BUILD_DIR).resolve() / 'pip-wheel'}",
+                              ROOT], cwd=self.work, env=env, timeout=900)
         self.assertEqual(code, 0, out + err)
         self.assertEqual(list((ROOT / "harness").glob("*.egg-info")), [], "the build wrote into the tree")
-        env = dict(self.env, PATH=os.pathsep.join([str(self.prefix / "bin"), self.env["PATH"]]))
-        self.check_driver(venv / "bin" / "meshgate", env, "pip")
-        code, out, err = run([venv / "bin" / "python", "-c",
+        for name in ("meshgate", "meshgate-runner", "meshgate-plan"):
+            self.assertTrue(os.access(venv / "bin" / name, os.X_OK), name)
+        code, out, err = run([python, "-c", "from importlib import metadata; import meshgate; "
+                              "print(metadata.version('meshgate'), meshgate.__file__)"],
+                             cwd=self.work, env=self.env)
+        self.assertEqual(code, 0, err)
+        version, package = out.split()
+        self.assertEqual(version, VERSION)
+        self.assertTrue(pathlib.Path(package).is_relative_to(venv.resolve()), package)
+        self.check_driver(venv / "bin" / "meshgate", self.env, "pip", venv)
+        code, out, err = run([python, "-c",
                               "import meshgate.schema as s; print(sorted(s.NAMES))"], cwd=self.work)
         self.assertEqual(out.strip(), "['cases-1', 'impl-1', 'results-1', 'verdicts-1']", err)
-
 
 if __name__ == "__main__":
     unittest.main()
