@@ -283,6 +283,69 @@ class AbCliTest(unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertIn("no-such-rev-xyz", err.getvalue())
 
+    def test_prebuilt_runners_need_each_other_and_no_revision(self):
+        import argparse
+
+        parser = argparse.ArgumentParser()
+        ab_command.register(parser.add_subparsers())
+        for argv, said in ((["--base-runner", sys.executable], "give both --base-runner PATH and --candidate-runner"),
+                           (["--base-runner", sys.executable, "--candidate-runner", sys.executable, "--base", "HEAD"],
+                            "they replace --base, --candidate and --google-benchmark"),
+                           (["--base-runner", "/no/such/runner", "--candidate-runner", sys.executable],
+                            "base: --runner /no/such/runner is not an executable file")):
+            args = parser.parse_args(["ab"] + argv)
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                code = args.func(args)
+            self.assertEqual(code, 2, argv)
+            self.assertIn(said, err.getvalue())
+
+
+class PrebuiltRunnersTest(unittest.TestCase):
+    """`meshgate ab --base-runner A --candidate-runner B`: two runners built elsewhere (a user's
+    own, say), run on the same cases with nothing built; a planted slowdown in B is caught."""
+
+    def test_two_prebuilt_runners(self):
+        import argparse
+        from unittest import mock
+
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = pathlib.Path(tmp)
+            config = tmp / "config.json"
+            config.write_text(json.dumps({"noise": 0.003, "cases": [
+                {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {"slow": 1.2}},
+                {"id": "coll/all-gather", "time_s": 2e-3},
+            ]}))
+            (tmp / "cases").mkdir()
+            (tmp / "cases" / "perf.yaml").write_text("cases: []\n")
+            runners = {}
+            for name, commit in (("fast", ""), ("slow", "slow")):
+                runners[name] = tmp / f"{name}-runner"
+                runners[name].write_text(f'#!/bin/sh\nMESHGATE_COMMIT={commit} exec "{sys.executable}" '
+                                         f'"{FAKE_RUNNER}" "$@"\n')
+                runners[name].chmod(0o755)
+            log, out = tmp / "launches.jsonl", tmp / "report"
+            parser = argparse.ArgumentParser()
+            ab_command.register(parser.add_subparsers())
+            args = parser.parse_args(["ab", "--base-runner", str(runners["fast"]), "--candidate-runner",
+                                      str(runners["slow"]), str(tmp / "cases"), "--runs", "5", "--seed", "3",
+                                      "--out", str(out)])
+            env = {"FAKE_PERF_CONFIG": str(config), "FAKE_PERF_LOG": str(log)}
+            with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()) as stdout, \
+                    contextlib.redirect_stderr(io.StringIO()) as stderr:
+                code = args.func(args)
+            self.assertEqual(code, 1, stderr.getvalue())
+            self.assertIn("FAIL: 1 regression", stdout.getvalue())
+            self.assertIn("prebuilt: nothing is built", stderr.getvalue())
+            launches = [json.loads(line) for line in log.read_text().splitlines()]
+            self.assertEqual({l["commit"] for l in launches}, {"", "slow"})
+            by_id = {c["id"]: c for c in json.loads((out / "comparison.json").read_text())["cases"]}
+            self.assertEqual(by_id["coll/all-reduce"]["verdict"], "regression")
+            self.assertEqual(by_id["coll/all-gather"]["verdict"], "pass")
+            record = json.loads((out / "ab.json").read_text())
+            self.assertEqual(record["candidate"]["rev"], f"runner {runners['slow'].resolve()}")
+            self.assertEqual(record["base"]["commit"], "")
+            self.assertFalse((tmp / "build").exists())
+
 
 if __name__ == "__main__":
     unittest.main()

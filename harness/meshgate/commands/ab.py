@@ -24,7 +24,8 @@ def request_from_args(args: argparse.Namespace) -> ab.AbRequest:
         max_runs=args.max_runs, backend=args.backend, ranks=args.ranks, cpus=args.cpus, preset=args.preset, seed=args.seed,
         max_gate=args.max_gate, machine_class=args.machine_class,
         out=pathlib.Path(args.out) if args.out else None, repo=pathlib.Path(args.repo) if args.repo else None,
-        verbose=args.verbose, confirm=not args.no_confirm, benchmark=benchmark_from_args(args))
+        verbose=args.verbose, confirm=not args.no_confirm, benchmark=benchmark_from_args(args),
+        base_runner=args.base_runner, candidate_runner=args.candidate_runner)
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
@@ -48,7 +49,8 @@ def register(subparsers: Any) -> None:
                     "are re-run in a fresh batch to confirm them by the same rule. With --google-benchmark "
                     "TARGET each revision builds that Google Benchmark binary instead, and its benchmarks "
                     "(selected by CASES and --case patterns of their names) are the timed cases, one launch "
-                    "of the binary per run.")
+                    "of the binary per run. With --base-runner and --candidate-runner two prebuilt runners "
+                    "(e.g. a project's own, built elsewhere) run the same CASES and nothing is built.")
     parser.add_argument("--base", metavar="REV",
                         help="the revision to compare against (any git revision: branch, tag, "
                              "sha); HEAD when only the implementations differ")
@@ -60,6 +62,10 @@ def register(subparsers: Any) -> None:
                              "torch@/path/to/venv to compare two PyTorch environments")
     parser.add_argument("--candidate-impl", metavar="IMPL",
                         help="the implementation of the candidate side (default: --impl)")
+    parser.add_argument("--base-runner", metavar="PATH",
+                        help="a prebuilt runner as the base side (with --candidate-runner; instead of --base)")
+    parser.add_argument("--candidate-runner", metavar="PATH",
+                        help="a prebuilt runner as the candidate side (with --base-runner; instead of --candidate)")
     add_experiment_arguments(parser, "ab", ab.DEFAULT_RUNS)
     parser.add_argument("--no-confirm", action="store_true",
                         help="skip the confirmation batch (flagged cases then stand unconfirmed)")

@@ -36,7 +36,7 @@ from ..core import results as _results
 from ..core.merge import merge_case
 from ..core.results import InputError
 from ..core import tool_results
-from ..system import gbench, implementations, launch, repeats, revisions
+from ..system import build, gbench, implementations, launch, project, repeats, revisions
 from ..system.git import RevisionError as AbError  # a revision that does not resolve, or does not build
 from ..system.git import resolve_commit
 from ..system.launch import Selection
@@ -149,8 +149,8 @@ def run_ab(
     if not any(timed.values()):
         if status_cmp is None:
             raise InputError("nothing to run: no case is selected on either side")
-        status_cmp.base_label = f"{base.rev} ({base.commit[:10]})"
-        status_cmp.new_label = f"{cand.rev} ({cand.commit[:10]})"
+        status_cmp.base_label = base.describe()
+        status_cmp.new_label = cand.describe()
         return status_cmp, record
     floors: dict = {}
 
@@ -182,8 +182,7 @@ def run_ab(
     record["order"] = list(batch.order)
     docs = batch.docs()
     comparison = compare_results(docs[base.label], docs[cand.label], floors, max_gate=max_gate,
-                                          base_label=f"{base.rev} ({base.commit[:10]})",
-                                          new_label=f"{cand.rev} ({cand.commit[:10]})")
+                                          base_label=base.describe(), new_label=cand.describe())
     comparison.cases = [final.get(v.id, v) for v in comparison.cases]
     flagged = [v for v in comparison.cases if v.verdict in verdict.CONFIRMED_VERDICTS]
     if flagged and confirm:
@@ -238,6 +237,28 @@ def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str
                         benchmark)
     except revisions.RevisionBuildError as e:
         raise AbError(f"{label} {rev}: {e}") from None
+
+
+def _prebuilt_side(label: str, runner: str, given_paths: list[str], log: Optional[TextIO] = None) -> Side:
+    """A side that runs a prebuilt runner as it is: its cases are CASES' paths, else the cases
+    `meshgate run` defaults to in the working directory (a project's own, or cases/)."""
+    try:
+        command = project.given_runner(runner)
+    except build.BuildError as e:
+        raise AbError(f"{label}: {e}") from None
+    paths = [str(pathlib.Path(c).resolve()) for c in given_paths] or [str(build.default_cases(files.source_root()))]
+    print(f"meshgate ab: {label} runs {command[0]} (prebuilt: nothing is built)", file=log or sys.stderr)
+    return Side(label, rev=f"runner {command[0]}", runner=command, case_paths=paths)
+
+
+def prebuilt_conflict(request: "AbRequest") -> str:
+    """Why --base-runner/--candidate-runner cannot run as asked ('' when they can)."""
+    if request.base_runner is None or request.candidate_runner is None:
+        return "give both --base-runner PATH and --candidate-runner PATH (two prebuilt runners)"
+    if request.base is not None or request.candidate is not None or request.benchmark is not None:
+        return ("--base-runner and --candidate-runner run prebuilt runners: they replace --base, --candidate "
+                "and --google-benchmark, which build revisions")
+    return ""
 
 
 @dataclasses.dataclass
@@ -313,6 +334,10 @@ class AbRequest:
     verbose: bool = False
     confirm: bool = True
     benchmark: Optional[BenchmarkOptions] = None  # --google-benchmark TARGET: time that binary
+    # --base-runner/--candidate-runner: two prebuilt runners (a user's own, built elsewhere);
+    # nothing is built and the cases come from CASES or the working directory's cases.
+    base_runner: Optional[str] = None
+    candidate_runner: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -382,17 +407,23 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
     # With a benchmark binary every CASES argument is a pattern of benchmark names.
     given_paths, patterns = ([], list(request.cases.cases)) if bench else case_arguments(request.cases.cases)
     by_impl = request.base_impl is not None or request.candidate_impl is not None
-    if not by_impl and (request.base is None or request.candidate is None):
+    prebuilt = request.base_runner is not None or request.candidate_runner is not None
+    if prebuilt:
+        problem = prebuilt_conflict(request)
+        if problem:
+            return AbOutcome(2, error=f"meshgate ab: {problem}")
+    elif not by_impl and (request.base is None or request.candidate is None):
         return AbOutcome(2, error="meshgate ab: give --base REV and --candidate REV (or --base-impl and "
                                   "--candidate-impl to compare two implementations on one build)")
     try:
         target = bench.target if bench else None
-        sides = [
+        sides = ([_prebuilt_side("base", request.base_runner, given_paths, log),
+                  _prebuilt_side("candidate", request.candidate_runner, given_paths, log)] if prebuilt else [
             _prepare_side(repo, "base", request.base or "HEAD", request.preset, given_paths, request.verbose, log,
                           target),
             _prepare_side(repo, "candidate", request.candidate or "HEAD", request.preset, given_paths,
                           request.verbose, log, target),
-        ]
+        ])
         sides[0].impl = implementations.resolve(request.base_impl or request.impl)
         sides[1].impl = implementations.resolve(request.candidate_impl or request.impl)
         launcher: Any = (bench.launcher(request.cpus, "ab") if bench else

@@ -149,6 +149,10 @@ class Side:
     case_paths: list = dataclasses.field(default_factory=list)
     impl: Any = None  # implementations.Impl of this side; None: the launcher's (meshgate's library)
 
+    def describe(self) -> str:
+        """How reports name the side: 'REV (commit)', or REV alone for a prebuilt runner."""
+        return f"{self.rev} ({self.commit[:10]})" if self.commit else self.rev
+
 
 def abba_order(k: int, rng: random.Random) -> list[int]:
     """Side indices (0 = A, 1 = B) for k runs per side in randomised ABBA / BAAB blocks.
