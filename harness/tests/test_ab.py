@@ -226,6 +226,28 @@ class WorktreeTest(unittest.TestCase):
             ab.resolve_commit(self.repo, "no-such-branch")
         self.assertIn("'no-such-branch'", str(e.exception))
 
+    def test_relative_cases_of_a_project_folder_name_that_folder_of_the_revision(self):
+        from meshgate.system.selection import case_arguments
+
+        sub = self.repo / "project" / "cases"
+        sub.mkdir(parents=True)
+        (sub / "a.yaml").write_text("cases: []  # old\n")
+        git(self.repo, "add", "project")
+        git(self.repo, "commit", "-q", "-m", "project")
+        old = ab.resolve_commit(self.repo, "HEAD")
+        (sub / "a.yaml").write_text("cases: []  # working tree\n")
+        folder = revisions.revision_folder(self.repo / "project", old)
+        self.assertEqual(folder, revisions.ensure_worktree(self.repo / "project", old) / "project")
+        cwd = os.getcwd()
+        try:
+            os.chdir(self.repo / "project")  # where a user of the project types CASES
+            paths, patterns = case_arguments(["cases/a.yaml", "suite/case-*"], folder)
+        finally:
+            os.chdir(cwd)
+        self.assertEqual(patterns, ["suite/case-*"])
+        self.assertEqual(paths, [str((folder / "cases" / "a.yaml").resolve())])
+        self.assertIn("# old", pathlib.Path(paths[0]).read_text())
+
     def test_worktree_of_another_commit_is_refused(self):
         old = ab.resolve_commit(self.repo, "HEAD~1")
         path = revisions.ensure_worktree(self.repo, old)

@@ -250,6 +250,12 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
         return BuiltRevision(commit, root, [str(runner)])
 
 
+def revision_folder(repo: pathlib.Path, commit: str) -> pathlib.Path:
+    """`repo`'s folder in the worktree of `commit`: the worktree's root when `repo` is the
+    repository's root, the same subfolder when `repo` is a folder in it (a project's)."""
+    return ensure_worktree(repo, commit) / git(repo, "rev-parse", "--show-prefix")
+
+
 def project_at(repo: pathlib.Path, commit: str, worktree: pathlib.Path) -> Optional[project.Project]:
     """The project of its own kinds at `commit` when `repo` is a project's folder (the
     repository's root or a folder in it), else None. RevisionBuildError when that revision has

@@ -501,7 +501,7 @@ def run_request(request: BisectRequest, log: Optional[TextIO] = None) -> Result:
         if bench:  # every CASES argument is a pattern of benchmark names
             case_paths, patterns = [], list(request.cases.cases)
         else:
-            case_paths, patterns = case_arguments(request.cases.cases, revisions.ensure_worktree(repo, bad))
+            case_paths, patterns = case_arguments(request.cases.cases, revisions.revision_folder(repo, bad))
 
         def build_side(commit: str, label: str) -> Side:
             return _ab.side_for(repo, label, commit, preset, case_paths, request.verbose,
