@@ -71,16 +71,21 @@ def cpu_list(text: str) -> str:
     return text
 
 
-def rank_count(text: str) -> int:
-    """--ranks: a whole number >= 1, checked here so that a bad value is a usage error before
-    anything builds or claims a report folder."""
+def whole_number_of(noun: str, text: str) -> int:
+    """A count option's value: a whole number >= 1, checked while parsing so that a bad value is
+    a usage error before anything builds or claims a report folder."""
     try:
-        ranks = int(text)
+        count = int(text)
     except ValueError:
-        ranks = 0
-    if ranks < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of ranks >= 1")
-    return ranks
+        count = 0
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of {noun} >= 1")
+    return count
+
+
+def rank_count(text: str) -> int:
+    """--ranks."""
+    return whole_number_of("ranks", text)
 
 
 def case_timeout_seconds(text: str) -> float:
@@ -193,14 +198,8 @@ def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def repetition_count(text: str) -> int:
-    """--benchmark-repetitions: a whole number >= 1."""
-    try:
-        count = int(text)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number of repetitions >= 1")
-    return count
+    """--benchmark-repetitions."""
+    return whole_number_of("repetitions", text)
 
 
 def min_time_seconds(text: str) -> float:
