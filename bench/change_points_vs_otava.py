@@ -9,14 +9,16 @@ iterations, 2 % run-to-run and 1 % iteration noise, on a machine drifting +0.05 
 
   step10, step5, step2   one step of 10 / 5 / 2 % (half up, half down) at a commit drawn in
                          [12, 28] of 40
-  flat                   no change, 40 commits
+  flat                   no change, 40 commits (drifting +0.05 % per commit like the others)
+  still                  no change, 40 commits, no drift
   steps3                 three steps (+10 %, -8 %, +12 %) in 100 commits, at least 20 apart
   outlier                flat, 40 commits, one commit 30 % slow (a disturbed night, no change)
   drift                  no step, 40 commits drifting +0.3 % per commit (12 % in all)
 
 A true step counts as found when a reported change lies within TOLERANCE (3) commits of it
 (the closest one counts, once); its location is exact, one off, or late (after the step).
-Every other reported change is a false alarm. Run time is the detector's CPU time per series.
+Every other reported change is a false alarm (counted per 100 points, and as the share of
+series with at least one). Run time is the detector's CPU time per series.
 
     python3 bench/change_points_vs_otava.py [--trials 100] [--seed 2024] [--json F]
     python3 bench/change_points_vs_otava.py --trials 4 --scenarios step10,flat --check
@@ -73,6 +75,8 @@ def scenario_cases(name: str, trials: int, rng: random.Random) -> list:
             cases.append((_series(rng, NIGHTS, [(at, size)]), [(at, size)]))
         elif name == "flat":
             cases.append((_series(rng, NIGHTS, []), []))
+        elif name == "still":
+            cases.append((_series(rng, NIGHTS, [], drift=0.0), []))
         elif name == "steps3":
             a = rng.randint(15, 25)
             b = a + rng.randint(20, 30)
@@ -88,7 +92,7 @@ def scenario_cases(name: str, trials: int, rng: random.Random) -> list:
     return cases
 
 
-SCENARIOS = ("step10", "step5", "step2", "flat", "steps3", "outlier", "drift")
+SCENARIOS = ("step10", "step5", "step2", "flat", "still", "steps3", "outlier", "drift")
 
 
 def ours(values: list) -> list:
@@ -103,7 +107,7 @@ DETECTORS = {"meshgate": ours, "otava": otava}
 
 
 def score(cases: list, detector) -> dict:
-    steps = found = exact = near = late = false_alarms = points = 0
+    steps = found = exact = near = late = false_alarms = points = alarmed = 0
     seconds = 0.0
     for values, truth in cases:
         started = time.process_time()
@@ -123,8 +127,9 @@ def score(cases: list, detector) -> dict:
             near += abs(best[0] - at) <= 1
             late += best[0] > at
         false_alarms += len(unused)
+        alarmed += bool(unused)
     return {"steps": steps, "found": found, "exact": exact, "within1": near, "late": late,
-            "false_alarms": false_alarms, "points": points, "series": len(cases),
+            "false_alarms": false_alarms, "alarmed_series": alarmed, "points": points, "series": len(cases),
             "ms_per_series": 1000.0 * seconds / max(1, len(cases))}
 
 
@@ -133,14 +138,15 @@ def pct(part: int, whole: int) -> str:
 
 
 def table(results: dict) -> str:
-    lines = ["| scenario | detector | found | exact | within 1 | late | false alarms / 100 points | ms / series |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| scenario | detector | found | exact | within 1 | late | false alarms / 100 points | series with a false alarm | ms / series |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, by_detector in results.items():
         for det, r in by_detector.items():
             lines.append(
                 f"| {name} | {det} | {pct(r['found'], r['steps'])} | {pct(r['exact'], r['found'])} | "
                 f"{pct(r['within1'], r['found'])} | {pct(r['late'], r['found'])} | "
-                f"{100.0 * r['false_alarms'] / r['points']:.2f} | {r['ms_per_series']:.1f} |")
+                f"{100.0 * r['false_alarms'] / r['points']:.2f} | {pct(r['alarmed_series'], r['series'])} | "
+                f"{r['ms_per_series']:.1f} |")
     return "\n".join(lines)
 
 
