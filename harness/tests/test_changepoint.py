@@ -9,6 +9,8 @@ import unittest
 
 from meshgate.timeline import changepoint
 
+from .synthetic import noisy
+
 
 def energy_q(left: list[float], right: list[float]) -> float:
     """Q of Matteson & James written out from the definition (alpha = 1), for checking."""
@@ -18,15 +20,6 @@ def energy_q(left: list[float], right: list[float]) -> float:
     within_right = sum(abs(a - b) for a, b in itertools.combinations(right, 2))
     e = 2.0 * cross / (m * k) - within_left / (m * (m - 1) / 2) - within_right / (k * (k - 1) / 2)
     return m * k / (m + k) * e
-
-
-def noisy(rng: random.Random, n: int, noise: float = 0.01, level: float = 1e-3, drift: float = 0.0,
-          step_at: int | None = None, step: float = 0.0) -> list[float]:
-    out = []
-    for i in range(n):
-        v = level * (1 + drift * i) * (1 + (step if step_at is not None and i >= step_at else 0.0))
-        out.append(v * (1 + rng.gauss(0.0, noise)))
-    return out
 
 
 class EnergyStatisticTest(unittest.TestCase):

@@ -24,6 +24,8 @@ from meshgate.core import svg
 from meshgate.timeline import history
 from meshgate.timeline import series as timeline_series
 
+from .synthetic import runs_at
+
 MACHINE = {"host": "ci-1", "cpu": "AMD EPYC 7763 64-Core Processor", "cores": 16, "gpus": [],
            "fingerprint": "f00d"}
 OTHER_MACHINE = {"host": "ci-2", "cpu": "Intel Xeon Gold 6338", "cores": 16, "gpus": [],
@@ -56,16 +58,6 @@ def results(commit: str, started: str, rows: list[dict], machine: dict = MACHINE
                     "dirty": False, "backend": "threads", "world_size": 8, "machine": machine,
                     "versions": {"meshgate": "0.1.0", "cuda": None, "nccl": None, "mpi": None}},
             "cases": rows}
-
-
-def runs_at(rng: random.Random, level: float, n_runs: int = 5, iters: int = 5,
-            between: float = 0.02, within: float = 0.01) -> list[list[float]]:
-    """Per-run iteration times: a per-run offset (launch-to-launch noise) and iteration noise."""
-    out = []
-    for _ in range(n_runs):
-        run_level = level * (1 + rng.gauss(0.0, between))
-        out.append([run_level * (1 + rng.gauss(0.0, within)) for _ in range(iters)])
-    return out
 
 
 def meshgate(*argv: str) -> tuple[int, str, str]:
