@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "layout/small_vector.hpp"
 #include "plan/mesh_view.hpp"
 
 namespace meshgate {
@@ -135,8 +136,8 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
   std::int64_t n = 1;
-  std::vector<std::int64_t> sizes;
-  sizes.reserve(sorted.size());
+  // Scratch, inline for up to 16 dims: this runs for every run the pass may merge.
+  detail::SmallVector<std::int64_t, 16> sizes;
   for (std::int64_t d : sorted) {
     sizes.push_back(shape[static_cast<std::size_t>(d)]);
     n *= sizes.back();
