@@ -886,6 +886,17 @@ std::vector<std::pair<std::string, Layout>> DeviceMesh::flattened() const {
   return out;
 }
 
+std::optional<std::string> DeviceMesh::find_flattened(
+    const std::function<bool(const Layout&)>& match) const {
+  std::lock_guard lock(root_->mutex);
+  for (const Root::Flattened& f : root_->flattened) {
+    if (model() == LayoutModel::one_level ? match(f.layout) : match(make_layout(f.axes.axes))) {
+      return f.name;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> DeviceMesh::warnings() const {
   std::lock_guard lock(root_->mutex);
   return root_->warnings;

@@ -4,6 +4,7 @@
 // dims. Two layout models side by side: one_level (PyTorch main) and two_level (PR #172089).
 // See spec/layout.md sections 4-5. Nothing here talks to other ranks.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -113,6 +114,10 @@ class DeviceMesh {
 
   // Flattened dims registered on the root, by name, with their layouts (in this model's form).
   std::vector<std::pair<std::string, Layout>> flattened() const;
+  // The name of the oldest registered flattened dim whose layout (in this model's form)
+  // satisfies `match`, or nullopt: what flattened() answers, without copying the registry's
+  // names and layouts (the planner asks this for every run it may merge).
+  std::optional<std::string> find_flattened(const std::function<bool(const Layout&)>& match) const;
   // Warnings the reference would emit for operations on this mesh family (e.g. the
   // deprecation of slicing flattened dims from the root), oldest first, without repeats.
   std::vector<std::string> warnings() const;

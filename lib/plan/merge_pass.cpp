@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "layout/small_vector.hpp"
 #include "plan/mesh_view.hpp"
 
 namespace meshgate {
@@ -135,8 +136,8 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
   if (!flat) return {std::nullopt, MergeReason::no_flattened_mesh};
 
   std::int64_t n = 1;
-  std::vector<std::int64_t> sizes;
-  sizes.reserve(sorted.size());
+  // Scratch, inline for up to 16 dims: this runs for every run the pass may merge.
+  detail::SmallVector<std::int64_t, 16> sizes;
   for (std::int64_t d : sorted) {
     sizes.push_back(shape[static_cast<std::size_t>(d)]);
     n *= sizes.back();
@@ -231,25 +232,34 @@ void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, st
   }
 }
 
+namespace {
+
+// The decision record of the run [begin, end) of `steps`.
+RunDecision run_decision(const std::vector<TransformStep>& steps, std::size_t begin,
+                         std::size_t end, MergeReason reason) {
+  RunDecision d;
+  d.kind = steps[begin].kind;
+  d.mesh_dims.reserve(end - begin);
+  d.steps.reserve(end - begin);
+  for (std::size_t k = begin; k < end; ++k) {
+    d.mesh_dims.push_back(steps[k].mesh_dims.front());
+    d.steps.push_back(k);
+  }
+  d.reason = reason;
+  return d;
+}
+
+}  // namespace
+
 void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs) {
   if (!runs) return;
-  std::size_t i = 0;
-  while (i < steps.size()) {
-    if (!mergeable_kind(steps[i].kind)) {
-      ++i;
-      continue;
-    }
-    const std::size_t j = run_end(steps, i);
-    RunDecision d;
-    d.kind = steps[i].kind;
-    for (std::size_t k = i; k < j; ++k) {
-      d.mesh_dims.push_back(steps[k].mesh_dims.front());
-      d.steps.push_back(k);
-    }
-    d.reason = j - i >= 2 ? MergeReason::optimization_disabled : MergeReason::too_few_transforms;
-    runs->push_back(std::move(d));
-    i = j;
-  }
+  for_each_run(
+      steps, [](std::size_t) {},
+      [&](std::size_t i, std::size_t j) {
+        runs->push_back(run_decision(steps, i, j,
+                                     j - i >= 2 ? MergeReason::optimization_disabled
+                                                : MergeReason::too_few_transforms));
+      });
 }
 
 std::vector<TransformStep> merge_runs(
@@ -264,13 +274,8 @@ std::vector<TransformStep> merge_runs(
   }
   std::vector<TransformStep> out;
   out.reserve(steps.size());
-  std::size_t i = 0;
-  while (i < steps.size()) {
-    if (!mergeable_kind(steps[i].kind)) {
-      out.push_back(steps[i++]);
-      continue;
-    }
-    const std::size_t j = run_end(steps, i);
+  const auto keep = [&](std::size_t i) { out.push_back(steps[i]); };
+  const auto merge = [&](std::size_t i, std::size_t j) {
     const std::span<const TransformStep> run(steps.data() + i, j - i);
     MergeResult r{std::nullopt, MergeReason::too_few_transforms};
     if (run.size() >= 2) r = try_merge(mesh, dim_leaves, run, shape);
@@ -281,15 +286,8 @@ std::vector<TransformStep> merge_runs(
       out.insert(out.end(), run.begin(), run.end());
     }
     if (runs) {
-      RunDecision d;
-      d.kind = run.front().kind;
-      for (std::size_t k = i; k < j; ++k) {
-        d.mesh_dims.push_back(steps[k].mesh_dims.front());
-        d.steps.push_back(k);
-      }
-      d.reason = r.reason;
-      if (r.reason == MergeReason::merged) d.flattened_name = out.back().flattened_name;
-      runs->push_back(std::move(d));
+      runs->push_back(run_decision(steps, i, j, r.reason));
+      if (r.reason == MergeReason::merged) runs->back().flattened_name = out.back().flattened_name;
     }
     if (warnings && (r.reason == MergeReason::no_flattened_mesh ||
                      r.reason == MergeReason::non_ascending_mesh_dims ||
@@ -307,8 +305,8 @@ std::vector<TransformStep> merge_runs(
         warnings->push_back(std::move(w));
       }
     }
-    i = j;
-  }
+  };
+  for_each_run(steps, keep, merge);
   return out;
 }
 

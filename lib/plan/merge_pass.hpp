@@ -23,6 +23,24 @@ bool mergeable_kind(StepKind kind);
 // with its own (equal, or sum/avg partials to the same target).
 std::size_t run_end(const std::vector<TransformStep>& steps, std::size_t begin);
 
+// The one walk over `steps` that the merge pass, record_unmerged_runs and min_cost share, so
+// that all three see the same runs: on_other(i) for each step i of a kind that never merges,
+// on_run(begin, end) for each run [begin, end) of like-kind collectives (see run_end), in plan
+// order. A run may hold a single step.
+template <class OnOther, class OnRun>
+void for_each_run(const std::vector<TransformStep>& steps, OnOther&& on_other, OnRun&& on_run) {
+  std::size_t i = 0;
+  while (i < steps.size()) {
+    if (!mergeable_kind(steps[i].kind)) {
+      on_other(i++);
+      continue;
+    }
+    const std::size_t end = run_end(steps, i);
+    on_run(i, end);
+    i = end;
+  }
+}
+
 struct MergeResult {
   std::optional<TransformStep> step;  // the merged step (shapes and bytes not yet filled)
   MergeReason reason = MergeReason::merged;

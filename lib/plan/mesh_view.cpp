@@ -1,6 +1,7 @@
 #include "plan/mesh_view.hpp"
 
 #include <array>
+#include <cstdint>
 
 #include "core/error.hpp"
 #include "layout/int_tuple.hpp"
@@ -83,8 +84,6 @@ std::optional<std::string> find_flattened(const DeviceMesh& mesh,
     // Mesh dims index the current mesh; a dim past its end cannot have been flattened (#174006).
     if (d < 0 || static_cast<std::size_t>(d) >= mesh.ndim()) return std::nullopt;
   }
-  const std::vector<std::pair<std::string, Layout>> registry = mesh.flattened();
-  if (registry.empty()) return std::nullopt;
 
   if (mesh.model() == LayoutModel::two_level) {
     std::vector<Layout> modes;
@@ -92,10 +91,7 @@ std::optional<std::string> find_flattened(const DeviceMesh& mesh,
     for (std::int64_t d : dims) modes.push_back(mesh_mode(mesh.layout(), d));
     const Layout expected =
         make_layout(flattened_axes(mesh_axes_from_layout(make_layout(modes))).axes);
-    for (const auto& [name, flat] : registry) {
-      if (flat == expected) return name;
-    }
-    return std::nullopt;
+    return mesh.find_flattened([&](const Layout& flat) { return flat == expected; });
   }
 
   // one_level: the dims' leaves, outermost first, flattened as DeviceMesh::flatten does. The
@@ -129,10 +125,7 @@ std::optional<std::string> find_flattened(const DeviceMesh& mesh,
     out = large_out;
   }
   out = out.first(flattened_leaves(in, out));
-  for (const auto& [name, flat] : registry) {
-    if (is_flattened_layout(flat, out)) return name;
-  }
-  return std::nullopt;
+  return mesh.find_flattened([&](const Layout& flat) { return is_flattened_layout(flat, out); });
 }
 
 std::int64_t numel(const Shape& shape) {
@@ -165,6 +158,17 @@ std::int64_t group_index(const MeshView& v, std::span<const std::int64_t> dims) 
   return idx;
 }
 
+// numel of `shape` with the extent of tensor dim `d` replaced by `extent` (and of `d2` by
+// `extent2`, if given): the size of a collective's padded buffer, without building its shape.
+std::int64_t numel_with(const Shape& shape, std::size_t d, std::int64_t extent,
+                        std::size_t d2 = SIZE_MAX, std::int64_t extent2 = 0) {
+  std::int64_t n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    n *= i == d2 ? extent2 : i == d ? extent : shape[i];
+  }
+  return n;
+}
+
 }  // namespace
 
 void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::int64_t es) {
@@ -184,18 +188,14 @@ void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::i
       const auto d = static_cast<std::size_t>(s.dst_tensor_dim);
       s.output_shape[d] = chunk_range(input[d], n, idx).length;
       if (s.kind == StepKind::reduce_scatter) {
-        Shape padded = input;
-        padded[d] = padded_chunk(input[d], n) * n;
-        s.bytes = numel(padded) * es;
+        s.bytes = numel_with(input, d, padded_chunk(input[d], n) * n) * es;
       }
       break;
     }
     case StepKind::all_gather: {
       const auto d = static_cast<std::size_t>(s.src_tensor_dim);
       s.output_shape[d] = s.logical_shape[d];
-      Shape gathered = input;
-      gathered[d] = padded_chunk(s.logical_shape[d], n) * n;
-      s.bytes = numel(gathered) * es;
+      s.bytes = numel_with(input, d, padded_chunk(s.logical_shape[d], n) * n) * es;
       break;
     }
     case StepKind::all_to_all: {
@@ -203,10 +203,10 @@ void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::i
       const auto b = static_cast<std::size_t>(s.dst_tensor_dim);
       s.output_shape[a] = s.logical_shape[a];
       s.output_shape[b] = chunk_range(input[b], n, idx).length;
-      Shape padded = input;
-      padded[a] = padded_chunk(s.logical_shape[a], n);
-      padded[b] = padded_chunk(input[b], n) * n;
-      s.bytes = numel(padded) * es;
+      // As the reference's padded buffer: b's assignment wins should a equal b.
+      s.bytes = numel_with(input, a, padded_chunk(s.logical_shape[a], n), b,
+                           padded_chunk(input[b], n) * n) *
+                es;
       break;
     }
     case StepKind::local_partial:

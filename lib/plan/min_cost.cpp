@@ -169,26 +169,23 @@ std::vector<TransformStep> min_cost_steps(const DeviceMesh& mesh, const MeshView
                                           const std::vector<TransformStep>& steps, std::int64_t es,
                                           const Topology& topology) {
   std::vector<TransformStep> out;
-  std::size_t i = 0;
-  while (i < steps.size()) {
-    if (!mergeable_kind(steps[i].kind)) {
-      out.push_back(steps[i++]);
-      continue;
-    }
-    const std::size_t j = run_end(steps, i);
-    const std::span<const TransformStep> run(steps.data() + i, j - i);
-    std::vector<TransformStep> best;
-    // 2^k subsets: the run is at most one step per mesh dim, so k <= ndim.
-    if (run.size() >= 2 && run.front().kind == StepKind::all_reduce && run.size() <= 12) {
-      best = best_all_reduce_partition(mesh, v, run, es, topology);
-    } else if (run.size() >= 2) {
-      best = best_segmentation(mesh, v, run, es, topology);
-    } else {
-      best.assign(run.begin(), run.end());
-    }
-    out.insert(out.end(), best.begin(), best.end());
-    i = j;
-  }
+  out.reserve(steps.size());
+  for_each_run(
+      steps, [&](std::size_t i) { out.push_back(steps[i]); },
+      [&](std::size_t i, std::size_t j) {
+        const std::span<const TransformStep> run(steps.data() + i, j - i);
+        // 2^k subsets: the run is at most one step per mesh dim, so k <= ndim.
+        if (run.size() >= 2 && run.front().kind == StepKind::all_reduce && run.size() <= 12) {
+          const std::vector<TransformStep> best =
+              best_all_reduce_partition(mesh, v, run, es, topology);
+          out.insert(out.end(), best.begin(), best.end());
+        } else if (run.size() >= 2) {
+          const std::vector<TransformStep> best = best_segmentation(mesh, v, run, es, topology);
+          out.insert(out.end(), best.begin(), best.end());
+        } else {
+          out.insert(out.end(), run.begin(), run.end());
+        }
+      });
   return out;
 }
 

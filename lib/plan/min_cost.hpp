@@ -1,7 +1,12 @@
 #pragma once
-// Internal to the planner (lib/plan): Planner::min_cost. It refines the greedy plan rather than
-// searching placements (plan.hpp says how and why that differs from PyTorch's min-cost
-// planner):
+// Internal to the planner (lib/plan): Planner::min_cost. It is not PyTorch's min-cost planner
+// (use_min_cost_redistribution_plan: DTensorRedistributePlanner.find_min_cost_path, Dijkstra
+// over placement states, one per-dim transition per edge, priced one transition at a time
+// before the merge pass runs). It refines the greedy plan instead: it keeps greedy's per-dim
+// transitions, so every plan is greedy's with merges chosen by cost, and it prices merged
+// collectives as the one flattened collective that will run, which PyTorch's search cannot
+// see; for uneven shards it stays greedy so that all ranks of a group agree (plan.hpp, at
+// Planner, lists every difference):
 //  - every run of like-kind collectives of the greedy transforms is split into the cheapest
 //    set of merged collectives under the cost model: all_reduces, which commute, into any
 //    partition whose groups have a flattened dim (a DP over subsets, runs of up to 12);
