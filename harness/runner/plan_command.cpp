@@ -78,7 +78,7 @@ std::int64_t element_size(const std::string& dtype) {
                        "uint8");
 }
 
-std::string join(const std::vector<std::int64_t>& v, std::string_view sep = ", ") {
+std::string join(std::span<const std::int64_t> v, std::string_view sep = ", ") {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i)
     s += (i ? std::string(sep) : "") + std::to_string(v[i]);
@@ -183,7 +183,7 @@ PlanArgs parse_args(std::span<const std::string> args) {
   return a;
 }
 
-std::string bracket(const std::vector<std::int64_t>& v) {
+std::string bracket(std::span<const std::int64_t> v) {
   return "[" + join(v) + "]";
 }
 

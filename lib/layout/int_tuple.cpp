@@ -13,7 +13,7 @@ using Node = IntTupleAccess::Node;
 namespace {
 
 // Pointers to the direct children of the tuple node `n`, left to right.
-using ChildList = detail::SmallVector<const Node*, 8>;
+using ChildList = SmallVector<const Node*, 8>;
 
 void children_of(const Node* n, ChildList& out) {
   const auto count = static_cast<std::size_t>(n->value);
@@ -276,13 +276,13 @@ void throw_overflow(std::string_view op, std::int64_t a, std::int64_t b, std::st
 }
 
 IntTuple IntTuple::tuple(std::vector<IntTuple> elements) {
-  detail::SmallVector<const IntTuple*, 8> ptrs;
+  SmallVector<const IntTuple*, 8> ptrs;
   for (const auto& e : elements) ptrs.push_back(&e);
   return IntTupleAccess::tuple_of(ptrs.data(), ptrs.size());
 }
 
 IntTuple IntTuple::tuple(std::initializer_list<IntTuple> elements) {
-  detail::SmallVector<const IntTuple*, 8> ptrs;
+  SmallVector<const IntTuple*, 8> ptrs;
   for (const auto& e : elements) ptrs.push_back(&e);
   return IntTupleAccess::tuple_of(ptrs.data(), ptrs.size());
 }

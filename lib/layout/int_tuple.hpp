@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "layout/small_vector.hpp"
+#include "core/small_vector.hpp"
 
 namespace meshgate {
 
@@ -43,7 +43,7 @@ class IntTuple {
     friend bool operator==(const Node&, const Node&) = default;
   };
   // Eight nodes hold a tuple of up to seven ints, or four modes with one nested level.
-  detail::SmallVector<Node, 8> nodes_;
+  SmallVector<Node, 8> nodes_;
   friend class IntTupleAccess;
 };
 

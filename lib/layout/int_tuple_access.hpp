@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 #include "layout/int_tuple.hpp"
-#include "layout/small_vector.hpp"
+#include "core/small_vector.hpp"
 
 namespace meshgate {
 
@@ -31,12 +31,12 @@ inline std::int64_t add(std::int64_t a, std::int64_t b, std::string_view where) 
 }
 
 // Leaf values of one layout: sixteen inline covers every layout the mesh code builds.
-using LeafBuffer = detail::SmallVector<std::int64_t, 16>;
+using LeafBuffer = SmallVector<std::int64_t, 16>;
 
 class IntTupleAccess {
  public:
   using Node = IntTuple::Node;
-  using Nodes = detail::SmallVector<Node, 8>;
+  using Nodes = SmallVector<Node, 8>;
 
   static const Node* nodes(const IntTuple& t) noexcept { return t.nodes_.data(); }
   static std::size_t node_count(const IntTuple& t) noexcept { return t.nodes_.size(); }

@@ -385,8 +385,8 @@ std::int64_t cosize(const Layout& l) {
 }
 
 Layout make_layout(std::span<const Layout> modes) {
-  detail::SmallVector<const IntTuple*, 8> shapes;
-  detail::SmallVector<const IntTuple*, 8> strides;
+  SmallVector<const IntTuple*, 8> shapes;
+  SmallVector<const IntTuple*, 8> strides;
   for (const Layout& m : modes) {
     shapes.push_back(&m.shape());
     strides.push_back(&m.stride());
@@ -469,7 +469,7 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
   // (stride, shape) leaf pairs in ascending order, ties broken by shape, as Python sorts tuples.
   // Gathered right to left, so that a row-major layout (the usual mesh) arrives sorted and the
   // sort moves nothing; equal pairs are equal values, so their order cannot change the result.
-  detail::SmallVector<std::array<std::int64_t, 2>, 16> mode_buffer;
+  SmallVector<std::array<std::int64_t, 2>, 16> mode_buffer;
   mode_buffer.resize_for_overwrite(max_leaves(l));
   std::array<std::int64_t, 2>* modes = mode_buffer.data();
   std::size_t count = 0;
@@ -511,7 +511,7 @@ Layout complement(const Layout& l, std::int64_t cotarget) {
 
 Layout right_inverse(const Layout& l) {
   // (stride, shape, compact stride of that leaf in the domain), sorted as Python sorts tuples.
-  detail::SmallVector<std::array<std::int64_t, 3>, 16> mode_buffer;
+  SmallVector<std::array<std::int64_t, 3>, 16> mode_buffer;
   mode_buffer.resize_for_overwrite(max_leaves(l));
   std::array<std::int64_t, 3>* modes = mode_buffer.data();
   std::size_t count = 0;

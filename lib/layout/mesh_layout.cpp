@@ -339,7 +339,7 @@ bool check_orthogonal(const Layout& l) {
   LeafBuffer stride;
   append_flat(c, shape, stride);
   if (shape.size() < 2) return true;
-  detail::SmallVector<std::array<std::int64_t, 2>, 16> modes;
+  SmallVector<std::array<std::int64_t, 2>, 16> modes;
   for (std::size_t i = 0; i < shape.size(); ++i) modes.push_back({stride[i], shape[i]});
   std::sort(modes.begin(), modes.end(), [](const auto& a, const auto& b) { return b < a; });
   for (std::size_t i = 0; i + 1 < modes.size(); ++i) {

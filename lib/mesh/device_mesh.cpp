@@ -12,6 +12,23 @@ namespace meshgate {
 
 namespace {
 
+// DeviceMesh::single_leaf_dims of a mesh of this model and layout.
+SmallVector<LayoutLeaf, 8> one_leaf_per_dim(LayoutModel model, const Layout& l) {
+  SmallVector<LayoutLeaf, 8> out;
+  if (model != LayoutModel::one_level) return out;
+  if (l.shape().is_int()) {
+    out.push_back({l.shape().value(), l.stride().value()});
+    return out;
+  }
+  const std::size_t n = l.shape().length();
+  for (std::size_t i = 0; i < n; ++i) {
+    const IntTuple size = l.shape()[i];
+    if (!size.is_int()) return {};
+    out.push_back({size.value(), l.stride()[i].value()});
+  }
+  return out;
+}
+
 // Messages quote names and sizes the way the Python reference prints them, so a case written
 // against PyTorch's text ("Invalid mesh_dim_names ('tp', 'dp') specified") matches here too.
 std::string py_str(const std::string& s) {
@@ -370,6 +387,7 @@ DeviceMesh DeviceMesh::make(std::shared_ptr<Root> root, Layout layout, MeshAxes 
   mesh.axes_ = std::move(axes);
   mesh.names_ = std::move(names);
   mesh.is_root_ = is_root;
+  mesh.dim_leaves_ = one_leaf_per_dim(mesh.root_->model, mesh.layout_);
   // The reference constructor evaluates `self.mesh` for the current rank, so a mesh with several
   // rows none of which holds the rank raises at creation.
   mesh.mesh_for_rank(mesh.root_->current_rank);

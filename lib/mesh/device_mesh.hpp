@@ -13,8 +13,10 @@
 #include <variant>
 #include <vector>
 
+#include "core/small_vector.hpp"
 #include "layout/layout.hpp"
 #include "layout/mesh_layout.hpp"
+#include "mesh/flattened_dim.hpp"
 
 namespace meshgate {
 
@@ -75,6 +77,10 @@ class DeviceMesh {
   const Layout& layout() const;
   LayoutModel model() const;
   std::vector<std::int64_t> shape() const;  // top_level_sizes
+  // Each dim's (size, stride) when the mesh is one_level and every dim is a single leaf of its
+  // layout (the usual mesh); empty otherwise. Read once, at construction: the planner and the
+  // cost model look at it for every plan.
+  std::span<const LayoutLeaf> single_leaf_dims() const { return dim_leaves_; }
   std::size_t ndim() const;
   std::int64_t size() const;  // numel
   std::int64_t size(std::int64_t dim) const;
@@ -154,6 +160,7 @@ class DeviceMesh {
   Layout layout_;  // one_level: as stored; two_level: to_layout(axes_)
   MeshAxes axes_;  // two_level only: one canonical flat layout per dim
   std::vector<std::string> names_;
+  SmallVector<LayoutLeaf, 8> dim_leaves_;  // single_leaf_dims()
   bool is_root_ = true;
 };
 

@@ -199,6 +199,31 @@ TEST_P(BothModels, ARankMapMustFitTheGroupsOfEveryDim) {
   EXPECT_THROW(DeviceMesh::from_layout(parse_layout("(5,2):(2,3)"), {}, {}, model()), Error);
 }
 
+// The dims' leaves that the planner reads for every plan: one (size, stride) per dim of a
+// one_level mesh whose dims are single leaves, on every mesh the family builds.
+TEST(SingleLeafDims, OneLevelMeshesOfSingleLeafDims) {
+  using Leaves = std::vector<LayoutLeaf>;
+  const auto leaves = [](const DeviceMesh& m) {
+    const std::span<const LayoutLeaf> l = m.single_leaf_dims();
+    return Leaves(l.begin(), l.end());
+  };
+  const DeviceMesh mesh = DeviceMesh::create(Sizes{2, 3, 4}, Names{"A", "B", "C"});
+  EXPECT_EQ(leaves(mesh), (Leaves{{2, 12}, {3, 4}, {4, 1}}));
+  EXPECT_EQ(leaves(DeviceMesh::create(Sizes{8})), (Leaves{{8, 1}}));
+  EXPECT_EQ(leaves(mesh.slice(Names{"A", "C"})), (Leaves{{2, 12}, {4, 1}}));
+  // A flattened dim of non-contiguous dims has two leaves; the 1-D mesh of it none to offer.
+  EXPECT_TRUE(leaves(mesh.slice(Names{"A", "C"}).flatten()).empty());
+  EXPECT_EQ(leaves(mesh.slice(Names{"B", "C"}).flatten()), (Leaves{{12, 1}}));
+  EXPECT_EQ(leaves(mesh.unflatten("C", Sizes{2, 2}, {"c0", "c1"})),
+            (Leaves{{2, 12}, {3, 4}, {2, 2}, {2, 1}}));
+  // A copy carries them.
+  const DeviceMesh copy = mesh;
+  EXPECT_EQ(leaves(copy), leaves(mesh));
+  // A dim of several leaves, or the two_level model: the planner reads layouts instead.
+  EXPECT_TRUE(leaves(DeviceMesh::from_layout(parse_layout("((2,2),2):((4,1),2)"))).empty());
+  EXPECT_TRUE(leaves(DeviceMesh::create(Sizes{2, 3, 4}, {}, {}, LayoutModel::two_level)).empty());
+}
+
 TEST(LayoutModelNames, ParseAndPrint) {
   EXPECT_EQ(parse_layout_model("one_level"), LayoutModel::one_level);
   EXPECT_EQ(parse_layout_model("two_level"), LayoutModel::two_level);

@@ -185,24 +185,11 @@ void check_no_mixed_partial_types(std::span<const Placement> ps) {
   }
 }
 
-ChunkRange chunk_range(std::int64_t size, std::int64_t parts, std::int64_t index) {
-  if (parts < 1 || index < 0 || index >= parts || size < 0) {
-    throw Error(ErrorKind::value, "chunk_range(size=" + std::to_string(size) + ", parts=" +
-                                      std::to_string(parts) + ", index=" + std::to_string(index) +
-                                      "): need size >= 0 and 0 <= index < parts");
-  }
-  const std::int64_t full = padded_chunk(size, parts);
-  // Past the end (full * index > size) without computing a product that may pass the int64
-  // maximum for sizes near it.
-  if (index > 0 && full > size / index) return {size, 0};
-  const std::int64_t start = full * index;
-  if (start >= size) return {size, 0};
-  return {start, std::min(full, size - start)};
-}
-
-std::int64_t padded_chunk(std::int64_t size, std::int64_t parts) {
-  // Not (size + parts - 1) / parts, which overflows for sizes near the int64 maximum.
-  return parts <= 0 ? size : size / parts + (size % parts > 0 ? 1 : 0);
+void throw_bad_chunk(std::int64_t size, std::int64_t parts, std::int64_t index) {
+  throw Error(ErrorKind::value, "chunk_range(size=" + std::to_string(size) +
+                                    ", parts=" + std::to_string(parts) +
+                                    ", index=" + std::to_string(index) +
+                                    "): need size >= 0 and 0 <= index < parts");
 }
 
 DTensorSpec DTensorSpec::create(DeviceMesh mesh, std::vector<Placement> placements, Shape shape,

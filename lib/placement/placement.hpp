@@ -2,6 +2,7 @@
 // DTensor placements (torch/distributed/tensor/placement_types.py) as small immutable values,
 // the spec of a distributed tensor (mesh + placements + global shape) and torch.chunk shard
 // arithmetic. See spec/redistribute.md section 1. Pure host code: nothing enumerates ranks.
+#include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -75,9 +76,27 @@ struct ChunkRange {
   std::int64_t length = 0;
   friend bool operator==(const ChunkRange&, const ChunkRange&) = default;
 };
-ChunkRange chunk_range(std::int64_t size, std::int64_t parts, std::int64_t index);
+// Error(value) for chunk_range's arguments out of range.
+[[noreturn]] void throw_bad_chunk(std::int64_t size, std::int64_t parts, std::int64_t index);
+
 // ceil(size/parts): the padded piece every rank sends in a collective.
-std::int64_t padded_chunk(std::int64_t size, std::int64_t parts);
+inline std::int64_t padded_chunk(std::int64_t size, std::int64_t parts) {
+  // Not (size + parts - 1) / parts, which overflows for sizes near the int64 maximum.
+  return parts <= 0 ? size : size / parts + (size % parts > 0 ? 1 : 0);
+}
+
+// Inline, as the planner asks for several per step. Error(value) unless size >= 0 and
+// 0 <= index < parts.
+inline ChunkRange chunk_range(std::int64_t size, std::int64_t parts, std::int64_t index) {
+  if (parts < 1 || index < 0 || index >= parts || size < 0) throw_bad_chunk(size, parts, index);
+  const std::int64_t full = padded_chunk(size, parts);
+  // Past the end (full * index > size) without computing a product that may pass the int64
+  // maximum for sizes near it.
+  if (index > 0 && full > size / index) return {size, 0};
+  const std::int64_t start = full * index;
+  if (start >= size) return {size, 0};
+  return {start, std::min(full, size - start)};
+}
 
 using Shape = std::vector<std::int64_t>;
 

@@ -115,7 +115,7 @@ TEST(CommString, DimsByNameOrByIndexOnAnUnnamedMesh) {
 
   TransformStep step;
   step.kind = StepKind::reduce_scatter;
-  step.mesh_dims = dims;
+  step.mesh_dims.assign(dims);
   step.reduce_op = ReduceOp::avg;
   step.dst_tensor_dim = 1;
   step.group_size = 4;

@@ -1,13 +1,12 @@
 #include "plan/cost_model.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/small_vector.hpp"
 #include "layout/int_tuple.hpp"
 #include "layout/mesh_layout.hpp"
 
@@ -41,50 +40,35 @@ CollectiveOp parse_collective_op(std::string_view text) {
 
 namespace {
 
-// (stride, size) of every leaf of the given modes: a tiny inline buffer, since mesh layouts
-// have a handful of leaves and costing must not allocate on the planning path.
-struct Leaves {
-  std::array<std::pair<std::int64_t, std::int64_t>, 16> small;
-  std::vector<std::pair<std::int64_t, std::int64_t>> large;
-  std::size_t count = 0;
+// Every leaf of the given modes, inline for up to 16: mesh layouts have a handful of leaves and
+// costing must not allocate on the planning path.
+using Leaves = SmallVector<LayoutLeaf, 16>;
 
-  void add(std::int64_t stride, std::int64_t shape) {
-    if (count < small.size()) {
-      small[count] = {stride, shape};
-    } else {
-      if (large.empty()) large.assign(small.begin(), small.end());
-      large.emplace_back(stride, shape);
-    }
-    ++count;
+void add_leaves(Leaves& out, const Layout& mode) {
+  if (mode.shape().is_int()) {
+    out.push_back({mode.shape().value(), mode.stride().value()});
+    return;
   }
-  void add(const Layout& mode) {
-    if (mode.shape().is_int()) {
-      add(mode.stride().value(), mode.shape().value());
-      return;
-    }
-    const std::vector<std::int64_t> shapes = leaves(mode.shape());
-    const std::vector<std::int64_t> strides = leaves(mode.stride());
-    for (std::size_t i = 0; i < shapes.size(); ++i) add(strides[i], shapes[i]);
-  }
-  std::span<std::pair<std::int64_t, std::int64_t>> view() {
-    return count <= small.size() ? std::span(small.data(), count) : std::span(large);
-  }
-};
+  const std::vector<std::int64_t> shapes = leaves(mode.shape());
+  const std::vector<std::int64_t> strides = leaves(mode.stride());
+  for (std::size_t i = 0; i < shapes.size(); ++i) out.push_back({shapes[i], strides[i]});
+}
 
 // Walk the leaves from the finest stride: a leaf whose whole extent still fits in the first
 // node multiplies the ranks per node; the first one that does not fit contributes the members
 // it still has inside the node, and every coarser leaf only adds nodes. Adjacent leaves need
 // no coalescing first: walking them one after the other reaches the same extent.
-GroupPlacement place_leaves(Leaves& l, const Topology& topology) {
+GroupPlacement place_leaves(Leaves& modes, const Topology& topology) {
   GroupPlacement g;
-  auto modes = l.view();
-  for (const auto& [stride, shape] : modes) g.size *= shape;
+  for (const LayoutLeaf& leaf : modes) g.size *= leaf.size;
   if (g.size <= 1) return g;
   const std::int64_t per_node_limit = std::max<std::int64_t>(1, topology.ranks_per_node);
-  std::sort(modes.begin(), modes.end());
+  std::sort(modes.begin(), modes.end(), [](const LayoutLeaf& a, const LayoutLeaf& b) {
+    return a.stride != b.stride ? a.stride < b.stride : a.size < b.size;
+  });
   std::int64_t per_node = 1;
   std::int64_t extent = 0;  // largest offset reached by the leaves taken so far
-  for (const auto& [stride, shape] : modes) {
+  for (const auto& [shape, stride] : modes) {
     if (shape <= 1) continue;
     if (stride == 0) {
       per_node *= shape;
@@ -109,14 +93,12 @@ GroupPlacement place_leaves(Leaves& l, const Topology& topology) {
 
 GroupPlacement place_group(const Layout& group, const Topology& topology) {
   Leaves l;
-  l.add(group);
+  add_leaves(l, group);
   return place_leaves(l, topology);
 }
 
-GroupPlacement place_group(std::span<const std::pair<std::int64_t, std::int64_t>> modes,
-                           const Topology& topology) {
-  Leaves l;
-  for (const auto& [size, stride] : modes) l.add(stride, size);
+GroupPlacement place_group(std::span<const LayoutLeaf> modes, const Topology& topology) {
+  Leaves l{modes};
   return place_leaves(l, topology);
 }
 
@@ -164,7 +146,7 @@ double modeled_time(const DeviceMesh& mesh, std::span<const std::int64_t> dims, 
       throw Error(ErrorKind::index, "mesh dim " + std::to_string(d) + " is out of range for a " +
                                         std::to_string(mesh.ndim()) + "-dim mesh");
     }
-    l.add(mesh_mode(layout, d));
+    add_leaves(l, mesh_mode(layout, d));
   }
   return modeled_time(op, place_leaves(l, topology), bytes, topology);
 }

@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <utility>
 
 #include "layout/layout.hpp"
 #include "mesh/device_mesh.hpp"
+#include "mesh/flattened_dim.hpp"
 
 namespace meshgate {
 
@@ -52,8 +52,7 @@ struct GroupPlacement {
 // layout). Cost: O(number of modes).
 GroupPlacement place_group(const Layout& group, const Topology& topology);
 // The same for a group given as flat (size, stride) modes, e.g. some modes of a mesh layout.
-GroupPlacement place_group(std::span<const std::pair<std::int64_t, std::int64_t>> modes,
-                           const Topology& topology);
+GroupPlacement place_group(std::span<const LayoutLeaf> modes, const Topology& topology);
 
 // nccl-tests bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather / reduce_scatter /
 // all_to_all (n-1)/n, broadcast 1 (0 for n = 1).

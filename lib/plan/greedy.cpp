@@ -15,14 +15,14 @@ std::string placement_pair(const Placement& a, const Placement& b) {
 
 // One transform of the greedy planner: (mesh dim m, cur -> tgt), with the op-table errors.
 TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placement tgt,
-                        std::span<const std::int64_t> logical, const Shape& input,
-                        std::int64_t es) {
+                        std::span<const std::int64_t> logical,
+                        std::span<const std::int64_t> input, std::int64_t es) {
   TransformStep s;
   s.mesh_dims = {m};
   s.src = cur;
   s.dst = tgt;
   s.group_size = v.shape[static_cast<std::size_t>(m)];
-  s.logical_shape.assign(logical.begin(), logical.end());
+  s.logical_shape.assign(logical);
   // The executor skips size-1 groups before looking at the pair (test_one_chunk_mesh), so
   // unsupported pairs there are not errors.
   const bool trivial = s.group_size == 1;
@@ -96,9 +96,11 @@ std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpe
     }
   }
   // Logical shapes: row i (of `rank` entries) is the tensor as seen at mesh dim i on this
-  // rank. One flat buffer: planning is on the hot path of every redistribution.
+  // rank. One flat buffer, inline for small meshes and tensors: planning is on the hot path of
+  // every redistribution.
   const std::size_t rank = src.shape.size();
-  std::vector<std::int64_t> logical(nd * rank);
+  SmallVector<std::int64_t, 32> logical;
+  logical.resize_for_overwrite(nd * rank);
   std::copy(src.shape.begin(), src.shape.end(), logical.begin());
   for (std::size_t i = 0; i + 1 < nd; ++i) {
     std::copy_n(logical.begin() + static_cast<std::ptrdiff_t>(i * rank), rank,
@@ -112,13 +114,13 @@ std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpe
     return std::span<const std::int64_t>(logical.data() + m * rank, rank);
   };
   // The source's local shape: the last row chunked by the last mesh dim's shard, if any.
-  Shape local(logical_row(nd - 1).begin(), logical_row(nd - 1).end());
+  StepShape local(logical_row(nd - 1));
   if (sp[nd - 1].is_shard()) {
     std::int64_t& extent = local[static_cast<std::size_t>(sp[nd - 1].dim())];
     extent = chunk_range(extent, v.shape[nd - 1], v.coord[nd - 1]).length;
   }
   out.reserve(nd);
-  std::vector<Placement> cur = sp;
+  SmallVector<Placement, 8> cur{std::span<const Placement>(sp)};
   auto emit = [&](std::size_t m, Placement tgt) {
     out.push_back(make_step(v, static_cast<std::int64_t>(m), cur[m], tgt, logical_row(m), local,
                             src.element_size));

@@ -238,7 +238,7 @@ TEST(MergeGuards, EveryGroupsRanksIssueTheSameCollectives) {
       }
       for (const TransformStep& s : plan.steps) {
         if (!is_collective(s.kind) || s.group_size <= 1) continue;
-        Dims dims = s.mesh_dims;
+        Dims dims = s.mesh_dims.to_vector();
         std::sort(dims.begin(), dims.end());
         Dims outside = coord;
         for (std::int64_t m : dims) outside[static_cast<std::size_t>(m)] = -1;

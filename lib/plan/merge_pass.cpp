@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "layout/small_vector.hpp"
+#include "core/small_vector.hpp"
 #include "plan/mesh_view.hpp"
 
 namespace meshgate {
@@ -128,8 +128,7 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
       (kind == StepKind::all_gather && !descending)) {
     return {std::nullopt, MergeReason::non_ascending_mesh_dims};
   }
-  std::vector<std::int64_t> sorted;
-  sorted.reserve(run.size());
+  StepDims sorted;
   for (const TransformStep& s : run) sorted.push_back(s.mesh_dims.front());
   std::sort(sorted.begin(), sorted.end());
   std::optional<std::string> flat = find_flattened(mesh, dim_leaves, sorted);
@@ -137,7 +136,7 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
 
   std::int64_t n = 1;
   // Scratch, inline for up to 16 dims: this runs for every run the pass may merge.
-  detail::SmallVector<std::int64_t, 16> sizes;
+  SmallVector<std::int64_t, 16> sizes;
   for (std::int64_t d : sorted) {
     sizes.push_back(shape[static_cast<std::size_t>(d)]);
     n *= sizes.back();
@@ -214,14 +213,14 @@ void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, st
       m.bytes = numel(m.input_shape) * es;
       break;
     case StepKind::reduce_scatter: {
-      Shape padded = m.input_shape;
+      StepShape padded = m.input_shape;
       const auto d = static_cast<std::size_t>(m.dst_tensor_dim);
       padded[d] = padded_chunk(padded[d], n) * n;
       m.bytes = numel(padded) * es;
       break;
     }
     case StepKind::all_gather: {
-      Shape gathered = m.input_shape;
+      StepShape gathered = m.input_shape;
       const auto d = static_cast<std::size_t>(m.src_tensor_dim);
       gathered[d] = padded_chunk(m.logical_shape[d], n) * n;
       m.bytes = numel(gathered) * es;
@@ -334,7 +333,7 @@ std::vector<TransformStep> merge_flattened_runs(
     const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
     const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs,
     std::vector<PlanWarning>* warnings, std::int64_t element_size) {
-  return plan_internal::merge_runs(mesh, plan_internal::single_leaf_dims(mesh), mesh.shape(), src,
+  return plan_internal::merge_runs(mesh, mesh.single_leaf_dims(), mesh.shape(), src,
                                    dst, steps, element_size, runs, warnings);
 }
 

@@ -1,6 +1,6 @@
 #include "plan/mesh_view.hpp"
 
-#include <array>
+#include <algorithm>
 #include <cstdint>
 
 #include "core/error.hpp"
@@ -10,24 +10,6 @@
 
 namespace meshgate {
 namespace plan_internal {
-
-std::vector<LayoutLeaf> single_leaf_dims(const DeviceMesh& mesh) {
-  std::vector<LayoutLeaf> out;
-  if (mesh.model() != LayoutModel::one_level) return out;
-  const Layout& l = mesh.layout();
-  if (l.shape().is_int()) {
-    out.push_back({l.shape().value(), l.stride().value()});
-    return out;
-  }
-  const std::size_t n = l.shape().length();
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const IntTuple size = l.shape()[i];
-    if (!size.is_int()) return {};
-    out.push_back({size.value(), l.stride()[i].value()});
-  }
-  return out;
-}
 
 MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
                         std::span<const std::int64_t> coordinate) {
@@ -49,22 +31,22 @@ MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
   }
   check_no_mixed_partial_types(src.placements);
   check_no_mixed_partial_types(dst.placements);
-  MeshView v{&src.mesh, {}, {}, single_leaf_dims(src.mesh)};
+  MeshView v{&src.mesh, {}, {}, src.mesh.single_leaf_dims()};
   if (v.dim_leaves.empty()) {
-    v.shape = src.mesh.shape();
+    v.shape.assign(src.mesh.shape());
   } else {
     v.shape.reserve(v.dim_leaves.size());
     for (const LayoutLeaf& leaf : v.dim_leaves) v.shape.push_back(leaf.size);
   }
   if (coordinate.empty()) {
-    v.coord.assign(nd, 0);
+    v.coord.resize(nd);
   } else {
     if (coordinate.size() != nd) {
       throw Error(ErrorKind::value, "coordinate has " + std::to_string(coordinate.size()) +
                                         " entries but the mesh has " + std::to_string(nd) +
                                         " dims");
     }
-    v.coord.assign(coordinate.begin(), coordinate.end());
+    v.coord.assign(coordinate);
     for (std::size_t i = 0; i < nd; ++i) {
       if (v.coord[i] < 0 || v.coord[i] >= v.shape[i]) {
         throw Error(ErrorKind::value, "coordinate entry " + std::to_string(v.coord[i]) +
@@ -95,40 +77,25 @@ std::optional<std::string> find_flattened(const DeviceMesh& mesh,
   }
 
   // one_level: the dims' leaves, outermost first, flattened as DeviceMesh::flatten does. The
-  // usual mesh (each dim one leaf, at most 16 dims) needs no allocation here.
-  std::array<LayoutLeaf, 16> small_in;
-  std::array<LayoutLeaf, 16> small_out;
-  std::vector<LayoutLeaf> large_in;
-  std::vector<LayoutLeaf> large_out;
-  std::span<const LayoutLeaf> in;
-  if (!dim_leaves.empty() && dims.size() <= small_in.size()) {
-    for (std::size_t i = 0; i < dims.size(); ++i) {
-      small_in[i] = dim_leaves[static_cast<std::size_t>(dims[i])];
+  // usual mesh (each dim one leaf, a few dims) needs no allocation here.
+  SmallVector<LayoutLeaf, 16> in;
+  for (std::int64_t d : dims) {
+    if (!dim_leaves.empty()) {
+      in.push_back(dim_leaves[static_cast<std::size_t>(d)]);
+      continue;
     }
-    in = std::span(small_in.data(), dims.size());
-  } else {
-    for (std::int64_t d : dims) {
-      if (!dim_leaves.empty()) {
-        large_in.push_back(dim_leaves[static_cast<std::size_t>(d)]);
-        continue;
-      }
-      const Layout mode = mesh_mode(mesh.layout(), d);
-      const std::vector<std::int64_t> sizes = leaves(mode.shape());
-      const std::vector<std::int64_t> strides = leaves(mode.stride());
-      for (std::size_t k = 0; k < sizes.size(); ++k) large_in.push_back({sizes[k], strides[k]});
-    }
-    in = large_in;
+    const Layout mode = mesh_mode(mesh.layout(), d);
+    const std::vector<std::int64_t> sizes = leaves(mode.shape());
+    const std::vector<std::int64_t> strides = leaves(mode.stride());
+    for (std::size_t k = 0; k < sizes.size(); ++k) in.push_back({sizes[k], strides[k]});
   }
-  std::span<LayoutLeaf> out(small_out);
-  if (in.size() > small_out.size()) {
-    large_out.resize(in.size());
-    out = large_out;
-  }
-  out = out.first(flattened_leaves(in, out));
+  SmallVector<LayoutLeaf, 16> out;
+  out.resize_for_overwrite(std::max<std::size_t>(1, in.size()));
+  out.resize_for_overwrite(flattened_leaves(in, out));
   return mesh.find_flattened([&](const Layout& flat) { return is_flattened_layout(flat, out); });
 }
 
-std::int64_t numel(const Shape& shape) {
+std::int64_t numel(std::span<const std::int64_t> shape) {
   std::int64_t n = 1;
   for (std::int64_t x : shape) n *= x;
   return n;
@@ -160,7 +127,7 @@ std::int64_t group_index(const MeshView& v, std::span<const std::int64_t> dims) 
 
 // numel of `shape` with the extent of tensor dim `d` replaced by `extent` (and of `d2` by
 // `extent2`, if given): the size of a collective's padded buffer, without building its shape.
-std::int64_t numel_with(const Shape& shape, std::size_t d, std::int64_t extent,
+std::int64_t numel_with(std::span<const std::int64_t> shape, std::size_t d, std::int64_t extent,
                         std::size_t d2 = SIZE_MAX, std::int64_t extent2 = 0) {
   std::int64_t n = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
@@ -171,11 +138,12 @@ std::int64_t numel_with(const Shape& shape, std::size_t d, std::int64_t extent,
 
 }  // namespace
 
-void fill_shapes(TransformStep& s, const MeshView& v, const Shape& input, std::int64_t es) {
+void fill_shapes(TransformStep& s, const MeshView& v, std::span<const std::int64_t> input,
+                 std::int64_t es) {
   const std::int64_t n = s.group_size;
   const std::int64_t idx = group_index(v, s.mesh_dims);
-  s.input_shape = input;
-  s.output_shape = input;
+  s.input_shape.assign(input);
+  s.output_shape.assign(input);
   s.bytes = 0;
   // The executor skips size-1 groups: the local tensor stays as it is.
   if (n == 1) return;
@@ -221,18 +189,10 @@ void fill_cost(TransformStep& s, const MeshView& v, const Topology& topology) {
     s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
     return;
   }
-  std::array<std::pair<std::int64_t, std::int64_t>, 16> group;
-  std::size_t n = 0;
-  for (std::int64_t d : s.mesh_dims) {
-    const LayoutLeaf& leaf = v.dim_leaves[static_cast<std::size_t>(d)];
-    if (n < group.size()) group[n++] = {leaf.size, leaf.stride};
-  }
-  if (n < s.mesh_dims.size()) {
-    s.modeled_time = modeled_time(*v.mesh, s.mesh_dims, collective_of(s.kind), s.bytes, topology);
-    return;
-  }
-  s.modeled_time = modeled_time(
-      collective_of(s.kind), place_group(std::span(group.data(), n), topology), s.bytes, topology);
+  SmallVector<LayoutLeaf, 16> group;
+  for (std::int64_t d : s.mesh_dims) group.push_back(v.dim_leaves[static_cast<std::size_t>(d)]);
+  s.modeled_time = modeled_time(collective_of(s.kind), place_group(group, topology), s.bytes,
+                                topology);
 }
 
 double total_cost(const std::vector<TransformStep>& steps) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/small_vector.hpp"
 #include "mesh/device_mesh.hpp"
 #include "mesh/flattened_dim.hpp"
 #include "placement/placement.hpp"
@@ -19,17 +20,15 @@ namespace meshgate::plan_internal {
 
 // What the planner knows about the mesh: sizes, the rank's coordinate and, when every dim of a
 // one_level layout is a single leaf (the usual case), each dim's (size, stride) leaf, so that
-// the merge lookup and the cost model read no layout again for every run and step.
+// the merge lookup and the cost model read no layout again for every run and step. Inline for
+// meshes of up to 8 dims, as every plan builds one; valid while the mesh lives.
 struct MeshView {
   const DeviceMesh* mesh = nullptr;
-  std::vector<std::int64_t> shape;
-  std::vector<std::int64_t> coord;
-  std::vector<LayoutLeaf> dim_leaves;  // one per dim, or empty (then layouts are read)
+  SmallVector<std::int64_t, 8> shape;
+  SmallVector<std::int64_t, 8> coord;
+  // DeviceMesh::single_leaf_dims: one per dim, or empty (then layouts are read)
+  std::span<const LayoutLeaf> dim_leaves;
 };
-
-// The leaf of each dim of `mesh` when each is a single leaf of a one_level layout; empty
-// otherwise.
-std::vector<LayoutLeaf> single_leaf_dims(const DeviceMesh& mesh);
 
 // The checks plan_redistribute makes of its arguments, and the view of their mesh from
 // `coordinate` (empty = all zeros). Error(value) for specs on different meshes or of different
@@ -43,12 +42,12 @@ std::optional<std::string> find_flattened(const DeviceMesh& mesh,
                                           std::span<const LayoutLeaf> dim_leaves,
                                           std::span<const std::int64_t> dims);
 
-std::int64_t numel(const Shape& shape);
+std::int64_t numel(std::span<const std::int64_t> shape);
 CollectiveOp collective_of(StepKind kind);  // of a collective kind
 
 // Fills the shapes and bytes of a step whose kind, dims and tensor dims are set, on the rank
 // of `v` whose local tensor has shape `input` before it, for elements of `element_size` bytes.
-void fill_shapes(TransformStep& step, const MeshView& v, const Shape& input,
+void fill_shapes(TransformStep& step, const MeshView& v, std::span<const std::int64_t> input,
                  std::int64_t element_size);
 // Fills the modeled time of a step whose kind, dims and bytes are set (0 for local steps and
 // size-1 groups).

@@ -1,5 +1,5 @@
-// The planner's view of a mesh alone: the dims' leaves it reads once per plan, the lookup of
-// flattened dims with and without them, and the checks of a plan's arguments.
+// The planner's view of a mesh alone: the lookup of flattened dims with and without the dims'
+// leaves, and the checks of a plan's arguments.
 #include "plan/mesh_view.hpp"
 
 #include <gtest/gtest.h>
@@ -16,18 +16,6 @@ namespace {
 using Dims = std::vector<std::int64_t>;
 using Names = std::vector<std::string>;
 
-TEST(MeshView, SingleLeafDimsOfOneLevelMeshes) {
-  const Dims shape = {2, 3, 4};
-  EXPECT_EQ(single_leaf_dims(DeviceMesh::create(shape, Names{"A", "B", "C"})),
-            (std::vector<LayoutLeaf>{{2, 12}, {3, 4}, {4, 1}}));
-  const Dims eight = {8};
-  EXPECT_EQ(single_leaf_dims(DeviceMesh::create(eight)), (std::vector<LayoutLeaf>{{8, 1}}));
-  // A dim of several leaves, or the two_level model: the planner reads layouts instead.
-  EXPECT_TRUE(
-      single_leaf_dims(DeviceMesh::from_layout(parse_layout("((2,2),2):((4,1),2)"))).empty());
-  EXPECT_TRUE(single_leaf_dims(DeviceMesh::create(shape, {}, {}, LayoutModel::two_level)).empty());
-}
-
 // Every subset of dims of meshes with a few flattened dims: the lookup on the dims' leaves and
 // the one on the layout (find_flattened_dim) name the same flattened dim.
 TEST(MeshView, FindFlattenedAgreesWithAndWithoutTheDimsLeaves) {
@@ -39,7 +27,7 @@ TEST(MeshView, FindFlattenedAgreesWithAndWithoutTheDimsLeaves) {
          {Names{"A", "B"}, Names{"B", "D"}, Names{"A", "C", "D"}, Names{"A", "B", "C", "D"}}) {
       mesh.slice(flat).flatten();
     }
-    const std::vector<LayoutLeaf> leaves = single_leaf_dims(mesh);
+    const std::span<const LayoutLeaf> leaves = mesh.single_leaf_dims();
     ASSERT_EQ(leaves.size(), 4u);
     for (unsigned mask = 1; mask < 16; ++mask) {
       Dims dims;

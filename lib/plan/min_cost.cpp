@@ -155,9 +155,9 @@ std::vector<TransformStep> reorder_and_fuse(const MeshView& v,
       out.erase(out.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     }
   }
-  Shape local = steps.empty() ? Shape{} : steps.front().input_shape;
+  StepShape local = steps.empty() ? StepShape{} : steps.front().input_shape;
   for (TransformStep& s : out) {
-    const Shape input = local;
+    const StepShape input = local;
     fill_shapes(s, v, input, es);
     fill_cost(s, v, topology);
     local = s.output_shape;

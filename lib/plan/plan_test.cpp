@@ -749,7 +749,7 @@ TEST(MinCost, ReducesBeforeGatheringAndFusesAllReduceWithChunk) {
 }
 
 Shape final_shape(const Plan& p, const Shape& start) {
-  return p.steps.empty() ? start : p.steps.back().output_shape;
+  return p.steps.empty() ? start : p.steps.back().output_shape.to_vector();
 }
 
 TEST(MinCost, NeverWorseThanGreedyOnGeneratedProblems) {

@@ -85,7 +85,7 @@ std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
       extent = chunk_range(extent, v.shape[i], v.coord[i]).length;
     }
   }
-  Shape local = local_shard(src, v.coord).shape;
+  StepShape local{std::span<const std::int64_t>(local_shard(src, v.coord).shape)};
   std::vector<TransformStep> out;
   for (const std::string& text : texts) {
     TransformStep s = step_of(src.mesh, v.shape, text);
@@ -95,7 +95,7 @@ std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
                                           std::to_string(src.shape.size()) + " dims");
       }
     }
-    s.logical_shape = logical[static_cast<std::size_t>(s.mesh_dims.front())];
+    s.logical_shape.assign(logical[static_cast<std::size_t>(s.mesh_dims.front())]);
     if (s.merged()) {
       s.flattened_name =
           plan_internal::find_flattened(src.mesh, v.dim_leaves, s.mesh_dims).value_or("");

@@ -4,8 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
-
+#include "core/small_vector.hpp"
 #include "placement/placement.hpp"
 
 namespace meshgate {
@@ -22,13 +21,18 @@ enum class StepKind : std::uint8_t {
 std::string_view to_string(StepKind kind);
 bool is_collective(StepKind kind);
 
+// A step's mesh dims and tensor shapes, inline up to 6 entries: a plan is made before every
+// redistribution, and its steps are built, copied and merged without touching the heap.
+using StepDims = SmallVector<std::int64_t, 6>;
+using StepShape = SmallVector<std::int64_t, 6>;
+
 // One transform: one collective or local op on one mesh dim, or, after the merge pass, one
 // collective on the flattened group of a run of dims.
 struct TransformStep {
   StepKind kind = StepKind::local_chunk;
   // Mesh dims of the current mesh. One dim, or a merged run's dims in ascending order (the
   // reference's original_mesh_dims); the flattened group is row-major over them.
-  std::vector<std::int64_t> mesh_dims;
+  StepDims mesh_dims;
   Placement src = Placement::replicate();  // per-dim placements; a merged sum/avg run: P(sum)
   Placement dst = Placement::replicate();
   // The reduce op the collective performs (reductions only; sum for a merged sum/avg mix).
@@ -44,9 +48,9 @@ struct TransformStep {
   std::int64_t group_size = 1;  // product of the sizes of mesh_dims
   // The tensor shape as seen at this mesh dim (the outermost run member's for a merged step),
   // which says how much to pad and trim for uneven shards.
-  Shape logical_shape;
-  Shape input_shape;   // this rank's local shape before the step
-  Shape output_shape;  // and after it
+  StepShape logical_shape;
+  StepShape input_shape;   // this rank's local shape before the step
+  StepShape output_shape;  // and after it
   // Bytes of the collective's full buffer on this rank in the nccl-tests convention, padding
   // included (all_gather: gathered output, reduce_scatter: input); 0 for local steps.
   std::int64_t bytes = 0;

@@ -422,7 +422,7 @@ std::vector<std::vector<std::int64_t>> collective_groups(std::span<const Transfo
   std::vector<std::vector<std::int64_t>> out;
   for (const TransformStep& s : steps) {
     if (!is_collective(s.kind) || s.group_size <= 1) continue;
-    std::vector<std::int64_t> dims = s.mesh_dims;
+    std::vector<std::int64_t> dims = s.mesh_dims.to_vector();
     std::sort(dims.begin(), dims.end());
     out.push_back(std::move(dims));
   }

@@ -1,23 +1,43 @@
 #pragma once
 // SmallVector: a vector of trivially copyable values that keeps up to N of them inline, so the
-// layouts of a few modes that the algebra builds and copies never touch the heap.
+// layouts of a few modes that the algebra builds and copies, and the shapes and dims of a plan's
+// steps, never touch the heap. Past N it moves its values to one heap block.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
+#include <new>
+#include <span>
 #include <type_traits>
+#include <vector>
 
-namespace meshgate::detail {
+namespace meshgate {
 
 template <class T, std::size_t N>
 class SmallVector {
   static_assert(std::is_trivially_copyable_v<T>, "SmallVector copies its elements with memcpy");
+  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "heap blocks use operator new");
 
  public:
-  SmallVector() noexcept = default;
+  using value_type = T;
+  using size_type = std::size_t;
+  using reference = T&;
+  using const_reference = const T&;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  // User-provided, so that value-initialization (`SmallVector v{}`, `{}` in an aggregate) leaves
+  // the inline buffer unwritten instead of zeroing it.
+  SmallVector() noexcept {}
   SmallVector(std::initializer_list<T> values) { append(values.begin(), values.size()); }
+  explicit SmallVector(std::span<const T> values) { append(values.data(), values.size()); }
+  template <std::input_iterator It>
+  SmallVector(It first, It last) {
+    for (; first != last; ++first) push_back(*first);
+  }
   SmallVector(const SmallVector& other) {
     if (other.heap_) {
       append(other.data(), other.size_);
@@ -42,10 +62,17 @@ class SmallVector {
     }
     return *this;
   }
+  SmallVector& operator=(std::initializer_list<T> values) {
+    size_ = 0;
+    append(values.begin(), values.size());
+    return *this;
+  }
   ~SmallVector() = default;
 
-  T* data() noexcept { return heap_ ? heap_.get() : inline_; }
-  const T* data() const noexcept { return heap_ ? heap_.get() : inline_; }
+  T* data() noexcept { return heap_ ? heap_.get() : inline_data(); }
+  const T* data() const noexcept {
+    return heap_ ? heap_.get() : std::launder(reinterpret_cast<const T*>(inline_));
+  }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   T* begin() noexcept { return data(); }
@@ -54,6 +81,8 @@ class SmallVector {
   const T* end() const noexcept { return data() + size_; }
   T& operator[](std::size_t i) noexcept { return data()[i]; }
   const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  T& front() noexcept { return data()[0]; }
+  const T& front() const noexcept { return data()[0]; }
   T& back() noexcept { return data()[size_ - 1]; }
   const T& back() const noexcept { return data()[size_ - 1]; }
 
@@ -68,13 +97,17 @@ class SmallVector {
   void pop_back() noexcept { --size_; }
   void resize(std::size_t size) {
     reserve(size);
-    for (std::size_t i = size_; i < size; ++i) data()[i] = T{};
+    for (std::size_t i = size_; i < size; ++i) ::new (data() + i) T{};
     size_ = size;
   }
   // Grows or shrinks to `size` leaving new elements unset: for callers that write them all.
   void resize_for_overwrite(std::size_t size) {
     reserve(size);
     size_ = size;
+  }
+  void assign(std::span<const T> values) {
+    size_ = 0;
+    append(values.data(), values.size());
   }
   void append(const T* values, std::size_t count) {
     reserve(size_ + count);
@@ -85,10 +118,20 @@ class SmallVector {
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
+  friend bool operator==(const SmallVector& a, const std::vector<T>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+  std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
 
  private:
+  // Raw storage: values are only ever memcpy'd in, so T needs no default constructor.
+  struct FreeBlock {
+    void operator()(T* p) const noexcept { ::operator delete(p); }
+  };
+  T* inline_data() noexcept { return std::launder(reinterpret_cast<T*>(inline_)); }
+
   void grow(std::size_t capacity) {
-    auto bigger = std::make_unique_for_overwrite<T[]>(capacity);
+    std::unique_ptr<T, FreeBlock> bigger(static_cast<T*>(::operator new(capacity * sizeof(T))));
     if (size_ != 0) std::memcpy(bigger.get(), data(), size_ * sizeof(T));
     heap_ = std::move(bigger);
     capacity_ = capacity;
@@ -107,10 +150,10 @@ class SmallVector {
     other.capacity_ = N;
   }
 
-  std::unique_ptr<T[]> heap_;
+  std::unique_ptr<T, FreeBlock> heap_;
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
-  T inline_[N];
+  alignas(T) unsigned char inline_[N * sizeof(T)];
 };
 
-}  // namespace meshgate::detail
+}  // namespace meshgate
