@@ -205,7 +205,7 @@ std::string dims_names(const DeviceMesh& mesh, const std::vector<std::int64_t>& 
   return s;
 }
 
-double sum_cost(const std::vector<TransformStep>& steps) {
+double sum_cost(std::span<const TransformStep> steps) {
   double t = 0;
   for (const TransformStep& s : steps) t += s.modeled_time;
   return t;
@@ -281,7 +281,7 @@ std::string explain(const RunDecision& r, const Plan& plan, const DeviceMesh& me
   return "";
 }
 
-void print_steps(std::ostream& out, const std::vector<TransformStep>& steps,
+void print_steps(std::ostream& out, std::span<const TransformStep> steps,
                  const DeviceMesh& mesh) {
   if (steps.empty()) {
     out << "  (none: the placements are equal)\n";
@@ -358,7 +358,7 @@ int run_plan(const PlanArgs& a, std::ostream& out) {
     j["optimize"] = a.options.optimize;
     j["planner"] = to_string(a.options.planner);
     j["api"] = to_string(a.options.api);
-    auto steps_json = [&](const std::vector<TransformStep>& steps) {
+    auto steps_json = [&](std::span<const TransformStep> steps) {
       nlohmann::ordered_json arr = nlohmann::ordered_json::array();
       for (const TransformStep& s : steps) arr.push_back(step_json(s, mesh));
       return arr;

@@ -48,10 +48,14 @@ class SmallVector {
   }
   SmallVector(SmallVector&& other) noexcept { steal(other); }
   SmallVector& operator=(const SmallVector& other) {
-    if (this != &other) {
-      size_ = 0;
-      append(other.data(), other.size_);
+    if (this == &other) return *this;
+    if (!heap_ && !other.heap_) {
+      std::memcpy(inline_, other.inline_, sizeof(inline_));  // as the copy constructor
+      size_ = other.size_;
+      return *this;
     }
+    size_ = 0;
+    append(other.data(), other.size_);
     return *this;
   }
   SmallVector& operator=(SmallVector&& other) noexcept {
@@ -111,7 +115,18 @@ class SmallVector {
   }
   void append(const T* values, std::size_t count) {
     reserve(size_ + count);
-    if (count != 0) std::memcpy(data() + size_, values, count * sizeof(T));
+    T* out = data() + size_;
+    if (count <= N) {
+      // Element by element: the copies of a few values that shapes and dims make cost less than
+      // a call into memcpy. The empty asm keeps the compiler from turning the loop into that
+      // call again.
+      for (std::size_t i = 0; i < count; ++i) {
+        std::memcpy(out + i, values + i, sizeof(T));
+        asm("" : "+r"(i));
+      }
+    } else {
+      std::memcpy(out, values, count * sizeof(T));
+    }
     size_ += count;
   }
 

@@ -182,7 +182,7 @@ std::string to_string(const TransformStep& s, const DeviceMesh& mesh) {
                             s.src_tensor_dim, s.dst_tensor_dim);
 }
 
-std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,
+std::vector<std::string> comm_strings(std::span<const TransformStep> steps,
                                       const DeviceMesh& mesh) {
   std::vector<std::string> out;
   for (const TransformStep& s : steps) {

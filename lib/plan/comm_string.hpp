@@ -56,7 +56,7 @@ std::string comm_group_name(const DeviceMesh& mesh, std::span<const std::int64_t
 std::string to_string(const TransformStep& step, const DeviceMesh& mesh);
 // The comm strings of the collective steps with group size > 1, in issue order: what the
 // executor issues and `expect.comms` lists (local steps are not part of comm lists).
-std::vector<std::string> comm_strings(const std::vector<TransformStep>& steps,
+std::vector<std::string> comm_strings(std::span<const TransformStep> steps,
                                       const DeviceMesh& mesh);
 // Error(value) naming the dim when a mesh dim name cannot stand in a comm string: an empty
 // name, one with '+', ',', '(' or ')' (which would read as another group or another argument:

@@ -126,7 +126,7 @@ TEST(CommString, DimsByNameOrByIndexOnAnUnnamedMesh) {
   chunk.kind = StepKind::local_chunk;
   TransformStep single = step;
   single.group_size = 1;
-  EXPECT_EQ(comm_strings({step, chunk, single}, named), (Strings{to_string(step, named)}));
+  EXPECT_EQ(comm_strings(StepList{step, chunk, single}, named), (Strings{to_string(step, named)}));
 }
 
 TEST(CommString, NamesThatCannotStandInACommStringAreRejected) {

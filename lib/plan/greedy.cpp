@@ -13,11 +13,11 @@ std::string placement_pair(const Placement& a, const Placement& b) {
   return to_long_string(a) + " to " + to_long_string(b);
 }
 
-// One transform of the greedy planner: (mesh dim m, cur -> tgt), with the op-table errors.
-TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placement tgt,
-                        std::span<const std::int64_t> logical,
-                        std::span<const std::int64_t> input, std::int64_t es) {
-  TransformStep s;
+// One transform of the greedy planner: (mesh dim m, cur -> tgt), with the op-table errors,
+// written into the fresh step `s` (built in place: a step is a few hundred bytes).
+void make_step(TransformStep& s, const MeshView& v, std::int64_t m, Placement cur,
+               Placement tgt, std::span<const std::int64_t> logical,
+               std::span<const std::int64_t> input, std::int64_t es) {
   s.mesh_dims = {m};
   s.src = cur;
   s.dst = tgt;
@@ -72,18 +72,16 @@ TransformStep make_step(const MeshView& v, std::int64_t m, Placement cur, Placem
     s.reduce_op = tgt.reduce_op();
   }
   fill_shapes(s, v, input, es);
-  return s;
 }
 
 }  // namespace
 
-std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpec& dst,
-                                        const MeshView& v, Api api) {
+void greedy_steps(const DTensorSpec& src, const DTensorSpec& dst, const MeshView& v, Api api,
+                  StepList& out) {
   const std::vector<Placement>& sp = src.placements;
   const std::vector<Placement>& dp = dst.placements;
   const std::size_t nd = sp.size();
-  std::vector<TransformStep> out;
-  if (sp == dp) return out;
+  if (sp == dp) return;
   if (api == Api::public_) {
     for (std::size_t i = 0; i < nd; ++i) {
       if (dp[i].is_partial() && sp[i] != dp[i]) {
@@ -119,17 +117,17 @@ std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpe
     std::int64_t& extent = local[static_cast<std::size_t>(sp[nd - 1].dim())];
     extent = chunk_range(extent, v.shape[nd - 1], v.coord[nd - 1]).length;
   }
-  out.reserve(nd);
+  out.reserve(out.size() + nd);
   SmallVector<Placement, 8> cur{std::span<const Placement>(sp)};
   auto emit = [&](std::size_t m, Placement tgt) {
-    out.push_back(make_step(v, static_cast<std::int64_t>(m), cur[m], tgt, logical_row(m), local,
-                            src.element_size));
+    make_step(out.emplace_back(), v, static_cast<std::int64_t>(m), cur[m], tgt, logical_row(m),
+              local, src.element_size);
     local = out.back().output_shape;
     cur[m] = tgt;
   };
   if (nd == 1) {
     emit(0, dp[0]);
-    return out;
+    return;
   }
   if (num_shards(v.shape, sp) > 1) {
     for (std::size_t m = nd; m-- > 0;) {
@@ -148,15 +146,16 @@ std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpe
   for (std::size_t m = 0; m < nd; ++m) {
     if (cur[m] != dp[m]) emit(m, dp[m]);
   }
-  return out;
 }
 
 }  // namespace plan_internal
 
-std::vector<TransformStep> greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
-                                             std::span<const std::int64_t> coordinate, Api api) {
+StepList greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
+                           std::span<const std::int64_t> coordinate, Api api) {
   const plan_internal::MeshView v = plan_internal::check_and_view(src, dst, coordinate);
-  return plan_internal::greedy_steps(src, dst, v, api);
+  StepList out;
+  plan_internal::greedy_steps(src, dst, v, api, out);
+  return out;
 }
 
 }  // namespace meshgate

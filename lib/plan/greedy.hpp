@@ -12,9 +12,10 @@
 
 namespace meshgate::plan_internal {
 
-// The greedy transforms of src -> dst on the rank of `v`, with shapes and bytes (no costs).
-// Errors of plan_redistribute for unsupported pairs and, under Api::public_, R -> P.
-std::vector<TransformStep> greedy_steps(const DTensorSpec& src, const DTensorSpec& dst,
-                                        const MeshView& v, Api api);
+// The greedy transforms of src -> dst on the rank of `v`, with shapes and bytes (no costs),
+// appended to `out`. Errors of plan_redistribute for unsupported pairs and, under Api::public_,
+// R -> P.
+void greedy_steps(const DTensorSpec& src, const DTensorSpec& dst, const MeshView& v, Api api,
+                  StepList& out);
 
 }  // namespace meshgate::plan_internal

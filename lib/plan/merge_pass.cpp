@@ -106,7 +106,7 @@ bool mergeable_kind(StepKind k) {
   return k == StepKind::all_reduce || k == StepKind::reduce_scatter || k == StepKind::all_gather;
 }
 
-std::size_t run_end(const std::vector<TransformStep>& steps, std::size_t begin) {
+std::size_t run_end(std::span<const TransformStep> steps, std::size_t begin) {
   std::size_t end = begin + 1;
   while (end < steps.size() && mergeable_kind(steps[end].kind) &&
          mergeable_pair(steps[begin], steps[end])) {
@@ -234,7 +234,7 @@ void fill_merged_shapes(TransformStep& m, std::span<const TransformStep> run, st
 namespace {
 
 // The decision record of the run [begin, end) of `steps`.
-RunDecision run_decision(const std::vector<TransformStep>& steps, std::size_t begin,
+RunDecision run_decision(std::span<const TransformStep> steps, std::size_t begin,
                          std::size_t end, MergeReason reason) {
   RunDecision d;
   d.kind = steps[begin].kind;
@@ -250,7 +250,7 @@ RunDecision run_decision(const std::vector<TransformStep>& steps, std::size_t be
 
 }  // namespace
 
-void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs) {
+void record_unmerged_runs(std::span<const TransformStep> steps, std::vector<RunDecision>* runs) {
   if (!runs) return;
   for_each_run(
       steps, [](std::size_t) {},
@@ -261,18 +261,16 @@ void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<R
       });
 }
 
-std::vector<TransformStep> merge_runs(
-    const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_leaves,
-    std::span<const std::int64_t> shape, std::span<const Placement> src,
-    std::span<const Placement> dst, const std::vector<TransformStep>& steps, std::int64_t es,
-    std::vector<RunDecision>* runs, std::vector<PlanWarning>* warnings) {
-  if (steps.size() < 2) return steps;
-  if (!transform_optimization_enabled()) {
-    record_unmerged_runs(steps, runs);
-    return steps;
+void merge_runs(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_leaves,
+                std::span<const std::int64_t> shape, std::span<const Placement> src,
+                std::span<const Placement> dst, std::span<const TransformStep> steps,
+                std::int64_t es, std::vector<RunDecision>* runs,
+                std::vector<PlanWarning>* warnings, StepList& out) {
+  if (steps.size() < 2 || !transform_optimization_enabled()) {
+    if (steps.size() >= 2) record_unmerged_runs(steps, runs);
+    out.append(steps.begin(), steps.end());
+    return;
   }
-  std::vector<TransformStep> out;
-  out.reserve(steps.size());
   const auto keep = [&](std::size_t i) { out.push_back(steps[i]); };
   const auto merge = [&](std::size_t i, std::size_t j) {
     const std::span<const TransformStep> run(steps.data() + i, j - i);
@@ -282,7 +280,7 @@ std::vector<TransformStep> merge_runs(
       fill_merged_shapes(*r.step, run, es);
       out.push_back(std::move(*r.step));
     } else {
-      out.insert(out.end(), run.begin(), run.end());
+      out.append(run.begin(), run.end());
     }
     if (runs) {
       runs->push_back(run_decision(steps, i, j, r.reason));
@@ -306,7 +304,6 @@ std::vector<TransformStep> merge_runs(
     }
   };
   for_each_run(steps, keep, merge);
-  return out;
 }
 
 }  // namespace plan_internal
@@ -329,12 +326,14 @@ std::string_view to_string(MergeReason reason) {
   return "?";
 }
 
-std::vector<TransformStep> merge_flattened_runs(
-    const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
-    const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs,
-    std::vector<PlanWarning>* warnings, std::int64_t element_size) {
-  return plan_internal::merge_runs(mesh, mesh.single_leaf_dims(), mesh.shape(), src,
-                                   dst, steps, element_size, runs, warnings);
+StepList merge_flattened_runs(const DeviceMesh& mesh, std::span<const Placement> src,
+                              std::span<const Placement> dst, std::span<const TransformStep> steps,
+                              std::vector<RunDecision>* runs, std::vector<PlanWarning>* warnings,
+                              std::int64_t element_size) {
+  StepList out;
+  plan_internal::merge_runs(mesh, mesh.single_leaf_dims(), mesh.shape(), src, dst, steps,
+                            element_size, runs, warnings, out);
+  return out;
 }
 
 namespace {

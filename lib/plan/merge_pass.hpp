@@ -21,14 +21,14 @@ bool mergeable_kind(StepKind kind);
 // The end (one past) of the run of like-kind collectives that starts at steps[begin], which
 // must be of a mergeable kind: the steps after it of a mergeable kind whose placements merge
 // with its own (equal, or sum/avg partials to the same target).
-std::size_t run_end(const std::vector<TransformStep>& steps, std::size_t begin);
+std::size_t run_end(std::span<const TransformStep> steps, std::size_t begin);
 
 // The one walk over `steps` that the merge pass, record_unmerged_runs and min_cost share, so
 // that all three see the same runs: on_other(i) for each step i of a kind that never merges,
 // on_run(begin, end) for each run [begin, end) of like-kind collectives (see run_end), in plan
 // order. A run may hold a single step.
 template <class OnOther, class OnRun>
-void for_each_run(const std::vector<TransformStep>& steps, OnOther&& on_other, OnRun&& on_run) {
+void for_each_run(std::span<const TransformStep> steps, OnOther&& on_other, OnRun&& on_run) {
   std::size_t i = 0;
   while (i < steps.size()) {
     if (!mergeable_kind(steps[i].kind)) {
@@ -54,20 +54,17 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
 void fill_merged_shapes(TransformStep& merged, std::span<const TransformStep> run,
                         std::int64_t element_size);
 
-// The merge pass over `steps` (the greedy transforms of src -> dst): each run merged where it
-// can be, its decision appended to `runs` and its warning, once per (dims, reason), to
-// `warnings` (either may be null). While the kill switch is on, it returns `steps` and records
-// each run as optimization_disabled (record_unmerged_runs).
-std::vector<TransformStep> merge_runs(const DeviceMesh& mesh,
-                                      std::span<const LayoutLeaf> dim_leaves,
-                                      std::span<const std::int64_t> mesh_shape,
-                                      std::span<const Placement> src,
-                                      std::span<const Placement> dst,
-                                      const std::vector<TransformStep>& steps,
-                                      std::int64_t element_size, std::vector<RunDecision>* runs,
-                                      std::vector<PlanWarning>* warnings);
+// The merge pass over `steps` (the greedy transforms of src -> dst), appending to `out`: each
+// run merged where it can be, its decision appended to `runs` and its warning, once per (dims,
+// reason), to `warnings` (either may be null). While the kill switch is on, it appends `steps`
+// and records each run as optimization_disabled (record_unmerged_runs).
+void merge_runs(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_leaves,
+                std::span<const std::int64_t> mesh_shape, std::span<const Placement> src,
+                std::span<const Placement> dst, std::span<const TransformStep> steps,
+                std::int64_t element_size, std::vector<RunDecision>* runs,
+                std::vector<PlanWarning>* warnings, StepList& out);
 // The runs the merge pass would consider, appended to `runs` (if not null) as
 // optimization_disabled (two or more steps) or too_few_transforms: the pass is off.
-void record_unmerged_runs(const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs);
+void record_unmerged_runs(std::span<const TransformStep> steps, std::vector<RunDecision>* runs);
 
 }  // namespace meshgate::plan_internal

@@ -195,7 +195,7 @@ void fill_cost(TransformStep& s, const MeshView& v, const Topology& topology) {
                                 topology);
 }
 
-double total_cost(const std::vector<TransformStep>& steps) {
+double total_cost(std::span<const TransformStep> steps) {
   double t = 0;
   for (const TransformStep& s : steps) t += s.modeled_time;
   return t;

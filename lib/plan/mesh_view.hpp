@@ -53,6 +53,6 @@ void fill_shapes(TransformStep& step, const MeshView& v, std::span<const std::in
 // size-1 groups).
 void fill_cost(TransformStep& step, const MeshView& v, const Topology& topology);
 // The modeled seconds of `steps`, summed.
-double total_cost(const std::vector<TransformStep>& steps);
+double total_cost(std::span<const TransformStep> steps);
 
 }  // namespace meshgate::plan_internal

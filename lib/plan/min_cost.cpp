@@ -15,7 +15,7 @@ std::optional<TransformStep> merge_members(const DeviceMesh& mesh, const MeshVie
                                            std::span<const std::size_t> members, std::int64_t es,
                                            const Topology& topology) {
   if (members.size() == 1) return run[members.front()];
-  std::vector<TransformStep> sub;
+  StepList sub;
   sub.reserve(members.size());
   for (std::size_t k : members) sub.push_back(run[k]);
   MergeResult r = try_merge(mesh, v.dim_leaves, sub, v.shape);
@@ -26,7 +26,7 @@ std::optional<TransformStep> merge_members(const DeviceMesh& mesh, const MeshVie
 }
 
 // All-reduces of one run commute: try every partition of the run into groups (subset DP).
-std::vector<TransformStep> best_all_reduce_partition(const DeviceMesh& mesh, const MeshView& v,
+StepList best_all_reduce_partition(const DeviceMesh& mesh, const MeshView& v,
                                                      std::span<const TransformStep> run,
                                                      std::int64_t es, const Topology& topology) {
   const std::size_t k = run.size();
@@ -56,14 +56,14 @@ std::vector<TransformStep> best_all_reduce_partition(const DeviceMesh& mesh, con
       }
     }
   }
-  std::vector<TransformStep> out;
+  StepList out;
   for (std::size_t mask = full; mask; mask ^= choice[mask]) out.push_back(*group[choice[mask]]);
   return out;
 }
 
 // Reduce-scatters and all-gathers must keep their order: try every split into consecutive
 // segments.
-std::vector<TransformStep> best_segmentation(const DeviceMesh& mesh, const MeshView& v,
+StepList best_segmentation(const DeviceMesh& mesh, const MeshView& v,
                                              std::span<const TransformStep> run, std::int64_t es,
                                              const Topology& topology) {
   const std::size_t k = run.size();
@@ -85,7 +85,7 @@ std::vector<TransformStep> best_segmentation(const DeviceMesh& mesh, const MeshV
       }
     }
   }
-  std::vector<TransformStep> out;
+  StepList out;
   for (std::size_t end = k; end > 0; end = from[end]) out.push_back(*seg[end][from[end]]);
   std::reverse(out.begin(), out.end());
   return out;
@@ -123,10 +123,10 @@ bool disjoint_dims(const TransformStep& a, const TransformStep& b) {
 //  - an all_reduce over X directly followed by a chunk over X is a reduce_scatter over X: the
 //    same piece, reduced, without reducing the parts that the chunk drops.
 // Shapes, bytes and costs are recomputed in the new order.
-std::vector<TransformStep> reorder_and_fuse(const MeshView& v,
-                                            const std::vector<TransformStep>& steps,
+StepList reorder_and_fuse(const MeshView& v,
+                                            std::span<const TransformStep> steps,
                                             std::int64_t es, const Topology& topology) {
-  std::vector<TransformStep> out = steps;
+  StepList out(steps.begin(), steps.end());
   for (bool changed = true; changed;) {
     changed = false;
     for (std::size_t i = 0; i + 1 < out.size(); ++i) {
@@ -165,10 +165,10 @@ std::vector<TransformStep> reorder_and_fuse(const MeshView& v,
   return out;
 }
 
-std::vector<TransformStep> min_cost_steps(const DeviceMesh& mesh, const MeshView& v,
-                                          const std::vector<TransformStep>& steps, std::int64_t es,
+StepList min_cost_steps(const DeviceMesh& mesh, const MeshView& v,
+                                          std::span<const TransformStep> steps, std::int64_t es,
                                           const Topology& topology) {
-  std::vector<TransformStep> out;
+  StepList out;
   out.reserve(steps.size());
   for_each_run(
       steps, [&](std::size_t i) { out.push_back(steps[i]); },
@@ -176,14 +176,14 @@ std::vector<TransformStep> min_cost_steps(const DeviceMesh& mesh, const MeshView
         const std::span<const TransformStep> run(steps.data() + i, j - i);
         // 2^k subsets: the run is at most one step per mesh dim, so k <= ndim.
         if (run.size() >= 2 && run.front().kind == StepKind::all_reduce && run.size() <= 12) {
-          const std::vector<TransformStep> best =
+          const StepList best =
               best_all_reduce_partition(mesh, v, run, es, topology);
-          out.insert(out.end(), best.begin(), best.end());
+          out.append(best.begin(), best.end());
         } else if (run.size() >= 2) {
-          const std::vector<TransformStep> best = best_segmentation(mesh, v, run, es, topology);
-          out.insert(out.end(), best.begin(), best.end());
+          const StepList best = best_segmentation(mesh, v, run, es, topology);
+          out.append(best.begin(), best.end());
         } else {
-          out.insert(out.end(), run.begin(), run.end());
+          out.append(run.begin(), run.end());
         }
       });
   return out;
@@ -197,9 +197,9 @@ void apply_min_cost(Plan& plan, const DTensorSpec& src, const DTensorSpec& dst, 
   // Two candidates: the greedy transforms with the cheapest merges, and the same after the
   // commuting rewrites. Keep the greedy plan on ties so min_cost only differs when strictly
   // cheaper.
-  for (const std::vector<TransformStep>& start :
+  for (const StepList& start :
        {plan.unmerged, reorder_and_fuse(v, plan.unmerged, src.element_size, topology)}) {
-    std::vector<TransformStep> candidate =
+    StepList candidate =
         min_cost_steps(src.mesh, v, start, src.element_size, topology);
     const double c = total_cost(candidate);
     if (c < plan.cost * (1 - 1e-12)) {

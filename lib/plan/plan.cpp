@@ -40,12 +40,12 @@ Plan plan_redistribute(const DTensorSpec& src, const DTensorSpec& dst,
   using namespace plan_internal;
   const MeshView v = check_and_view(src, dst, coordinate);
   Plan plan;
-  plan.unmerged = greedy_steps(src, dst, v, options.api);
+  greedy_steps(src, dst, v, options.api, plan.unmerged);
   for (TransformStep& s : plan.unmerged) fill_cost(s, v, options.topology);
   const bool optimize = options.optimize && transform_optimization_enabled();
   if (optimize) {
-    plan.steps = merge_runs(src.mesh, v.dim_leaves, v.shape, src.placements, dst.placements,
-                            plan.unmerged, src.element_size, &plan.runs, &plan.warnings);
+    merge_runs(src.mesh, v.dim_leaves, v.shape, src.placements, dst.placements, plan.unmerged,
+               src.element_size, &plan.runs, &plan.warnings, plan.steps);
     for (TransformStep& s : plan.steps) {
       if (s.merged()) fill_cost(s, v, options.topology);
     }

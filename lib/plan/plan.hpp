@@ -111,8 +111,8 @@ struct PlanOptions {
 };
 
 struct Plan {
-  std::vector<TransformStep> unmerged;  // the greedy planner's steps, before the merge pass
-  std::vector<TransformStep> steps;     // what runs: after the merge pass (or min_cost search)
+  StepList unmerged;  // the greedy planner's steps, before the merge pass
+  StepList steps;     // what runs: after the merge pass (or min_cost search)
   // Merge-pass decisions over `unmerged` (greedy), one per run of like-kind collectives; with
   // the pass off, each run of two or more is recorded as optimization_disabled.
   std::vector<RunDecision> runs;
@@ -140,12 +140,12 @@ std::shared_ptr<const Plan> cached_plan_redistribute(const DTensorSpec& src, con
 
 // The greedy planner alone (spec section 2) and the merge pass alone (section 4), for tests
 // and tools. `merge_flattened_runs` appends its decisions and warnings to `runs`/`warnings`.
-std::vector<TransformStep> greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
-                                             std::span<const std::int64_t> coordinate = {},
-                                             Api api = Api::internal);
-std::vector<TransformStep> merge_flattened_runs(
+StepList greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
+                           std::span<const std::int64_t> coordinate = {},
+                           Api api = Api::internal);
+StepList merge_flattened_runs(
     const DeviceMesh& mesh, std::span<const Placement> src, std::span<const Placement> dst,
-    const std::vector<TransformStep>& steps, std::vector<RunDecision>* runs = nullptr,
+    std::span<const TransformStep> steps, std::vector<RunDecision>* runs = nullptr,
     std::vector<PlanWarning>* warnings = nullptr, std::int64_t element_size = 4);
 
 // A plan written out step by step in the form to_string(TransformStep) prints
@@ -157,10 +157,9 @@ std::vector<TransformStep> merge_flattened_runs(
 // and an all_gather or all_to_all trims to the logical shape at the outermost of them, as the
 // reference's merged step does. Nothing checks that the steps reach `src`'s target.
 // Error(value) naming the step when its text does not parse or names no dim of the mesh.
-std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
-                                           std::span<const std::string> texts,
-                                           std::span<const std::int64_t> coordinate = {},
-                                           const Topology& topology = {});
+StepList steps_from_text(const DTensorSpec& src, std::span<const std::string> texts,
+                         std::span<const std::int64_t> coordinate = {},
+                         const Topology& topology = {});
 
 // Error(value) naming the step when the ranks of one of its collective's groups would pass
 // different element counts, i.e. hold different shards there (e.g. all_reduce(A, sum) of

@@ -43,7 +43,7 @@ Strings comms(const DeviceMesh& mesh, std::string_view from, std::string_view to
   return comm_strings(plan(mesh, from, to, std::move(shape), options).steps, mesh);
 }
 
-Strings all_steps(const DeviceMesh& mesh, const std::vector<TransformStep>& steps) {
+Strings all_steps(const DeviceMesh& mesh, std::span<const TransformStep> steps) {
   Strings out;
   for (const TransformStep& s : steps) out.push_back(to_string(s, mesh));
   return out;
@@ -182,7 +182,7 @@ TEST(Greedy, LogicalShapesFollowTheRankCoordinate) {
   const DeviceMesh m = mesh_of({2, 2}, {"A", "B"});
   const Case c = spec(m, "S(0),S(0)", "R,R", {5, 3});
   // Coordinate (1, 0): A's shard of 5 rows is rows 3..4 (2 rows), B's shard of that is 1 row.
-  const std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst, Dims{1, 0});
+  const StepList steps = greedy_transforms(c.src, c.dst, Dims{1, 0});
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0].mesh_dims, (Dims{1}));
   EXPECT_EQ(steps[0].logical_shape, (Shape{2, 3}));
@@ -190,7 +190,7 @@ TEST(Greedy, LogicalShapesFollowTheRankCoordinate) {
   EXPECT_EQ(steps[0].output_shape, (Shape{2, 3}));
   EXPECT_EQ(steps[1].logical_shape, (Shape{5, 3}));
   EXPECT_EQ(steps[1].output_shape, (Shape{5, 3}));
-  const std::vector<TransformStep> other = greedy_transforms(c.src, c.dst, Dims{0, 1});
+  const StepList other = greedy_transforms(c.src, c.dst, Dims{0, 1});
   EXPECT_EQ(other[0].logical_shape, (Shape{3, 3}));
 }
 
@@ -284,7 +284,7 @@ TEST(Merge, ReduceScatterAscendingAndEven) {
             MergeReason::uneven_tensor_shape);
   // Handcrafted (1, 0) order.
   const Case c = spec(m, "P(sum),P(sum)", "S(0),S(0)", {8});
-  std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst);
+  StepList steps = greedy_transforms(c.src, c.dst);
   std::swap(steps[0], steps[1]);
   std::vector<RunDecision> runs;
   std::vector<PlanWarning> warnings;
@@ -319,7 +319,7 @@ TEST(Merge, ReduceScatterEvennessCountsOnlyTheRunsDims) {
   // An intervening shard on A is already in the local tensor: 8 rows per A-shard divide;
   // 6 rows split 1,1,1,0 over B then C but 2,2,2,0 flat.
   const Case c = spec(m, "R,P(sum),P(sum)", "R,S(0),S(0)", {8192});
-  std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst);
+  StepList steps = greedy_transforms(c.src, c.dst);
   for (TransformStep& s : steps) s.logical_shape = s.input_shape = {8};
   EXPECT_EQ(merge_flattened_runs(m, c.src.placements, c.dst.placements, steps).size(), 1u);
   for (TransformStep& s : steps) s.logical_shape = s.input_shape = {6};
@@ -347,7 +347,7 @@ TEST(Merge, AllGatherDescendingAndTheFixOf194457) {
   EXPECT_EQ(uneven.warnings[0].reason, MergeReason::uneven_tensor_shape);
   // Handcrafted ascending order is refused.
   const Case c = spec(m, "S(0),S(0)", "R,R", {8});
-  std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst);
+  StepList steps = greedy_transforms(c.src, c.dst);
   std::swap(steps[0], steps[1]);
   std::vector<RunDecision> runs;
   merge_flattened_runs(m, c.src.placements, c.dst.placements, steps, &runs);
@@ -417,7 +417,7 @@ TEST(StepsFromText, ReplaysAPlanAsWrittenWithThisRanksShapes) {
   flatten(m, {"B", "C"});
   const Case c = spec(m, "R,P(sum),P(sum)", "S(0),S(0),S(0)", {4});
   const std::vector<std::string> texts = {"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"};
-  const std::vector<TransformStep> steps = steps_from_text(c.src, texts, Dims{0, 1, 0});
+  const StepList steps = steps_from_text(c.src, texts, Dims{0, 1, 0});
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(all_steps(m, steps), (Strings{"chunk(A, dim=0)", "reduce_scatter(B+C, sum, dim=0)"}));
   EXPECT_EQ(steps[1].mesh_dims, (Dims{1, 2}));
@@ -429,7 +429,7 @@ TEST(StepsFromText, ReplaysAPlanAsWrittenWithThisRanksShapes) {
   EXPECT_EQ(steps[1].bytes, 4 * 4);
   // all_gather trims to the logical shape at its outermost dim; all_to_all parses both dims.
   const Case g = spec(m, "S(0),S(0),S(1)", "R,R,R", {5, 6});
-  const std::vector<TransformStep> ag =
+  const StepList ag =
       steps_from_text(g.src, std::vector<std::string>{"all_gather(A+B, dim=0)",
                                                       "all_to_all(C, dim=1->0)"});
   EXPECT_EQ(ag[0].logical_shape, (Shape{5, 6}));
@@ -576,7 +576,7 @@ TEST(Merge, AllToAllIsNeverMerged) {
   const DeviceMesh m = mesh_of({2, 2}, {"A", "B"});
   flatten(m, {"A", "B"});
   const Case c = spec(m, "S(0),R", "S(1),R", {8, 8});
-  std::vector<TransformStep> steps = greedy_transforms(c.src, c.dst);
+  StepList steps = greedy_transforms(c.src, c.dst);
   ASSERT_EQ(steps.size(), 1u);
   steps.push_back(steps[0]);
   steps[1].mesh_dims = {1};

@@ -71,10 +71,8 @@ TransformStep step_of(const DeviceMesh& mesh, std::span<const std::int64_t> mesh
 
 }  // namespace
 
-std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
-                                           std::span<const std::string> texts,
-                                           std::span<const std::int64_t> coordinate,
-                                           const Topology& topology) {
+StepList steps_from_text(const DTensorSpec& src, std::span<const std::string> texts,
+                         std::span<const std::int64_t> coordinate, const Topology& topology) {
   const plan_internal::MeshView v = plan_internal::check_and_view(src, src, coordinate);
   // The tensor as seen at each mesh dim, as the greedy planner's logical shapes.
   std::vector<Shape> logical = {src.shape};
@@ -86,7 +84,7 @@ std::vector<TransformStep> steps_from_text(const DTensorSpec& src,
     }
   }
   StepShape local{std::span<const std::int64_t>(local_shard(src, v.coord).shape)};
-  std::vector<TransformStep> out;
+  StepList out;
   for (const std::string& text : texts) {
     TransformStep s = step_of(src.mesh, v.shape, text);
     for (std::int64_t d : {s.src_tensor_dim, s.dst_tensor_dim}) {
@@ -124,7 +122,7 @@ void check_steps_pair_up(const DTensorSpec& src, std::span<const std::string> te
   };
   std::vector<std::int64_t> coord(shape.size(), 0);
   for (std::int64_t k = 0; k < src.mesh.size(); ++k) {
-    const std::vector<TransformStep> steps = steps_from_text(src, texts, coord);
+    const StepList steps = steps_from_text(src, texts, coord);
     for (std::size_t i = 0; i < steps.size(); ++i) {
       const TransformStep& s = steps[i];
       if (!is_collective(s.kind) || s.group_size <= 1) continue;

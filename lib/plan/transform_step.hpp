@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include "core/inline_vector.hpp"
 #include "core/small_vector.hpp"
 #include "placement/placement.hpp"
 
@@ -29,6 +30,10 @@ using StepShape = SmallVector<std::int64_t, 6>;
 // One transform: one collective or local op on one mesh dim, or, after the merge pass, one
 // collective on the flattened group of a run of dims.
 struct TransformStep {
+  // User-provided, so that a value-initialized step (`emplace_back()`) runs the member
+  // initializers alone instead of zeroing its few hundred bytes first.
+  TransformStep() {}
+
   StepKind kind = StepKind::local_chunk;
   // Mesh dims of the current mesh. One dim, or a merged run's dims in ascending order (the
   // reference's original_mesh_dims); the flattened group is row-major over them.
@@ -60,5 +65,9 @@ struct TransformStep {
   bool merged() const { return mesh_dims.size() > 1; }
   friend bool operator==(const TransformStep&, const TransformStep&) = default;
 };
+
+// A plan's steps: up to four inline, which covers the plans of meshes of up to four dims, so
+// that planning allocates nothing for them.
+using StepList = InlineVector<TransformStep, 4>;
 
 }  // namespace meshgate

@@ -221,17 +221,18 @@ echo "waiting" >&2
 wait
 )");
   const auto start = std::chrono::steady_clock::now();
-  const CaseRun run = run_case(sh_case(program, "ranks: 2, timeout: 0.5"));
+  // 2 s: long enough for both shells to start and write their pids on a loaded machine.
+  const CaseRun run = run_case(sh_case(program, "ranks: 2, timeout: 2"));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(run.outcome.status, Status::error);
   EXPECT_NE(run.outcome.message.find(
-                "rank 0: timed out after 0.5 s (the case's timeout); its process group was "
+                "rank 0: timed out after 2 s (the case's timeout); its process group was "
                 "killed; its stderr ended with:\n    waiting"),
             std::string::npos)
       << run.outcome.message;
-  EXPECT_NE(run.outcome.message.find("rank 1: timed out after 0.5 s"), std::string::npos);
-  EXPECT_LT(seconds, 5);
+  EXPECT_NE(run.outcome.message.find("rank 1: timed out after 2 s"), std::string::npos);
+  EXPECT_LT(seconds, 10);
   std::istringstream pids(read_file(dir.path() / "pids"));
   int count = 0;
   for (pid_t pid; pids >> pid; ++count) EXPECT_FALSE(running(pid)) << "pid " << pid;

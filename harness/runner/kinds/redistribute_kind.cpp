@@ -531,7 +531,7 @@ class RedistributeCase final : public PreparedCase {
   // Seconds of `calls` redistributions back to back, the max over the ranks of `world` (a rank
   // outside the mesh adds 0).
   static double timed(comm::Communicator& world, RankState& s,
-                      const std::vector<TransformStep>& steps, std::int64_t calls) {
+                      std::span<const TransformStep> steps, std::int64_t calls) {
     world.barrier();
     double dt = 0;
     if (s.executor) {
@@ -838,7 +838,7 @@ void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh&
   const YAML::Node items = expect.raw("comms");
   for (std::size_t i = 0; i < c.expect_comms->size(); ++i) {
     const std::string& text = (*c.expect_comms)[i];
-    std::vector<TransformStep> parsed;
+    StepList parsed;
     try {
       parsed = steps_from_text(src, std::vector<std::string>{text});
     } catch (const meshgate::Error& err) {
@@ -868,7 +868,7 @@ void check_avg_dtype(const RedistributeCase& c, const CaseNode& tensor, const De
   const auto es = static_cast<std::int64_t>(comm::element_size(c.dtype));
   const DTensorSpec src = DTensorSpec::create(mesh, parse_placements(c.from_text), c.shape, es);
   const DTensorSpec dst = DTensorSpec::create(mesh, parse_placements(c.to_text), c.shape, es);
-  std::vector<TransformStep> steps;
+  StepList steps;
   try {
     PlanOptions plain = c.options;
     plain.optimize = false;
