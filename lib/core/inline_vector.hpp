@@ -143,7 +143,7 @@ class InlineVector {
     capacity_ = capacity;
   }
   void release() noexcept {
-    ::operator delete(heap_);
+    if (heap_) ::operator delete(heap_);
     heap_ = nullptr;
     capacity_ = N;
   }

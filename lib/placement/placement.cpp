@@ -32,20 +32,10 @@ std::string py_list(std::span<const std::int64_t> v) {
 
 }  // namespace
 
-std::int64_t Placement::dim() const {
-  if (!is_shard()) {
-    throw Error(ErrorKind::assertion,
-                "dim() of " + to_long_string(*this) + ": only Shard has a dim");
-  }
-  return dim_;
-}
-
-ReduceOp Placement::reduce_op() const {
-  if (!is_partial()) {
-    throw Error(ErrorKind::assertion,
-                "reduce_op() of " + to_long_string(*this) + ": only Partial has a reduce op");
-  }
-  return op_;
+void Placement::throw_wrong_kind(std::string_view accessor) const {
+  throw Error(ErrorKind::assertion,
+              std::string(accessor) + "() of " + to_long_string(*this) +
+                  (accessor == "dim" ? ": only Shard has a dim" : ": only Partial has a reduce op"));
 }
 
 std::string to_string(const Placement& p) {

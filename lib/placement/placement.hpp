@@ -34,16 +34,24 @@ class Placement {
   constexpr bool is_shard(std::int64_t dim) const { return is_shard() && dim_ == dim; }
   constexpr bool is_replicate() const { return kind_ == Kind::replicate; }
   constexpr bool is_partial() const { return kind_ == Kind::partial; }
-  // The tensor dim of a Shard; Error(assertion) on other kinds.
-  std::int64_t dim() const;
+  // The tensor dim of a Shard; Error(assertion) on other kinds. Inline: the planner reads it
+  // for every step.
+  std::int64_t dim() const {
+    if (!is_shard()) throw_wrong_kind("dim");
+    return dim_;
+  }
   // The reduce op of a Partial; Error(assertion) on other kinds.
-  ReduceOp reduce_op() const;
+  ReduceOp reduce_op() const {
+    if (!is_partial()) throw_wrong_kind("reduce_op");
+    return op_;
+  }
 
   friend constexpr bool operator==(const Placement&, const Placement&) = default;
   friend constexpr auto operator<=>(const Placement&, const Placement&) = default;
 
  private:
   constexpr Placement(Kind kind, std::int32_t dim, ReduceOp op) : kind_(kind), op_(op), dim_(dim) {}
+  [[noreturn]] void throw_wrong_kind(std::string_view accessor) const;
   Kind kind_;
   ReduceOp op_;       // sum unless partial
   std::int32_t dim_;  // 0 unless shard
