@@ -904,6 +904,21 @@ std::vector<std::pair<std::string, Layout>> DeviceMesh::flattened() const {
   return out;
 }
 
+bool DeviceMesh::flattened_equals(
+    std::span<const std::pair<std::string, Layout>> registry) const {
+  std::lock_guard lock(root_->mutex);
+  if (root_->flattened.size() != registry.size()) return false;
+  for (std::size_t i = 0; i < registry.size(); ++i) {
+    const Root::Flattened& f = root_->flattened[i];
+    if (f.name != registry[i].first) return false;
+    if (model() == LayoutModel::one_level ? !(f.layout == registry[i].second)
+                                          : !(make_layout(f.axes.axes) == registry[i].second)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::optional<std::string> DeviceMesh::find_flattened(
     const std::function<bool(const Layout&)>& match) const {
   std::lock_guard lock(root_->mutex);

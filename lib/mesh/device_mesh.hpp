@@ -120,6 +120,8 @@ class DeviceMesh {
 
   // Flattened dims registered on the root, by name, with their layouts (in this model's form).
   std::vector<std::pair<std::string, Layout>> flattened() const;
+  // Whether flattened() equals `registry`, without copying the registry.
+  bool flattened_equals(std::span<const std::pair<std::string, Layout>> registry) const;
   // The name of the oldest registered flattened dim whose layout (in this model's form)
   // satisfies `match`, or nullopt: what flattened() answers, without copying the registry's
   // names and layouts (the planner asks this for every run it may merge).

@@ -632,6 +632,36 @@ TEST(Plan, CachedPlansAreTheSameObject) {
   EXPECT_NE(merged.get(), a.get());
   EXPECT_EQ(merged->steps.size(), 1u);
   EXPECT_EQ(*merged, plan_redistribute(c.src, c.dst));
+  EXPECT_EQ(cached_plan_redistribute(c.src, c.dst, Dims{0, 0, 0}).get(), merged.get());
+  // Every other input is part of the key as well.
+  PlanOptions greedy_off;
+  greedy_off.optimize = false;
+  const auto unmerged = cached_plan_redistribute(c.src, c.dst, {}, greedy_off);
+  EXPECT_NE(unmerged.get(), merged.get());
+  EXPECT_EQ(unmerged->steps.size(), 2u);
+  const Case wider = spec(m, "P(sum),R,P(sum)", "R,R,R", {8, 7});
+  EXPECT_NE(cached_plan_redistribute(wider.src, wider.dst).get(), merged.get());
+  const Case to_shard = spec(m, "P(sum),R,P(sum)", "R,R,S(0)", {8, 6});
+  EXPECT_NE(cached_plan_redistribute(to_shard.src, to_shard.dst).get(), merged.get());
+  {
+    const DisableTransformOptimization off;
+    EXPECT_EQ(cached_plan_redistribute(c.src, c.dst)->steps.size(), 2u);
+  }
+  // An equal mesh of another family without the flattened dim plans without merging.
+  const DeviceMesh twin = mesh_of({2, 2, 2}, {"A", "B", "C"});
+  const Case on_twin = spec(twin, "P(sum),R,P(sum)", "R,R,R", {8, 6});
+  EXPECT_EQ(cached_plan_redistribute(on_twin.src, on_twin.dst)->steps.size(), 2u);
+  // A coordinate of the wrong length is still refused, all zeros or not.
+  EXPECT_THROW(cached_plan_redistribute(c.src, c.dst, Dims{0, 0}), Error);
+}
+
+// Zeros given, then none: both spellings of the first rank's coordinate find one plan.
+TEST(Plan, CachedPlanOfExplicitZerosIsTheDefaultCoordinates) {
+  const DeviceMesh m = mesh_of({2, 4}, {"X", "Y"});
+  const Case c = spec(m, "S(0),R", "R,R", {16, 3});
+  const auto zeros = cached_plan_redistribute(c.src, c.dst, Dims{0, 0});
+  EXPECT_EQ(cached_plan_redistribute(c.src, c.dst).get(), zeros.get());
+  EXPECT_EQ(*zeros, plan_redistribute(c.src, c.dst));
 }
 
 TEST(Plan, SpecMismatchIsAnError) {
