@@ -19,7 +19,6 @@ namespace meshgate {
 template <class T, std::size_t N>
 class SmallVector {
   static_assert(std::is_trivially_copyable_v<T>, "SmallVector copies its elements with memcpy");
-  static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "heap blocks use operator new");
 
  public:
   using value_type = T;
@@ -29,8 +28,8 @@ class SmallVector {
   using iterator = T*;
   using const_iterator = const T*;
 
-  // User-provided, so that value-initialization (`SmallVector v{}`, `{}` in an aggregate) leaves
-  // the inline buffer unwritten instead of zeroing it.
+  // User-provided, as the copy and move constructors, so that no value in the inline buffer is
+  // constructed or zeroed (`SmallVector v{}` included) before one is written there.
   SmallVector() noexcept {}
   SmallVector(std::initializer_list<T> values) { append(values.begin(), values.size()); }
   explicit SmallVector(std::span<const T> values) { append(values.data(), values.size()); }
@@ -73,10 +72,8 @@ class SmallVector {
   }
   ~SmallVector() = default;
 
-  T* data() noexcept { return heap_ ? heap_.get() : inline_data(); }
-  const T* data() const noexcept {
-    return heap_ ? heap_.get() : std::launder(reinterpret_cast<const T*>(inline_));
-  }
+  T* data() noexcept { return heap_ ? heap_.get() : inline_; }
+  const T* data() const noexcept { return heap_ ? heap_.get() : inline_; }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   T* begin() noexcept { return data(); }
@@ -139,14 +136,8 @@ class SmallVector {
   std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
 
  private:
-  // Raw storage: values are only ever memcpy'd in, so T needs no default constructor.
-  struct FreeBlock {
-    void operator()(T* p) const noexcept { ::operator delete(p); }
-  };
-  T* inline_data() noexcept { return std::launder(reinterpret_cast<T*>(inline_)); }
-
   void grow(std::size_t capacity) {
-    std::unique_ptr<T, FreeBlock> bigger(static_cast<T*>(::operator new(capacity * sizeof(T))));
+    auto bigger = std::make_unique_for_overwrite<T[]>(capacity);
     if (size_ != 0) std::memcpy(bigger.get(), data(), size_ * sizeof(T));
     heap_ = std::move(bigger);
     capacity_ = capacity;
@@ -165,10 +156,12 @@ class SmallVector {
     other.capacity_ = N;
   }
 
-  std::unique_ptr<T, FreeBlock> heap_;
+  std::unique_ptr<T[]> heap_;
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
-  alignas(T) unsigned char inline_[N * sizeof(T)];
+  union {
+    T inline_[N];  // only ever written by memcpy or assignment: T needs no default constructor
+  };
 };
 
 }  // namespace meshgate

@@ -72,19 +72,19 @@ TEST(SmallVector, AssignAppendAndCompareWithStdVector) {
   EXPECT_EQ(view.size(), 4u);
 }
 
-// No default constructor: the inline storage is raw, filled by copies only.
+// No default constructor: InlineVector constructs each value where it goes.
 struct NoDefault {
   explicit NoDefault(int v) : value(v) {}
   int value;
   friend bool operator==(const NoDefault&, const NoDefault&) = default;
 };
 
-TEST(SmallVector, HoldsValuesWithoutADefaultConstructor) {
-  SmallVector<NoDefault, 2> v;
+TEST(InlineVector, HoldsValuesWithoutADefaultConstructor) {
+  InlineVector<NoDefault, 2> v;
   for (int i = 0; i < 5; ++i) v.push_back(NoDefault(i));
   ASSERT_EQ(v.size(), 5u);
   EXPECT_EQ(v[4], NoDefault(4));
-  const SmallVector<NoDefault, 2> copy = v;
+  const InlineVector<NoDefault, 2> copy = v;
   EXPECT_EQ(copy, v);
 }
 

@@ -118,7 +118,7 @@ void greedy_steps(const DTensorSpec& src, const DTensorSpec& dst, const MeshView
     extent = chunk_range(extent, v.shape[nd - 1], v.coord[nd - 1]).length;
   }
   out.reserve(out.size() + nd);
-  SmallVector<Placement, 8> cur{std::span<const Placement>(sp)};
+  InlineVector<Placement, 8> cur(sp.begin(), sp.end());
   auto emit = [&](std::size_t m, Placement tgt) {
     make_step(out.emplace_back(), v, static_cast<std::int64_t>(m), cur[m], tgt, logical_row(m),
               local, src.element_size);

@@ -31,7 +31,10 @@ MeshView check_and_view(const DTensorSpec& src, const DTensorSpec& dst,
   }
   check_no_mixed_partial_types(src.placements);
   check_no_mixed_partial_types(dst.placements);
-  MeshView v{&src.mesh, {}, {}, src.mesh.single_leaf_dims()};
+  // Default-initialized, then filled: `MeshView v{...}` would zero its inline buffers first.
+  MeshView v;
+  v.mesh = &src.mesh;
+  v.dim_leaves = src.mesh.single_leaf_dims();
   if (v.dim_leaves.empty()) {
     v.shape.assign(src.mesh.shape());
   } else {
