@@ -1,7 +1,9 @@
 #pragma once
-// SmallVector: a vector of trivially copyable values that keeps up to N of them inline, so the
-// layouts of a few modes that the algebra builds and copies, and the shapes and dims of a plan's
-// steps, never touch the heap. Past N it moves its values to one heap block.
+// SmallVector: a vector of trivially copyable, default-constructible values that keeps up to N
+// of them inline, so the layouts of a few modes that the algebra builds and copies, and the
+// shapes and dims of a plan's steps, never touch the heap. Past N it moves its values to one
+// heap block. Value-initializing one (`SmallVector v{}`) zeroes its inline buffer: on a hot path,
+// default-initialize it instead.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include <initializer_list>
 #include <iterator>
 #include <memory>
-#include <new>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -28,9 +29,7 @@ class SmallVector {
   using iterator = T*;
   using const_iterator = const T*;
 
-  // User-provided, as the copy and move constructors, so that no value in the inline buffer is
-  // constructed or zeroed (`SmallVector v{}` included) before one is written there.
-  SmallVector() noexcept {}
+  SmallVector() noexcept = default;
   SmallVector(std::initializer_list<T> values) { append(values.begin(), values.size()); }
   explicit SmallVector(std::span<const T> values) { append(values.data(), values.size()); }
   template <std::input_iterator It>
@@ -41,7 +40,7 @@ class SmallVector {
     if (other.heap_) {
       append(other.data(), other.size_);
     } else {
-      std::memcpy(inline_, other.inline_, sizeof(inline_));
+      copy_inline(other);
       size_ = other.size_;
     }
   }
@@ -49,7 +48,7 @@ class SmallVector {
   SmallVector& operator=(const SmallVector& other) {
     if (this == &other) return *this;
     if (!heap_ && !other.heap_) {
-      std::memcpy(inline_, other.inline_, sizeof(inline_));  // as the copy constructor
+      copy_inline(other);
       size_ = other.size_;
       return *this;
     }
@@ -98,7 +97,7 @@ class SmallVector {
   void pop_back() noexcept { --size_; }
   void resize(std::size_t size) {
     reserve(size);
-    for (std::size_t i = size_; i < size; ++i) ::new (data() + i) T{};
+    for (std::size_t i = size_; i < size; ++i) data()[i] = T{};
     size_ = size;
   }
   // Grows or shrinks to `size` leaving new elements unset: for callers that write them all.
@@ -142,14 +141,25 @@ class SmallVector {
     heap_ = std::move(bigger);
     capacity_ = capacity;
   }
+  // A fixed-size copy of the whole inline buffer compiles to a few vector moves, where a copy of
+  // size_ elements would be a call into memcpy. The bytes past size_ are unused and may never
+  // have been written, which GCC cannot see.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+  void copy_inline(const SmallVector& other) noexcept {
+    std::memcpy(inline_, other.inline_, sizeof(inline_));
+  }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   void steal(SmallVector& other) noexcept {
     if (other.heap_) {
       heap_ = std::move(other.heap_);
       capacity_ = other.capacity_;
     } else {
-      // A fixed-size copy of the whole inline buffer compiles to a few vector moves, where a
-      // copy of size_ elements would be a call into memcpy; the bytes past size_ are unused.
-      std::memcpy(inline_, other.inline_, sizeof(inline_));
+      copy_inline(other);
     }
     size_ = other.size_;
     other.size_ = 0;
@@ -159,9 +169,7 @@ class SmallVector {
   std::unique_ptr<T[]> heap_;
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
-  union {
-    T inline_[N];  // only ever written by memcpy or assignment: T needs no default constructor
-  };
+  T inline_[N];
 };
 
 }  // namespace meshgate

@@ -11,10 +11,11 @@
 
 namespace meshgate {
 
-// One leaf of a layout: a (size, stride) mode.
+// One leaf of a layout: a (size, stride) mode. Trivial (no default values), so that the inline
+// buffers of leaves that planning fills construct nothing first.
 struct LayoutLeaf {
-  std::int64_t size = 1;
-  std::int64_t stride = 0;
+  std::int64_t size;
+  std::int64_t stride;
   friend bool operator==(const LayoutLeaf&, const LayoutLeaf&) = default;
 };
 
