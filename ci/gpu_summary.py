@@ -39,7 +39,7 @@ def row_line(row: dict) -> str:
     tflops = "; ".join(f"{name} {e['gflops'] / 1000:.0f}" for name, e in
                        sorted(impls.items(), key=lambda item: -(item[1].get("gflops") or 0))
                        if isinstance(e.get("gflops"), (int, float)) and e["gflops"] > 0)
-    algorithm = (f"id {algo.get('id')} splitk {algo.get('splitk_num')} "
+    algorithm = (f"id {algo.get('id')} tile {algo.get('tile')} splitk {algo.get('splitk_num')} "
                  f"ws {algo.get('workspace_bytes')}" if algo else "")
     # Every configuration that asked for a split-K above 1: did cuBLASLt take it? When it did
     # not, the heuristic's choice ran and no drift between the splits can show.

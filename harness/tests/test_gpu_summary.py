@@ -46,6 +46,7 @@ class GpuSummaryTest(unittest.TestCase):
         self.assertEqual(square[2], "0.754 (cold 0.736)")  # fused over the best alternative
         self.assertEqual(square[3], "lt_epilogue 732; unfused 552; cublas 537; lt_beta_bias 532")
         self.assertEqual(square[4], "lt_epilogue")
+        self.assertEqual(square[5], "id 66 tile 24 splitk 1 ws 4")  # the fused path's algorithm
         # A fused path that fell back has no ratio, and says what ran instead and why.
         misaligned = rows[1].split(" | ")
         self.assertEqual(misaligned[2], "n/a (fell back)")
