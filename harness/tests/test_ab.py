@@ -1,3 +1,4 @@
+import argparse
 import contextlib
 import io
 import json
@@ -11,11 +12,25 @@ import tempfile
 import unittest
 import zlib
 
+from unittest import mock
+
 from meshgate.commands import ab as ab_command
 from meshgate.gate import ab
 from meshgate.system import repeats, revisions
 
 FAKE_RUNNER = pathlib.Path(__file__).parent / "fixtures" / "gate" / "fake_perf_runner.py"
+
+
+def run_ab(argv: list, env: dict = None) -> tuple:
+    """`meshgate ab ARGV` in this process, with `env` added to the environment: (exit code,
+    stdout, stderr)."""
+    parser = argparse.ArgumentParser()
+    ab_command.register(parser.add_subparsers())
+    args = parser.parse_args(["ab", *argv])
+    with mock.patch.dict(os.environ, env or {}), contextlib.redirect_stdout(io.StringIO()) as out, \
+            contextlib.redirect_stderr(io.StringIO()) as err:
+        code = args.func(args)
+    return code, out.getvalue(), err.getvalue()
 
 
 class AbbaOrderTest(unittest.TestCase):
@@ -295,31 +310,19 @@ class DriverLaunchEndToEndTest(unittest.TestCase):
 
 class AbCliTest(unittest.TestCase):
     def test_unknown_revision_exits_2(self):
-        import argparse
-
-        parser = argparse.ArgumentParser()
-        ab_command.register(parser.add_subparsers())
-        args = parser.parse_args(["ab", "--base", "no-such-rev-xyz", "--candidate", "HEAD"])
-        with contextlib.redirect_stderr(io.StringIO()) as err:
-            code = args.func(args)
+        code, _, err = run_ab(["--base", "no-such-rev-xyz", "--candidate", "HEAD"])
         self.assertEqual(code, 2)
-        self.assertIn("no-such-rev-xyz", err.getvalue())
+        self.assertIn("no-such-rev-xyz", err)
 
     def test_prebuilt_runners_need_each_other_and_no_revision(self):
-        import argparse
-
-        parser = argparse.ArgumentParser()
-        ab_command.register(parser.add_subparsers())
         for argv, said in ((["--base-runner", sys.executable], "give both --base-runner PATH and --candidate-runner"),
                            (["--base-runner", sys.executable, "--candidate-runner", sys.executable, "--base", "HEAD"],
                             "they replace --base, --candidate and --google-benchmark"),
                            (["--base-runner", "/no/such/runner", "--candidate-runner", sys.executable],
                             "base: --runner /no/such/runner is not an executable file")):
-            args = parser.parse_args(["ab"] + argv)
-            with contextlib.redirect_stderr(io.StringIO()) as err:
-                code = args.func(args)
+            code, _, err = run_ab(argv)
             self.assertEqual(code, 2, argv)
-            self.assertIn(said, err.getvalue())
+            self.assertIn(said, err)
 
 
 class PrebuiltRunnersTest(unittest.TestCase):
@@ -327,9 +330,6 @@ class PrebuiltRunnersTest(unittest.TestCase):
     own, say), run on the same cases with nothing built; a planted slowdown in B is caught."""
 
     def test_two_prebuilt_runners(self):
-        import argparse
-        from unittest import mock
-
         with tempfile.TemporaryDirectory() as tmp:
             tmp = pathlib.Path(tmp)
             config = tmp / "config.json"
@@ -346,18 +346,13 @@ class PrebuiltRunnersTest(unittest.TestCase):
                                          f'"{FAKE_RUNNER}" "$@"\n')
                 runners[name].chmod(0o755)
             log, out = tmp / "launches.jsonl", tmp / "report"
-            parser = argparse.ArgumentParser()
-            ab_command.register(parser.add_subparsers())
-            args = parser.parse_args(["ab", "--base-runner", str(runners["fast"]), "--candidate-runner",
-                                      str(runners["slow"]), str(tmp / "cases"), "--runs", "5", "--seed", "3",
-                                      "--out", str(out)])
             env = {"FAKE_PERF_CONFIG": str(config), "FAKE_PERF_LOG": str(log)}
-            with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()) as stdout, \
-                    contextlib.redirect_stderr(io.StringIO()) as stderr:
-                code = args.func(args)
-            self.assertEqual(code, 1, stderr.getvalue())
-            self.assertIn("FAIL: 1 regression", stdout.getvalue())
-            self.assertIn("prebuilt: nothing is built", stderr.getvalue())
+            code, stdout, stderr = run_ab(["--base-runner", str(runners["fast"]), "--candidate-runner",
+                                           str(runners["slow"]), str(tmp / "cases"), "--runs", "5",
+                                           "--seed", "3", "--out", str(out)], env)
+            self.assertEqual(code, 1, stderr)
+            self.assertIn("FAIL: 1 regression", stdout)
+            self.assertIn("prebuilt: nothing is built", stderr)
             launches = [json.loads(line) for line in log.read_text().splitlines()]
             self.assertEqual({l["commit"] for l in launches}, {"", "slow"})
             by_id = {c["id"]: c for c in json.loads((out / "comparison.json").read_text())["cases"]}
@@ -410,9 +405,6 @@ class AbCommandEndToEndTest(unittest.TestCase):
         self.tmp.cleanup()
 
     def test_ab_command(self):
-        import argparse
-        from unittest import mock
-
         config = pathlib.Path(self.tmp.name) / "config.json"
         config.write_text(json.dumps({"noise": 0.003, "cases": [
             {"id": "coll/all-reduce", "time_s": 1e-3, "factor": {self.candidate: 1.2}},
@@ -420,16 +412,12 @@ class AbCommandEndToEndTest(unittest.TestCase):
         ]}))
         log = pathlib.Path(self.tmp.name) / "launches.jsonl"
         out = pathlib.Path(self.tmp.name) / "report"
-        parser = argparse.ArgumentParser()
-        ab_command.register(parser.add_subparsers())
-        args = parser.parse_args(["ab", "--repo", str(self.repo), "--base", "HEAD~1", "--candidate", "main",
-                                  "--runs", "5", "--seed", "7", "--preset", "cpu", "--out", str(out)])
+        argv = ["--repo", str(self.repo), "--base", "HEAD~1", "--candidate", "main",
+                "--runs", "5", "--seed", "7", "--preset", "cpu", "--out", str(out)]
         env = {"FAKE_PERF_CONFIG": str(config), "FAKE_PERF_LOG": str(log)}
-        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()) as stdout, \
-                contextlib.redirect_stderr(io.StringIO()) as stderr:
-            code = args.func(args)
-        self.assertEqual(code, 1, stderr.getvalue())
-        self.assertIn("FAIL: 1 regression", stdout.getvalue())
+        code, stdout, stderr = run_ab(argv, env)
+        self.assertEqual(code, 1, stderr)
+        self.assertIn("FAIL: 1 regression", stdout)
         for commit in (self.base, self.candidate):
             self.assertTrue((self.repo / "build" / "ab" / commit[:12] / "build" / "cpu" / "meshgate-runner").is_file())
         launches = [json.loads(line) for line in log.read_text().splitlines()]
@@ -447,6 +435,4 @@ class AbCommandEndToEndTest(unittest.TestCase):
             self.assertTrue((out / name).is_file(), name)
 
         # A second A/B reuses both worktrees and their builds.
-        with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            self.assertEqual(args.func(args), 1)
+        self.assertEqual(run_ab(argv, env)[0], 1)
