@@ -16,6 +16,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import unittest
 
@@ -122,11 +123,15 @@ class InstallTest(unittest.TestCase):
         driver: that environment's `meshgate` needs nothing else (not the cmake-installed
         prefix, not this checkout) to run the cases it installed."""
         venv = self.dir / "venv"
-        # The environment sees the system's packages for the build backend only (ci/bootstrap
-        # installs the pinned one); meshgate itself is installed into it.
-        code, out, err = run([sys.executable, "-m", "venv", "--system-site-packages", venv])
+        # A fresh environment that also sees this one's packages, for the pinned build backend
+        # (ci/bootstrap installs it in the tests' environment); meshgate is installed into it.
+        code, out, err = run([sys.executable, "-m", "venv", venv])
         self.assertEqual(code, 0, err)
         python = venv / "bin" / "python"
+        code, out, err = run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+        self.assertEqual(code, 0, err)
+        pathlib.Path(out.strip(), "_test_environment.pth").write_text(
+            sysconfig.get_path("purelib") + "\n", encoding="utf-8")
         code, out, err = run([python, "-c", "import scikit_build_core"], env=self.env)
         self.assertEqual(code, 0, f"no build backend for pip install: run ci/bootstrap\n{err}")
         env = dict(self.env, CMAKE_BUILD_PARALLEL_LEVEL=str(build.build_jobs()))

@@ -190,6 +190,20 @@ class ProjectFileTest(unittest.TestCase):
             self.assertEqual(files.source_root(), self.root)
             self.assertEqual(build.default_cases(files.source_root()), self.root / "suites")
 
+    def test_a_folder_with_cases_of_its_own_inside_a_checkout_runs_those(self):
+        """An example inside the checkout (no project file) runs its own cases/ from its folder;
+        any other folder of the checkout runs the checkout's."""
+        checkout = self.root
+        (checkout / "cases").mkdir(parents=True)
+        example = checkout / "examples" / "prog"
+        (example / "cases").mkdir(parents=True)
+        elsewhere = checkout / "docs"
+        elsewhere.mkdir()
+        with mock.patch("pathlib.Path.cwd", return_value=example):
+            self.assertEqual(build.default_cases(checkout), example / "cases")
+        with mock.patch("pathlib.Path.cwd", return_value=elsewhere):
+            self.assertEqual(build.default_cases(checkout), checkout / "cases")
+
 
 class BuildRunnerTest(unittest.TestCase):
     def setUp(self):

@@ -41,13 +41,17 @@ def installed_runner(env: dict, target: str = RUNNER_TARGET) -> Path | None:
 
 
 def default_cases(root: Path) -> Path:
-    """The cases CASES defaults to: a project's own (its meshgate.toml's `cases`), root/cases,
-    or for an installed driver used outside a checkout, the cases installed beside the runner
-    (<prefix>/share/meshgate/cases)."""
+    """The cases CASES defaults to: a project's own (its meshgate.toml's `cases`), the `cases`
+    folder of the working directory (a project inside a checkout, such as an example, runs its
+    own cases from its folder), root/cases, or for an installed driver used outside a
+    checkout, the cases installed beside the runner (<prefix>/share/meshgate/cases)."""
     with contextlib.suppress(project.ProjectError):  # building its runner reports it
         own_project = project.load(root)
         if own_project is not None:
             return own_project.cases
+    here = Path.cwd() / "cases"
+    if here.is_dir():
+        return here
     own = root / "cases"
     if own.is_dir() or files.is_checkout(root):
         return own
@@ -74,13 +78,14 @@ def preset_for(root: Path, explicit: str | None = None, env: dict | None = None)
 
 def ensure_system_packages(root: Path, out: TextIO, env: dict) -> None:
     """Runs ci/bootstrap, which installs missing Debian packages when root and otherwise
-    prints the exact apt-get command; its output is shown unless everything was present."""
+    prints the exact apt-get command; its output is shown unless everything was present. A
+    build needs none of the test suites' Python environments, so they are left alone."""
     script = root / "ci" / "bootstrap"
     if not script.exists():  # a revision from before ci/bootstrap existed (meshgate ab, bisect)
         return
     try:
-        proc = subprocess.run([str(script)], cwd=root, env=env, capture_output=True, text=True,
-                              errors="replace")
+        proc = subprocess.run([str(script)], cwd=root, env=dict(env, MESHGATE_BOOTSTRAP_PYTHON="0"),
+                              capture_output=True, text=True, errors="replace")
     except OSError as e:
         raise BuildError(f"cannot run {script}: {e}") from None
     if proc.returncode != 0 or "missing" in proc.stdout:

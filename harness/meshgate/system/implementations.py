@@ -3,7 +3,9 @@ library, or another implementation speaking the meshgate.impl/1 protocol
 (docs/impl-protocol.md) to meshgate-runner, whose adapters live in the package meshgate.impls:
 
   meshgate            the runner's own library (the default)
-  torch               PyTorch in this Python: the adapter in meshgate/impls/torch
+  torch               PyTorch in this Python, or else in the checkout's own environment
+                      (build/venv/main, which ci/bootstrap makes from the pins): the adapter in
+                      meshgate/impls/torch
   torch@PYTHON        the same adapter run by another interpreter or virtual environment (a
                       python executable or a venv folder), e.g. to compare two PyTorch versions
   NAME=COMMAND        any program that speaks the protocol, started by COMMAND (shell words)
@@ -27,6 +29,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # The folder that holds the `meshgate` package (this file is meshgate/system/implementations.py):
 # an adapter run by another interpreter imports the package from here.
 PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
+# The environment ci/bootstrap makes in a checkout (ci/python_envs.py), with the pinned torch.
+CHECKOUT_PYTHON = PACKAGE_PARENT.parent / "build" / "venv" / "main" / "bin" / "python"
 
 
 class ImplError(Exception):
@@ -74,6 +78,15 @@ def has_torch(python: str) -> bool:
         return False
 
 
+def _default_torch_python(check: bool) -> str:
+    """This interpreter when it has torch; else the checkout's environment when that has it."""
+    if not check or has_torch(sys.executable):
+        return sys.executable
+    if CHECKOUT_PYTHON.exists() and has_torch(str(CHECKOUT_PYTHON)):
+        return str(CHECKOUT_PYTHON)
+    return sys.executable
+
+
 def resolve(spec: str | None, check: bool = True) -> Impl | None:
     """The implementation `--impl spec` names; None for meshgate's own library."""
     if spec is None or spec == DEFAULT:
@@ -92,7 +105,7 @@ def resolve(spec: str | None, check: bool = True) -> Impl | None:
         raise ImplError(f"--impl {spec}: unknown implementation; known: meshgate, torch, "
                         f"torch@PYTHON, or NAME=COMMAND for a program that speaks "
                         f"meshgate.impl/1 (docs/impl-protocol.md)")
-    python = _interpreter(where) if where else sys.executable
+    python = _interpreter(where) if where else _default_torch_python(check)
     if check and not has_torch(python):
         raise ImplError(f"--impl {spec} needs PyTorch in {python}; install the pinned version "
                         f"with:\n  {python} -m pip install '{pinned_torch()}'\n(or run "

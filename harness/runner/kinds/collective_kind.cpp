@@ -674,7 +674,11 @@ class CollectiveCase final : public PreparedCase {
                                    const std::optional<PerfSpec>& perf) {
     RankState& state = states_[static_cast<std::size_t>(rank)];
     state.group = case_comm.split(groups);
-    const auto [group_index, g] = place_of(rank);
+    // Plain variables, not a structured binding: the lambdas below capture g, and clang 14 (the
+    // fuzz preset) cannot capture a binding, which C++20 allows and gcc accepts.
+    const std::pair<int, int> place = place_of(rank);
+    const int group_index = place.first;
+    const int g = place.second;
     const std::int64_t largest = *std::max_element(sizes.begin(), sizes.end());
     const Codec codec{dtype, element_size()};
     const Values values = values_of(group_index);

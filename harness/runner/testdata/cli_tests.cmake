@@ -1,9 +1,9 @@
 # CTest tests of the real meshgate-runner binary on the fixtures next to this file.
 set(_runner_testdata ${CMAKE_CURRENT_SOURCE_DIR}/testdata)
 set(_runner_out ${CMAKE_CURRENT_BINARY_DIR}/cli_test_out)
-# Every results.json these tests expect is validated against the shipped schema too.
-find_package(Python3 3.9 REQUIRED COMPONENTS Interpreter)
-set(_schema_check -DPYTHON=${Python3_EXECUTABLE} -DHARNESS=${PROJECT_SOURCE_DIR}/harness)
+# Every results.json these tests expect is validated against the shipped schema too, by the
+# pinned jsonschema of the tests' environment (cmake/MeshgatePythonTests.cmake).
+set(_schema_check -DPYTHON=${MESHGATE_TEST_PYTHON} -DHARNESS=${PROJECT_SOURCE_DIR}/harness)
 
 function(meshgate_runner_cli_test name code)
   cmake_parse_arguments(ARG "" "STDERR;STDOUT;FILE;FILE_MATCHES" "ARGS" ${ARGN})
@@ -17,7 +17,7 @@ function(meshgate_runner_cli_test name code)
     endif()
   endforeach()
   add_test(NAME runner_cli_${name} COMMAND ${CMAKE_COMMAND} ${_defs} -P ${_runner_testdata}/check_run.cmake)
-  set_tests_properties(runner_cli_${name} PROPERTIES LABELS cpp)
+  set_tests_properties(runner_cli_${name} PROPERTIES LABELS cpp FIXTURES_REQUIRED python_envs)
 endfunction()
 
 meshgate_runner_cli_test(typo_is_an_input_error 2
@@ -85,13 +85,13 @@ foreach(_command list run)
     set(_expect "10000 cases: 10000 pass, 0 fail, 0 error, 0 skip")
   endif()
   add_test(NAME runner_cli_generated_10000_cases_${_command}
-           COMMAND ${CMAKE_COMMAND} -DPYTHON=${Python3_EXECUTABLE}
+           COMMAND ${CMAKE_COMMAND} -DPYTHON=${MESHGATE_TEST_PYTHON}
                    -DGENERATOR=${_runner_testdata}/generate_mesh_cases.py -DCOUNT=10000
                    -DCASE_FILE=${_generated} -DRUNNER=$<TARGET_FILE:meshgate-runner>
                    "-DARGS=${_args}" -DEXPECT_CODE=0 "-DEXPECT_STDOUT=${_expect}"
                    -P ${_runner_testdata}/generated_cases.cmake)
   set_tests_properties(runner_cli_generated_10000_cases_${_command} PROPERTIES
-    LABELS cpp TIMEOUT 120)
+    LABELS cpp TIMEOUT 120 FIXTURES_REQUIRED python_envs)
 endforeach()
 
 meshgate_runner_cli_test(unknown_option 2

@@ -1,0 +1,250 @@
+"""The command blocks of the user documentation run as written (a literal doc-test).
+
+Every block fenced as `sh` or `bash` in README.md, docs/own-kernels.md and each
+examples/*/README.md is a list of commands a reader types: they run in the order written, one
+bash per document (so `cd`, `export` and shell variables carry from block to block, as in a
+reader's terminal), each command checked for its exit code. README.md and docs/ run from the
+repository's root, an example's README from its folder.
+
+- A command's exit code must be 0, or one its trailing comment announces:
+  `meshgate ab ...   # exit 1: a confirmed slowdown`, `# exit 0|1: ...` where either happens.
+- A block is skipped only when the line before its fence is `<!-- doc-test: needs a GPU -->`
+  or `<!-- doc-test: needs another host -->`; any other marker is an error.
+- `ci/test` itself, which runs this test, is not run again from within it.
+- Other fences (yaml, cmake, cpp, toml, or none) are file excerpts, not commands.
+
+The reader's side is a scratch one: `$P`, the install prefix of the documents, is a scratch
+folder; README.md runs with a fresh virtual environment first on PATH (its `pip install .`
+installs there); git commits carry a test identity. The runner and planner are the ones this
+build made (MESHGATE_RUNNER, MESHGATE_PLAN), so `./meshgate run` does not build while other
+tests use the build folder.
+
+Runs only with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_* set both);
+the README's commands take minutes."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = os.environ.get("MESHGATE_BUILD_DIR", "")
+ENABLED = os.environ.get("MESHGATE_DOC_COMMANDS") == "1" and BUILD_DIR
+
+FENCE = re.compile(r"^```([A-Za-z0-9_-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+MARKER = re.compile(r"<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
+SKIP_REASONS = ("needs a GPU", "needs another host")
+COMMAND_LANGUAGES = ("sh", "bash")
+EXPECTED_EXIT = re.compile(r"(?:^|\s)#\s*exit (\d+(?:\|\d+)*)\b")
+THE_TEST_ITSELF = "ci/test"
+
+
+@dataclass(frozen=True)
+class Command:
+    line: int  # of the document, 1-based
+    text: str  # with continuation lines joined
+    exit_codes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int
+    skip: str | None
+    commands: tuple[Command, ...]
+
+
+def blocks_of(path: Path) -> list[Block]:
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        if match.group(1) not in COMMAND_LANGUAGES:
+            continue
+        first = text.count("\n", 0, match.start()) + 1
+        before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        marker = MARKER.search(before)
+        skip = None
+        if marker:
+            if marker.group(1) not in SKIP_REASONS:
+                raise ValueError(f"{path.name}:{first - 1}: doc-test marker '{marker.group(1)}': "
+                                 f"a block is skipped only when it {' or '.join(SKIP_REASONS)}")
+            skip = marker.group(1)
+        found.append(Block(first, skip, tuple(commands_of(match.group(2), first + 1))))
+    return found
+
+
+def commands_of(body: str, first_line: int) -> list[Command]:
+    commands, pending, start = [], "", None
+    for offset, raw in enumerate(body.splitlines()):
+        if not pending and (not raw.strip() or raw.lstrip().startswith("#")):
+            continue
+        if start is None:
+            start = first_line + offset
+        if raw.rstrip().endswith("\\"):
+            pending += (raw.rstrip()[:-1].strip() if pending else raw.rstrip()[:-1].rstrip()) + " "
+            continue
+        text = pending + (raw.strip() if pending else raw)
+        pending = ""
+        expected = EXPECTED_EXIT.search(text)
+        codes = tuple(int(c) for c in expected.group(1).split("|")) if expected else (0,)
+        commands.append(Command(start, text, codes))
+        start = None
+    return commands
+
+
+def script_of(document: Path, blocks: list[Block]) -> str:
+    """One bash script: every command, each followed by the check of its exit code."""
+    lines = ["set -o pipefail"]
+    for block in blocks:
+        if block.skip:
+            lines.append(f"echo 'doc-test: {document.name}:{block.line}: skipped, {block.skip}'")
+            continue
+        for command in block.commands:
+            where = f"{document.name}:{command.line}"
+            if command.text.split("#", 1)[0].strip() == THE_TEST_ITSELF:
+                lines.append(f"echo 'doc-test: {where}: {THE_TEST_ITSELF} is the run this test "
+                             f"belongs to; not run again'")
+                continue
+            lines.append(f"echo 'doc-test: {where}: $ '{quote(command.text)}")
+            lines.append(command.text)
+            allowed = " ".join(str(c) for c in command.exit_codes)
+            said = " or ".join(str(c) for c in command.exit_codes)
+            lines.append(f"__rc=$?; case \" {allowed} \" in *\" $__rc \"*) ;; *) echo 'doc-test: "
+                         f"{where}: exit '$__rc', expected {said}' >&2; exit 1;; esac")
+    lines.append("echo 'doc-test: every command ran as written'")
+    return "\n".join(lines) + "\n"
+
+
+def quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+class DocumentCase(unittest.TestCase):
+    """Runs one document's commands; subclasses name the document and where it runs."""
+
+    document: Path
+    timeout = 1500
+
+    def working_directory(self) -> Path:
+        return REPO
+
+    def reader_env(self, scratch: Path, env: dict) -> dict:
+        return env
+
+    def test_commands_run_as_written(self):
+        if not ENABLED:
+            self.skipTest("runs with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_*)")
+        blocks = blocks_of(self.document)
+        self.assertTrue(any(b.commands for b in blocks), f"{self.document} has no command block")
+        scratch = Path(tempfile.mkdtemp(prefix="meshgate-doc-"))
+        self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
+        runner_dir = Path(BUILD_DIR) / "harness" / "runner"
+        env = dict(os.environ, P=str(scratch / "prefix"),
+                   MESHGATE_RUNNER=str(runner_dir / "meshgate-runner"),
+                   MESHGATE_PLAN=str(runner_dir / "meshgate-plan"))
+        for role in ("AUTHOR", "COMMITTER"):
+            env.setdefault(f"GIT_{role}_NAME", "meshgate doc-test")
+            env.setdefault(f"GIT_{role}_EMAIL", "doc-test@meshgate.invalid")
+        env = self.reader_env(scratch, env)
+        script = script_of(self.document, blocks)
+        proc = subprocess.run(["bash", "-c", script], cwd=self.working_directory(), env=env,
+                              capture_output=True, text=True, timeout=self.timeout)
+        output = proc.stdout + proc.stderr
+        self.assertEqual(proc.returncode, 0, output[-6000:])
+        self.assertIn("doc-test: every command ran as written", proc.stdout)
+
+
+class Readme(DocumentCase):
+    document = REPO / "README.md"
+
+    def reader_env(self, scratch: Path, env: dict) -> dict:
+        """A fresh environment of the reader's, first on PATH (made by this interpreter, which
+        is one of the project's environments, so it is isolated too)."""
+        venv = scratch / "reader-venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        return dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(venv))
+
+
+class OwnKernels(DocumentCase):
+    document = REPO / "docs" / "own-kernels.md"
+
+
+class CppKindExample(DocumentCase):
+    document = REPO / "examples" / "cpp-kind" / "README.md"
+
+    def working_directory(self) -> Path:
+        return self.document.parent
+
+
+class PythonCommandExample(DocumentCase):
+    document = REPO / "examples" / "python-command" / "README.md"
+
+    def working_directory(self) -> Path:
+        return self.document.parent
+
+
+class Parsing(unittest.TestCase):
+    """The extraction itself, on documents written here."""
+
+    def write(self, text: str) -> Path:
+        folder = Path(tempfile.mkdtemp(prefix="meshgate-doc-parse-"))
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        path = folder / "DOC.md"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    def test_commands_exit_codes_markers_and_continuations(self):
+        doc = self.write("text\n\n```sh\n# a comment line\nfalse   # exit 1: on purpose\n"
+                         "echo a \\\n  b\n```\n\n```yaml\nkey: value\n```\n\n"
+                         "<!-- doc-test: needs a GPU -->\n```sh\nnvidia-smi\n```\n")
+        blocks = blocks_of(doc)
+        self.assertEqual(len(blocks), 2)
+        self.assertEqual([(c.line, c.exit_codes) for c in blocks[0].commands], [(5, (1,)), (6, (0,))])
+        self.assertEqual(blocks[0].commands[1].text, "echo a b")
+        self.assertEqual(blocks[1].skip, "needs a GPU")
+
+    def test_an_unknown_marker_is_refused(self):
+        doc = self.write("<!-- doc-test: too slow -->\n```sh\ntrue\n```\n")
+        with self.assertRaisesRegex(ValueError, "DOC.md:1: doc-test marker 'too slow'"):
+            blocks_of(doc)
+
+    def test_the_script_stops_at_the_first_wrong_exit_code(self):
+        doc = self.write("```sh\ntrue\nfalse\necho never\n```\n")
+        script = script_of(doc, blocks_of(doc))
+        proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("doc-test: DOC.md:3: exit 1, expected 0", proc.stderr)
+        self.assertNotIn("never\n", proc.stdout.replace("$ 'echo never'", ""))
+
+    def test_an_announced_exit_code_must_happen(self):
+        doc = self.write("```sh\ntrue   # exit 1: says it fails\n```\n")
+        proc = subprocess.run(["bash", "-c", script_of(doc, blocks_of(doc))], capture_output=True,
+                              text=True)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("DOC.md:2: exit 0, expected 1", proc.stderr)
+        doc = self.write("```sh\nfalse   # exit 0|1: either\n(exit 2)   # exit 0|1: either\n```\n")
+        proc = subprocess.run(["bash", "-c", script_of(doc, blocks_of(doc))], capture_output=True,
+                              text=True)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("DOC.md:3: exit 2, expected 0 or 1", proc.stderr)
+
+    def test_the_documents_parse_and_every_command_block_is_covered(self):
+        for document in (Readme.document, OwnKernels.document, CppKindExample.document,
+                         PythonCommandExample.document):
+            blocks = blocks_of(document)
+            for block in blocks:
+                self.assertTrue(block.commands or block.skip, f"{document}:{block.line}: empty block")
+        covered = {c.document for c in (Readme, OwnKernels, CppKindExample, PythonCommandExample)}
+        self.assertEqual({p for p in (REPO / "examples").glob("*/README.md")},
+                         {p for p in covered if p.parent.parent == REPO / "examples"},
+                         "every example README has a DocumentCase here")
+
+
+if __name__ == "__main__":
+    unittest.main()
