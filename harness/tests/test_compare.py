@@ -304,7 +304,8 @@ class CompareCliTest(unittest.TestCase):
             verdicts = pathlib.Path(tmp) / "v.json"
             out = pathlib.Path(tmp) / "report"
             code, stdout, _ = run_cli(
-                ["compare", str(FIXTURES / "base.json"), str(FIXTURES / "new.json"), "--json", str(verdicts), "--out", str(out)]
+                ["compare", str(FIXTURES / "base.json"), str(FIXTURES / "new.json"), "--json", str(verdicts), "--out", str(out),
+                 "--trust-separate-runs"]
             )
             self.assertEqual(code, 1)
             self.assertIn("FAIL: 1 regression, 1 correctness failure", stdout)
@@ -333,9 +334,53 @@ class CompareCliTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             code, _, err = run_cli(["compare", str(FIXTURES / "base.json"),
                                     str(FIXTURES / "new.json"), "--out", tmp])
-            self.assertEqual(code, 1)
+            self.assertEqual(code, 1)  # the correctness failure, not the timing
             self.assertIn("come from separate runs", err)
             self.assertIn("`meshgate ab` interleaves the two builds", err)
+
+    def test_separate_runs_never_fail_on_timing_alone(self):
+        # Two separate runs of the same code whose medians differ by the machine's drift: the
+        # rule would call it a regression, compare of separate runs holds it back.
+        base = {"schema": "meshgate.results/1", "run": {"id": "20261126-101500-59fa4d3"},
+                "cases": [{"id": "s/a", "status": "pass",
+                           "samples": {"time_s": [[1.0 + 0.001 * i] for i in range(9)]}}]}
+        new = json.loads(json.dumps(base))
+        new["run"]["id"] = "20261126-111500-59fa4d3"
+        new["cases"][0]["samples"]["time_s"] = [[1.06 + 0.001 * i] for i in range(9)]
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = pathlib.Path(tmp)
+            (tmp / "a.json").write_text(json.dumps(base))
+            (tmp / "b.json").write_text(json.dumps(new))
+            events = []
+            real_print = print
+
+            def recording_print(*args, **kwargs):
+                events.append("stderr" if kwargs.get("file") is sys.stderr else "stdout")
+                real_print(*args, **kwargs)
+
+            with unittest.mock.patch("builtins.print", recording_print):
+                code, out, err = run_cli(["compare", str(tmp / "a.json"), str(tmp / "b.json"),
+                                          "--json", str(tmp / "v.json"), "--out", str(tmp / "r")])
+            self.assertEqual(code, 0, out + err)
+            self.assertEqual(events[0], "stderr", "the separate-runs warning comes first")
+            self.assertIn("come from separate runs", err)
+            self.assertIn("--trust-separate-runs", err)
+            self.assertIn("inconclusive (separate runs)", out)
+            self.assertIn("INCONCLUSIVE", out)
+            doc = json.loads((tmp / "v.json").read_text())
+            self.assertTrue(doc["separate_runs"])
+            row = doc["cases"][0]
+            self.assertEqual((row["verdict"], row["level"], row["separate_verdict"]),
+                             ("inconclusive", "inconclusive (separate runs)", "regression"))
+            self.assertIn("inconclusive (separate runs)", (tmp / "r" / "report.md").read_text())
+            self.assertIn("**Separate runs.**", (tmp / "r" / "report.md").read_text())
+            from meshgate.core import schema as schema_module
+            schema_module.check(doc, "verdicts-1", tmp / "v.json")
+
+            code, out, _ = run_cli(["compare", str(tmp / "a.json"), str(tmp / "b.json"),
+                                    "--trust-separate-runs", "--out", str(tmp / "r2")])
+            self.assertEqual(code, 1)
+            self.assertIn("FAIL: 1 regression", out)
         self.assertTrue(compare.interleaved({"id": "ab-20261126-101500-base-1"},
                                             {"id": "ab-20261126-101500-candidate-3"}))
         self.assertFalse(compare.interleaved({"id": "ab-20261126-101500-base-1"},

@@ -1,7 +1,8 @@
 """`meshgate compare BASE.json NEW.json`: a verdict per case between two results files (the
 decision is gate/compare.py's, the reports gate/render.py's). Exit 1 when any case is a
 regression or a correctness failure, 0 otherwise (inconclusive never blocks), 2 on unusable
-input."""
+input. Two separate runs (not one interleaved A/B) never fail on timing alone: their timing
+verdicts are `inconclusive (separate runs)` unless --trust-separate-runs."""
 
 from __future__ import annotations
 
@@ -31,8 +32,21 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     except InputError as e:
         print(f"meshgate compare: {e}", file=sys.stderr)
         return 2
+    separate = not interleaved(base.get("run") or {}, new.get("run") or {})
+    if separate:
+        # First, before any verdict: what kind of evidence the verdicts below rest on.
+        trust = ("--trust-separate-runs: their timing is judged as if they were one A/B"
+                 if args.trust_separate_runs else
+                 "no timing difference between them is more than inconclusive "
+                 "(--trust-separate-runs judges them as one A/B)")
+        print(f"meshgate compare: warning: {base_path} and {new_path} come from separate runs "
+              f"(ids {(base.get('run') or {}).get('id', '?')!r} and "
+              f"{(new.get('run') or {}).get('id', '?')!r}), not one interleaved A/B: a drift of "
+              f"the machine between them reads as a change of the code; `meshgate ab` "
+              f"interleaves the two builds; {trust}", file=sys.stderr, flush=True)
     comparison = compare_results(
-        base, new, floors, base_label=str(base_path), new_label=str(new_path), max_gate=args.max_gate
+        base, new, floors, base_label=str(base_path), new_label=str(new_path), max_gate=args.max_gate,
+        separate_runs=separate and not args.trust_separate_runs,
     )
     common = set(comparison.base_rows) & set(comparison.new_rows)
     if not common:
@@ -42,12 +56,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"common", file=sys.stderr)
         return 2
     print(render.format_table(comparison))
-    if not interleaved(base.get("run") or {}, new.get("run") or {}):
-        print(f"meshgate compare: warning: {base_path} and {new_path} come from separate runs "
-              f"(ids {(base.get('run') or {}).get('id', '?')!r} and "
-              f"{(new.get('run') or {}).get('id', '?')!r}), not one interleaved A/B: a drift of "
-              f"the machine between them reads as a change of the code; `meshgate ab` "
-              f"interleaves the two builds", file=sys.stderr)
     if args.json:
         json_path = pathlib.Path(args.json)
         json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,5 +78,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--out", metavar="DIR", help="report directory (default: reports/compare-<time>)")
     parser.add_argument("--calibration", metavar="FILE", help="calibration.json with noise floors")
     parser.add_argument("--machine-class", help="machine class whose calibration applies")
+    parser.add_argument(
+        "--trust-separate-runs", action="store_true",
+        help="judge the timing of two separate runs (not one interleaved `meshgate ab`) as if "
+             "they were one A/B, so a regression can fail the comparison; without it their timing "
+             "verdicts are at most 'inconclusive (separate runs)', since a drift of the machine "
+             "between the runs reads as a change of the code",
+    )
     add_max_gate_argument(parser)
     parser.set_defaults(func=_cmd_compare)

@@ -11,6 +11,12 @@ otherwise a case is inconclusive or missing from the new run, and PASS only when
 Exit codes of `meshgate compare`: 1 when any case is a regression or a correctness failure,
 0 otherwise (inconclusive never blocks), 2 on unusable input.
 
+Two separate runs (not the sides of one interleaved A/B, see `interleaved`) cannot tell a change
+of the code from a drift of the machine between them, so with `separate_runs` a timed case that
+the rule calls a regression or an improvement is `inconclusive (separate runs)` instead, its
+numbers kept: timing alone never fails such a comparison. `--trust-separate-runs` judges them
+as if interleaved.
+
 This module applies the decision rule to two documents (pure); the reports of a comparison are
 render.py's, the calibration it uses store.py's, the command commands/compare.py.
 """
@@ -46,6 +52,8 @@ class Comparison:
     fdr_q: float = stats.FDR_Q
     max_gate: float = stats.MAX_GATE
     calibrated: bool = False
+    # The sides were separate runs, judged without --trust-separate-runs (see hold_back_separate).
+    separate_runs: bool = False
     # The compared rows by case id, for reports that plot their metrics (not part of the JSON).
     base_rows: dict = dataclasses.field(default_factory=dict)
     new_rows: dict = dataclasses.field(default_factory=dict)
@@ -92,6 +100,7 @@ class Comparison:
             "fdr_q": self.fdr_q,
             "max_gate": self.max_gate,
             "calibrated": self.calibrated,
+            "separate_runs": self.separate_runs,
             "exit_code": self.exit_code(),
             "counts": {v: self.count(v) for v in VERDICTS},
             "cases": [c.to_json() for c in self.cases],
@@ -128,10 +137,12 @@ def compare_results(
     base_label: str = "base",
     new_label: str = "new",
     max_gate: float = stats.MAX_GATE,
+    separate_runs: bool = False,
 ) -> Comparison:
     """Pure comparison of two results documents; the order of cases follows `new`, then missing.
 
-    `noise_floors` maps case ids to calibrated noise floors."""
+    `noise_floors` maps case ids to calibrated noise floors. `separate_runs`: the documents are
+    two separate runs, whose timing differences are never more than inconclusive."""
     noise_floors = noise_floors or {}
     base_rows = {r["id"]: r for r in base.get("cases", [])}
     new_rows = {r["id"]: r for r in new.get("cases", [])}
@@ -193,6 +204,8 @@ def compare_results(
 
     for v, q in zip(timed, stats.benjamini_hochberg([v.p for v in timed])):
         _verdict.decide(v, q, alpha, fdr_q, max_gate)
+        if separate_runs:
+            hold_back_separate(v)
     return Comparison(
         cases=verdicts,
         base_label=base_label,
@@ -205,7 +218,21 @@ def compare_results(
         calibrated=bool(noise_floors),
         base_rows=base_rows,
         new_rows=new_rows,
+        separate_runs=separate_runs,
     )
+
+
+def hold_back_separate(v: CaseVerdict) -> None:
+    """A timed verdict between separate runs: a regression or improvement becomes
+    `inconclusive (separate runs)`, the rule's own verdict and evidence kept in the note."""
+    v.separate_runs = True
+    if v.verdict not in ("regression", "improvement"):
+        return
+    v.separate_verdict = v.verdict
+    v.verdict = "inconclusive"
+    v.note = (f"{v.separate_verdict} by the numbers ({v.note}), but the sides are separate runs: "
+              "a drift of the machine between them reads the same; `meshgate ab` interleaves "
+              "the two builds (--trust-separate-runs judges them as one A/B)")
 
 
 def verdicts_json(comparison: Comparison) -> dict[str, Any]:
@@ -236,9 +263,12 @@ def verdicts_json(comparison: Comparison) -> dict[str, Any]:
                 "confirm_p": c.confirm_p,
                 "plan_changed": c.plan_changed,
                 "note": c.note,
+                "separate_runs": c.separate_runs,
+                "separate_verdict": c.separate_verdict,
             }
         )
-    return {"exit_code": comparison.exit_code(), "headline": comparison.headline(), "cases": rows}
+    return {"exit_code": comparison.exit_code(), "headline": comparison.headline(),
+            "separate_runs": comparison.separate_runs, "cases": rows}
 
 
 _AB_SIDE = re.compile(r"^(?P<session>.+)-(?:base|candidate)-\d+$")

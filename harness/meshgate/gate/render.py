@@ -81,7 +81,8 @@ def summary_line(comparison: Comparison) -> str:
 def format_table(comparison: Comparison) -> str:
     """Plain-text verdict table for the terminal."""
     w = case_column_width(c.id for c in comparison.cases)
-    lines = [f"{'case':<{w}} {'verdict':<13} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
+    vw = max([13] + [len(c.level()) for c in comparison.cases])
+    lines = [f"{'case':<{w}} {'verdict':<{vw}} {'ratio':>7} {'95% CI':>17} {'p':>8} {'k':>5}"]
     order = {v: i for i, v in enumerate(VERDICT_ORDER)}
     # Cases skipped on both sides say nothing about the change: one line per suite and reason.
     skipped: dict[tuple[str, str], int] = {}
@@ -97,7 +98,7 @@ def format_table(comparison: Comparison) -> str:
         ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
         p = f"{c.p:.2g}" if c.p is not None else "-"
         k = f"{c.runs_base}/{c.runs_new}" if (c.runs_base or c.runs_new) else "-"
-        lines.append(f"{c.id:<{w}} {c.verdict:<13} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
+        lines.append(f"{c.id:<{w}} {c.level():<{vw}} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
         if c.verdict == "pass" and c.rules_out is not None:
             wide = "; wide CI" if c.wide_ci else ""
             lines.append(f"    no regression >= {max(c.rules_out, 0.0005) * 100:.1f} % (gate {c.min_effect * 100:.1f} %){wide}")
@@ -385,6 +386,16 @@ def comparison_markdown(comparison: Comparison) -> str:
         "everything else is inconclusive and does not block. The rule in full: docs/gate.md.",
         "",
     ]
+    if c.separate_runs:
+        held = [v for v in c.cases if v.separate_verdict]
+        lines += [
+            f"**Separate runs.** Base and new are two separate runs, not the sides of one interleaved "
+            f"A/B: a drift of the machine between them reads as a change of the code, so no timing "
+            f"difference is more than `inconclusive (separate runs)` here ({len(held)} case(s) held "
+            f"back). `meshgate ab` interleaves the two builds; `--trust-separate-runs` judges these "
+            f"runs as if they were one A/B.",
+            "",
+        ]
     regressions = c.by_verdict("regression")
     if regressions:
         lines += ["## Regressions", "",

@@ -87,12 +87,20 @@ class CaseVerdict:
     # or None where it was not assessed; grade_note says which bound fell short.
     grade: Optional[str] = None
     grade_note: str = ""
+    # Judged between two separate runs (not one interleaved A/B) without --trust-separate-runs:
+    # a regression or improvement by the numbers is held back as inconclusive, since a drift of
+    # the machine between the runs reads the same; `separate_verdict` keeps what the rule said.
+    separate_runs: bool = False
+    separate_verdict: Optional[str] = None
 
     def level(self) -> str:
         """The verdict as every file of a report folder states it: a regression carries its
-        revert grade where one was assessed."""
+        revert grade where one was assessed; a timing verdict held back because the sides were
+        separate runs says so."""
         if self.verdict == "regression" and self.grade:
             return f"regression, {self.grade}"
+        if self.verdict == "inconclusive" and self.separate_verdict:
+            return "inconclusive (separate runs)"
         return self.verdict
 
     def to_json(self) -> dict[str, Any]:
