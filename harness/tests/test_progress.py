@@ -258,3 +258,14 @@ class MakeViewTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CaseLineTest(unittest.TestCase):
+    def test_a_multi_rank_error_shows_the_rank_that_started_it(self):
+        tally = Tally(total=3)
+        tally.record("error", 1.0)
+        line = progress.case_line(tally, "torch/ddp", "error", 1.0,
+                                  "rank 0: stopped when rank 1 failed; its process group was killed\n"
+                                  "rank 1: exited with 3; its stderr ended with:\n    cannot connect")
+        self.assertIn("rank 1: exited with 3; its stderr ended with: cannot connect (+1 other rank)", line)
+        self.assertNotIn("rank 0", line)

@@ -306,3 +306,27 @@ class ReportCommandTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MultiLineMessagesTest(unittest.TestCase):
+    MESSAGE = ("rank 0: stopped when rank 1 failed; its process group was killed\n"
+               "rank 1: exited with 1; its stderr ended with:\n"
+               "    Traceback (most recent call last):\n"
+               "    ValueError: bad shard | `x`\n"
+               "rank 2: stopped when rank 1 failed; its process group was killed")
+
+    def results(self):
+        return {"schema": "meshgate.results/1", "run": {"id": "r"},
+                "cases": [{"id": "s/multi", "kind": "command", "status": "error", "message": self.MESSAGE}]}
+
+    def test_report_md_leads_with_the_cause_and_keeps_the_lines_in_a_code_block(self):
+        text = report.run_markdown(self.results())
+        row = next(line for line in text.splitlines() if line.startswith("| `s/multi`"))
+        self.assertIn("rank 1: exited with 1; its stderr ended with: ValueError: bad shard", row)
+        block = text.split("```text\n", 1)[1].split("\n```", 1)[0]
+        self.assertEqual(block.splitlines(), self.MESSAGE.splitlines())
+
+    def test_report_html_keeps_the_lines(self):
+        page = report.run_html(self.results())
+        self.assertIn("<pre>rank 0: stopped when rank 1 failed; its process group was killed\n"
+                      "rank 1: exited with 1; its stderr ended with:\n", page)

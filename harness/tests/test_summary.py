@@ -45,6 +45,27 @@ class SummaryTest(unittest.TestCase):
             "report:  /r/20261121-071500-59fa4d3/report.md",
         ])
 
+    def test_a_multi_rank_failure_is_summarised_by_the_rank_that_started_it(self):
+        # The runner's command kind: one block per rank, the failing rank's output indented.
+        stopped = {"id": "torch/ddp", "status": "error", "message": (
+            "rank 0: stopped when rank 1 failed; its process group was killed\n"
+            "rank 1: was killed by signal 6 (Aborted); its stderr ended with:\n"
+            "    terminate called after throwing an instance of 'c10::Error'\n"
+            "    what():  CUDA error: an illegal memory access\n"
+            "rank 2: stopped when rank 1 failed; its process group was killed")}
+        two = {"id": "torch/pair", "status": "error", "message": (
+            "rank 0: exited with 1; its stderr ended with:\n"
+            "    Traceback (most recent call last):\n"
+            "    torch.distributed.DistBackendError: remote process exited\n"
+            "rank 1: was killed by signal 6 (Aborted); its stderr ended with:\n"
+            "    what():  boom")}
+        text = summary.render([stopped, two], 1.0, Path("/o"))
+        self.assertIn("  torch/ddp   rank 1: was killed by signal 6 (Aborted); its stderr ended with: "
+                      "what():  CUDA error: an illegal memory access (+2 other ranks)", text)
+        self.assertIn("  torch/pair  rank 1: was killed by signal 6 (Aborted); its stderr ended with: "
+                      "what():  boom (+1 other rank)", text)
+        self.assertNotIn("stopped when", text)
+
     def test_all_passing_has_no_failure_sections(self):
         text = summary.render(CASES[:1], 1.0, Path("/o"))
         self.assertNotIn("failed", text)

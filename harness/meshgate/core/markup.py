@@ -1,6 +1,8 @@
 """Text in reports: the one escaping of user text (case names, messages, runner output) for the
 terminal, HTML, Markdown and XML, the one way a fraction is written as a percentage, a span of
-wall-clock time as a clock, and a message as its first line. Every
+wall-clock time as a clock, a message as its first line or as the one line that summarises it
+(`summary_line`: a multi-rank failure by the rank that started it), and multi-line text as a
+Markdown code block. Every
 report writer (run, compare, calibrate, history, bisect, the SVG plots, the terminal views)
 uses these, so a message prints the same everywhere.
 
@@ -91,3 +93,72 @@ def format_clock(seconds: float) -> str:
 def first_line(message: str) -> str:
     """The first line of a message (after leading blank lines), '' for none."""
     return message.strip().splitlines()[0] if message and message.strip() else ""
+
+
+# A multi-rank message: one block per rank, "rank N: what happened", its output tail indented
+# below ("; its stderr ended with:" then "    line" ...), as the runner's command kind merges them.
+_RANK_BLOCK = re.compile(r"^rank (\d+): (.*)$")
+_STOPPED_BY = re.compile(r"^stopped when rank (\d+) failed")
+_TAIL_INTRO = re.compile(r"(; its (?:stderr|stdout) ended with|; the launcher's last lines(?: were)?|:)\s*$")
+
+
+def _rank_blocks(message: str) -> list[tuple[int, str, list[str]]]:
+    """(rank, first line without the prefix, the block's further lines) per rank, or [] when the
+    message is not one block per rank."""
+    blocks: list[tuple[int, str, list[str]]] = []
+    for line in message.strip().splitlines():
+        match = _RANK_BLOCK.match(line)
+        if match:
+            blocks.append((int(match.group(1)), match.group(2), []))
+        elif blocks:
+            blocks[-1][2].append(line)
+        else:
+            return []
+    return blocks
+
+
+def _with_tail(head: str, rest: list[str]) -> str:
+    """A first line that announces output ("...; its stderr ended with:") completed with the
+    output's last non-blank line, the one that usually says why (an exception, an assertion)."""
+    tail = [line.strip() for line in rest if line.strip()]
+    if tail and _TAIL_INTRO.search(head):
+        return f"{head.rstrip()} {tail[-1]}"
+    return head
+
+
+def summary_line(message: str) -> str:
+    """The one line that says what went wrong, for the terminal and the summaries: for a
+    message of several ranks, the rank whose failure started it (the one the others were
+    "stopped when rank N failed" by; else one killed by a signal; else the first that failed
+    on its own) with the last line of its output, and how many other ranks the message names;
+    for any other message its first line, completed with the output it announces."""
+    blocks = _rank_blocks(message)
+    if not blocks:
+        lines = message.strip().splitlines() if message else []
+        return _with_tail(lines[0], lines[1:]) if lines else ""
+    by_rank = {rank: (head, rest) for rank, head, rest in blocks}
+    own = [b for b in blocks if not _STOPPED_BY.match(b[1])]
+    lead = None
+    for _, head, _ in blocks:
+        match = _STOPPED_BY.match(head)
+        if match and int(match.group(1)) in by_rank and not _STOPPED_BY.match(by_rank[int(match.group(1))][0]):
+            lead = int(match.group(1))
+            break
+    if lead is None:
+        signalled = [b for b in own if "killed by signal" in b[1]]
+        lead = (signalled or own or blocks)[0][0]
+    head, rest = by_rank[lead]
+    line = f"rank {lead}: {_with_tail(head, rest)}"
+    others = len(blocks) - 1
+    if others:
+        line += f" (+{others} other rank{'s' if others != 1 else ''})"
+    return line
+
+
+def md_code_block(text: object) -> str:
+    """Multi-line text as a fenced Markdown code block that keeps its lines: control characters
+    shown as escapes, a fence longer than any backtick run inside."""
+    body = visible(str(text).strip("\n"), multiline=True)
+    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"

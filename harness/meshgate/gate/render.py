@@ -21,6 +21,7 @@ from typing import Any, Iterable, Optional
 from ..core import files, svg
 from ..core import results as _results
 from ..core.markup import case_column_width, html_text, md_cell, md_code, visible
+from ..core.markup import summary_line as message_summary
 from ..core.results import where
 from . import stats
 from .compare import UNJUDGED_VERDICTS, VERDICT_ORDER, VERDICTS, Comparison
@@ -412,7 +413,7 @@ def comparison_markdown(comparison: Comparison) -> str:
     if correctness:
         lines += ["## Correctness", "", "| case | change | message |", "|---|---|---|"]
         for v in correctness:
-            lines.append(f"| {md_code(v.id)} | {md_cell(v.note)} | {md_cell(v.message)} |")
+            lines.append(f"| {md_code(v.id)} | {md_cell(v.note)} | {md_cell(message_summary(v.message))} |")
         lines.append("")
     plans = c.plan_changes()
     if plans:

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 from ..core import jsonfile, svg
 from ..core import results as _results
-from ..core.markup import html_text, md_cell, md_code
+from ..core.markup import html_text, md_cell, md_code, md_code_block, summary_line
 from ..core.results import FAILING, STATUSES, InputError, machine_class, where
 from ..gate import render, stats
 from ..gate.compare import run_medians
@@ -141,8 +141,14 @@ def _run_markdown(results: dict[str, Any]) -> str:
         lines += ["## Failures", "", "| case | where | status | message |", "|---|---|---|---|"]
         for r in failing:
             lines.append(f"| {md_code(r['id'])} | {md_code(where(r)) if where(r) else ''} | "
-                         f"**{md_cell(r.get('status'))}** | {md_cell(r.get('message', ''))} |")
+                         f"**{md_cell(r.get('status'))}** | {md_cell(summary_line(str(r.get('message', ''))))} |")
         lines.append("")
+        # A message of several lines (every rank's account, a traceback) keeps its lines.
+        for r in failing:
+            message = str(r.get("message", ""))
+            if "\n" in message.strip():
+                lines += [f"{md_code(r['id'])} ({md_cell(r.get('status'))}), the whole message:", "",
+                          md_code_block(message), ""]
 
     disagree = model_disagreement_cases(results)
     compared = _models_compared(results)
@@ -228,6 +234,15 @@ def _case_name(row: dict[str, Any]) -> str:
     return str(row.get("name") or row["id"].split("/", 1)[-1])
 
 
+def _html_message(row: dict[str, Any]) -> str:
+    """A row's message in an HTML cell: one line as text; several (every rank's account, a
+    traceback) as their summary line above the whole message, its lines kept."""
+    message = str(row.get("message", ""))
+    if "\n" not in message.strip():
+        return html_text(message)
+    return f"{html_text(summary_line(message))}<pre>{html_text(message.strip())}</pre>"
+
+
 def run_html(results: dict[str, Any]) -> str:
     run = results.get("run", {})
     rows = results.get("cases", [])
@@ -242,7 +257,7 @@ def run_html(results: dict[str, Any]) -> str:
         body.append("<h2>Failures</h2><table><tr><th>case</th><th>where</th><th>status</th><th>message</th></tr>")
         for r in failing:
             body.append(f"<tr><td><code>{html_text(r['id'])}</code></td><td><code>{html_text(where(r))}</code></td>"
-                        f"<td>{render._badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>")
+                        f"<td>{render._badge(r.get('status', ''))}</td><td>{_html_message(r)}</td></tr>")
         body.append("</table>")
     disagree = model_disagreement_cases(results)
     if disagree or _models_compared(results):
@@ -285,7 +300,7 @@ def run_html(results: dict[str, Any]) -> str:
     for r in rows:
         body.append(
             f"<tr><td><code>{html_text(r['id'])}</code></td><td>{html_text(r.get('kind', ''))}</td>"
-            f"<td>{render._badge(r.get('status', ''))}</td><td>{html_text(r.get('message', ''))}</td></tr>"
+            f"<td>{render._badge(r.get('status', ''))}</td><td>{_html_message(r)}</td></tr>"
         )
     body.append("</table>")
     return render._html_page(f"meshgate run {run.get('id', '')}", body)

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.markup import first_line, format_clock, visible
+from ..core.markup import format_clock, summary_line, visible
 from ..core.results import STATUSES, status_counts, suite_of
 
 
@@ -53,7 +53,7 @@ def render(cases: list[dict], wall_seconds: float, out_dir: Path,
             width = max(len(case_id) for case_id in ids)
             for case_id, row in zip(ids, bad):
                 lines.append(f"  {case_id.ljust(width)}  "
-                             f"{visible(first_line(str(row.get('message', ''))))}".rstrip())
+                             f"{visible(summary_line(str(row.get('message', ''))))}".rstrip())
             lines.append("")
     lines += [visible(note, multiline=True) for note in notes or []]
     lines.append(f"results: {visible(out_dir / 'results.json')}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO
 
 from ..core import jsonfile
-from ..core.markup import first_line, format_clock, visible
+from ..core.markup import first_line, format_clock, summary_line, visible
 from ..core.results import FAILING, STATUSES, suite_of
 
 EVENTS = ("plan", "start", "end", "done")
@@ -82,14 +82,14 @@ class ProgressView(Protocol):
 
 def case_line(tally: Tally, case_id: str, status: str, seconds: float | None,
               message: str) -> str:
-    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the first message line for fail,
-    error and skip (a skip's reason); control characters in the id and message are shown as
+    """'[  3/120] pass   layout/coalesce-a  0.1 ms', with the message's summary line for fail,
+    error and skip (markup.summary_line: a multi-rank failure by the rank that started it) (a skip's reason); control characters in the id and message are shown as
     escapes (markup.visible)."""
     width = len(str(max(tally.total, tally.done)))
     line = (f"[{tally.done:>{width}}/{max(tally.total, tally.done)}] {visible(status):<6} "
             f"{visible(case_id)}  {format_case_time(seconds)}")
-    if (status in FAILING or status == "skip") and first_line(message):
-        line += f"  {visible(first_line(message))}"
+    if (status in FAILING or status == "skip") and summary_line(message):
+        line += f"  {visible(summary_line(message))}"
     return line
 
 
