@@ -117,3 +117,41 @@ class FilterTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ShortSideTest(unittest.TestCase):
+    """The second test, for splits whose short side the permutation test cannot judge."""
+
+    def test_the_permutation_floor_of_short_sides(self):
+        self.assertAlmostEqual(changepoint.permutation_floor(14, 4), 2 / 1001)
+        self.assertAlmostEqual(changepoint.permutation_floor(14, 10), 2 / 1001)
+        self.assertGreater(changepoint.permutation_floor(14, 4), changepoint.P_THRESHOLD)
+
+    def test_a_step_of_three_noise_floors_with_three_points_a_side_is_found(self):
+        # Steps past max(2 %, 3 sigma) with 3 or 4 points on the short side, either end.
+        rng = random.Random(21)
+        for n, at in ((14, 4), (14, 3), (14, 10), (14, 11), (10, 3), (20, 17)):
+            for noise, step in ((0.005, 0.05), (0.01, 0.08), (0.0, 7.5)):
+                with self.subTest(n=n, at=at, noise=noise, step=step):
+                    values = noisy(rng, n, noise=noise, step_at=at, step=step)
+                    self.assertEqual([c.index for c in changepoint.detect(values)], [at])
+
+    def test_short_flat_and_drifting_series_stay_quiet(self):
+        rng = random.Random(22)
+        alarms = 0
+        for trial in range(300):
+            n = 8 + trial % 25
+            alarms += bool(changepoint.detect(noisy(rng, n, noise=0.01, drift=0.0005 * (trial % 2))))
+        self.assertEqual(alarms, 0)
+
+    def test_one_outlier_is_not_a_short_side(self):
+        rng = random.Random(23)
+        for at in (0, 1, 2, 11, 12, 13):
+            values = noisy(rng, 14, noise=0.01)
+            values[at] *= 1.3
+            self.assertEqual(changepoint.detect(values), [], at)
+
+    def test_off_without_sigma_as_before(self):
+        values = [1.0] * 4 + [8.5] * 10
+        self.assertEqual(changepoint.e_divisive(values), [])
+        self.assertEqual([i for i, _, _ in changepoint.e_divisive(values, short_sigma=0.0)], [4])

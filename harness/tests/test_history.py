@@ -430,13 +430,94 @@ class ShortSeriesTest(HistoryTestCase):
         from meshgate.timeline import changepoint
 
         needed = timeline_series.fewest_points_to_judge()
-        self.assertEqual(needed, 14)  # 2 / C(14, 7) = 0.00058 <= P_THRESHOLD < 2 / C(13, 6)
+        # The permutation test alone needs 14 (2 / C(14, 7) = 0.00058 <= P_THRESHOLD <
+        # 2 / C(13, 6)); the short-side test judges a clear step from SHORT_MIN_POINTS on.
+        self.assertEqual(needed, changepoint.SHORT_MIN_POINTS)
+        self.assertEqual(needed, 8)
 
         def clean_step(n):
             return [1.0 + 0.001 * i for i in range(n // 2)] + [2.0 + 0.001 * i for i in range(n - n // 2)]
 
         self.assertEqual([c.index for c in changepoint.detect(clean_step(needed))], [needed // 2])
+        self.assertEqual(changepoint.detect(clean_step(needed - 1)), [])
         self.assertEqual(changepoint.detect(clean_step(2 * changepoint.MIN_SEGMENT)), [])
+
+    def test_a_large_step_near_the_start_of_a_short_series_is_found(self):
+        # The report: 14 commits, 4 at 15.8 ns then 10 at 135 ns; `history changes` said "no
+        # change points", as a 4-point side can never reach p <= 0.001 by permutation.
+        for before, after in ((4, 10), (3, 11), (5, 9), (10, 4), (11, 3)):
+            with self.subTest(before=before, after=after):
+                rng = random.Random(before * 100 + after)
+                db = self.dir / f"h-{before}-{after}.sqlite"
+                paths = [self.write(f"n-{before}-{after}-{i}.json",
+                                    results(sha(i, f"{before}/{after}"), night(i),
+                                            [row("s/a", runs_at(rng, 15.8e-9 if i < before else 135e-9))]))
+                         for i in range(before + after)]
+                code, _, err = meshgate("history", "add", *map(str, paths), "--db", str(db))
+                self.assertEqual(code, 0, err)
+                out = self.dir / f"c-{before}-{after}.json"
+                code, stdout, err = meshgate("history", "changes", "--db", str(db), "--json", str(out))
+                self.assertEqual(code, 0, err)
+                found = json.loads(out.read_text())["changes"]
+                self.assertEqual([(c["kind"], c["commit"]) for c in found],
+                                 [("slower", sha(before, f"{before}/{after}"))], stdout)
+                self.assertNotIn("too short", stdout)
+
+
+class AncestryOrderTest(HistoryTestCase):
+    """A series follows git's first-parent line, not the order the runs started in: commits
+    backfilled later land where they belong."""
+
+    def git(self, *args: str) -> str:
+        import subprocess
+        return subprocess.run(["git", "-C", str(self.repo), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    def setUp(self):
+        super().setUp()
+        self.repo = self.dir / "repo"
+        self.repo.mkdir()
+        self.git("init", "-q")
+        self.git("config", "user.email", "t@example.com")
+        self.git("config", "user.name", "t")
+        self.commits = []
+        for i in range(16):
+            (self.repo / "f").write_text(str(i))
+            self.git("add", "f")
+            self.git("commit", "-q", "-m", f"c{i}")
+            self.commits.append(self.git("rev-parse", "HEAD"))
+
+    def test_backfilled_commits_take_their_place_in_the_line(self):
+        # Nights measured the even commits first, then someone backfilled the odd ones: start
+        # times zig-zag against the commits. The step is at commit 9.
+        rng = random.Random(5)
+        order = list(range(0, 16, 2)) + list(range(1, 16, 2))
+        paths = []
+        for n, i in enumerate(order):
+            level = 1e-3 if i < 9 else 1.25e-3
+            paths.append(self.write(f"run-{n:02d}.json",
+                                    results(self.commits[i][:7], night(n), [row("s/a", runs_at(rng, level))])))
+        code, _, err = self.add(*paths)
+        self.assertEqual(code, 0, err)
+        series = history.read_series(self.db, repo=self.repo)[0]
+        self.assertEqual([c.commit for c in series.commits], [c[:7] for c in self.commits])
+        out = self.dir / "changes.json"
+        code, stdout, err = meshgate("history", "changes", "--db", str(self.db), "--json", str(out),
+                                     "--repo", str(self.repo))
+        self.assertEqual(code, 0, err)
+        found = [(c["kind"], c["commit"], c["last_good"]) for c in json.loads(out.read_text())["changes"]]
+        self.assertEqual(found, [("slower", self.commits[9][:7], self.commits[8][:7])], stdout)
+        # Without the repository's line, start-time order is all there is.
+        unordered = history.read_series(self.db)[0]
+        self.assertEqual([c.commit for c in unordered.commits], [self.commits[i][:7] for i in order])
+
+    def test_commits_off_the_line_keep_their_place_after_their_predecessor(self):
+        line = ["a" * 40, "b" * 40, "c" * 40]
+        s = timeline_series.Series("s/a", "m", [
+            timeline_series.CommitPoint(sha, "", 0.0, ["pass"], [1.0], None)
+            for sha in ("cccc", "side1", "aaaa", "side2", "bbbb")])
+        timeline_series.order_by_ancestry([s], line)
+        self.assertEqual([c.commit for c in s.commits], ["aaaa", "side2", "bbbb", "cccc", "side1"])
 
 
 class PlotAxisTest(HistoryTestCase):

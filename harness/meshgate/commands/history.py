@@ -29,7 +29,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _open_series(args: argparse.Namespace, command: str, patterns: Sequence[str] = ()) -> Optional[list[Series]]:
     try:
-        return history.read_series(pathlib.Path(args.db), patterns)
+        return history.read_series(pathlib.Path(args.db), patterns,
+                                   repo=pathlib.Path(args.repo) if args.repo else files.source_root())
     except HistoryError as e:
         print(f"meshgate history {command}: {e}", file=sys.stderr)
         return None
@@ -76,6 +77,9 @@ def register(subparsers: Any) -> None:
                     "means (timing) and exact comparison (status, deterministic signals).")
     actions = parser.add_subparsers(dest="history_command", metavar="ACTION", required=True)
     db_help = "history database (default: reports/history.sqlite)"
+    repo_help = ("git repository whose first-parent line orders each series' commits (default: "
+                 "the project or checkout meshgate works in); commits it does not know keep the "
+                 "order of their runs' start times")
 
     p_add = actions.add_parser("add", help="add the points of results files (one transaction)")
     p_add.add_argument("results", nargs="+", metavar="RESULTS.json",
@@ -86,10 +90,12 @@ def register(subparsers: Any) -> None:
     p_changes = actions.add_parser("changes", help="change points: first bad commit per case")
     p_changes.add_argument("--db", default=str(history.default_db()), help=db_help)
     p_changes.add_argument("--json", metavar="F", help="also write {\"changes\": [...]} to F")
+    p_changes.add_argument("--repo", metavar="DIR", help=repo_help)
     p_changes.set_defaults(func=_cmd_changes)
 
     p_show = actions.add_parser("show", help="table and plots of the series of some cases")
     p_show.add_argument("cases", nargs="*", metavar="CASES", help="case ids or patterns (default: all)")
     p_show.add_argument("--db", default=str(history.default_db()), help=db_help)
     p_show.add_argument("--out", metavar="DIR", help="report directory (default: reports/history-<time>)")
+    p_show.add_argument("--repo", metavar="DIR", help=repo_help)
     p_show.set_defaults(func=_cmd_show)

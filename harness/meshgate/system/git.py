@@ -105,3 +105,13 @@ def commit_info(repo: pathlib.Path, commit: str) -> dict[str, str]:
     proc = run_git(repo, "log", "-1", "--format=%H%x00%s%x00%an <%ae>%x00%aI", commit)
     sha, subject, author, date = (proc.stdout.rstrip("\n").split("\x00") + ["", "", "", ""])[:4]
     return {"sha": sha or commit, "subject": subject, "author": author, "date": date}
+
+
+def first_parent_lineage(repo: pathlib.Path, rev: str = "HEAD") -> list[str]:
+    """The full hashes of `rev`'s first-parent line, oldest first (the order the main branch
+    was built in, whatever order its commits were later measured in); [] where `repo` is no
+    git repository or `rev` does not resolve."""
+    proc = run_git(repo, "rev-list", "--first-parent", "--reverse", rev)
+    if proc.returncode != 0:
+        return []
+    return proc.stdout.split()

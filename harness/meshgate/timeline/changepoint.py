@@ -45,9 +45,32 @@ Two stages:
    candidates are removed weakest first and their neighbours re-measured, because removing one
    widens the neighbourhoods of the others.
 
+A second test for short sides. The permutation test cannot reject what few arrangements there
+are: a split of m points from n can be no rarer than 2 / C(n, m) among the shufflings (the m
+points all highest or all lowest, at either end), so 4 points against 10 (2 / 1001) can never
+reach p <= 0.001, however large the step. Where a segment's best split is that short (its
+floor 2 / C(n, m) is above P_THRESHOLD / 4, so that the permutation test is at best a coin
+toss), and the permutation test did not accept it, the split is tested instead by the size of
+its step against the noise: with sigma the larger of the series' point-to-point noise above,
+the pooled scatter of the two sides about their means, and MIN_EFFECT / NOISE_FACTOR (so that a
+short series whose few differences came out small cannot make any wobble significant), the
+medians of up to NEIGHBOURHOOD points each side differ by z standard errors,
+
+    z = |after / before - 1| / (sigma * 1.2533 * sqrt(1/m + 1/k))     (1.2533: a median's s.e.)
+
+and the split is accepted when the two-sided normal p of z is <= P_THRESHOLD and every point
+of the short side lies past the midpoint of the two medians (a short side that straddles the
+step, the first slow nights after it and a fast one before them, would name the wrong commit:
+the true split waits for MIN_SEGMENT points on its side). Needing
+SHORT_MIN_POINTS (8) points in the whole series, so that sigma rests on 7 differences. The
+minimum-effect filter then applies to it as to every candidate, so a short-side step is reported
+when it is at least max(2 %, 3 sigma) and has MIN_SEGMENT (3) points on each side. Its price in
+false alarms is measured by bench/change_points_vs_otava.py (docs/gate.md has the numbers).
+
 The reported ratio is median(after) / median(before) over those neighbourhoods, p the
-permutation p-value with which E-divisive accepted the split, and `index` the first point
-after the change (the first bad commit when the series is one value per commit).
+p-value with which the split was accepted (the permutation test's, or the short-side test's),
+and `index` the first point after the change (the first bad commit when the series is one
+value per commit).
 """
 
 from __future__ import annotations
@@ -68,6 +91,12 @@ NEIGHBOURHOOD = 10
 MIN_EFFECT = 0.02
 NOISE_FACTOR = 3.0
 SEED = 20240601
+# The short-side test (module documentation): the fewest points of a series it looks at, and
+# how far above P_THRESHOLD the permutation test's floor must be for a split to count as short.
+SHORT_MIN_POINTS = 8
+SHORT_FLOOR_FACTOR = 0.25
+# A median's standard error is 1.2533 sigma / sqrt(n) for normal noise.
+_MEDIAN_SE = 1.2533
 
 # sigma of a normal sample = 1.4826 MAD.
 _MAD_TO_SIGMA = 1.4826
@@ -157,6 +186,38 @@ class _Segment:
         return self.null[r]
 
 
+def permutation_floor(n: int, m: int) -> float:
+    """The smallest p the permutation test can give a split of `m` points from `n`: the share
+    of the shufflings that put the same points on the short side, at either end."""
+    return 2.0 / math.comb(n, min(m, n - m))
+
+
+def short_side_p(values: Sequence[float], a: int, tau: int, b: int, sigma: float,
+                 width: int = NEIGHBOURHOOD) -> Optional[float]:
+    """The short-side test's two-sided p for the split of segment [a, b) at tau (module
+    documentation), or None where the step's ratio is undefined."""
+    ratio, before, after, m, k = step_ratio(values, tau, a, b, width)
+    if ratio is None or m < 2 or k < 2:
+        return None
+    left, right = values[max(a, tau - width):tau], values[tau:min(b, tau + width)]
+    # The short side must be all on its own side of the step: every point past the midpoint
+    # of the two medians. Otherwise it straddles a step whose true short side is shorter than
+    # MIN_SEGMENT (the first two slow nights after a step, with one fast night before them),
+    # and the split would name the wrong commit.
+    middle = (before + after) / 2.0
+    for side, above in ((left, before > middle), (right, after > middle)):
+        if len(side) == min(m, k) and any((x > middle) != above for x in side):
+            return None
+    # The scatter of the two sides about their own means, pooled, relative to the level before:
+    # the noise right at the split, where the series' sigma (from first differences over the
+    # whole series, few of them in a short one) may have come out low by chance.
+    squares = sum((x - statistics.fmean(side)) ** 2 for side in (left, right) for x in side)
+    local = math.sqrt(squares / (m + k - 2)) / before
+    sigma = max(sigma, local, MIN_EFFECT / NOISE_FACTOR)
+    z = abs(ratio - 1.0) / (sigma * _MEDIAN_SE * math.sqrt(1.0 / m + 1.0 / k))
+    return math.erfc(z / math.sqrt(2.0))
+
+
 def _segment_seed(seed: int, offset: int, a: int, b: int) -> int:
     # Integers only: stable across processes (str hashes are salted).
     return (((seed * 1000003) ^ offset) * 1000003 + a * 10007 + b) & 0xFFFFFFFFFFFF
@@ -169,11 +230,14 @@ def e_divisive(
     permutations: int = PERMUTATIONS,
     seed: int = SEED,
     offset: int = 0,
+    short_sigma: Optional[float] = None,
 ) -> list[tuple[int, float, float]]:
     """Hierarchical E-divisive with a permutation test on one window of `values`.
 
     Returns (index, p, qhat) per significant split, index = first point of the right side,
-    in the order they were found. `offset` only varies the seeds (the window's position)."""
+    in the order they were found. `offset` only varies the seeds (the window's position).
+    `short_sigma`: the series' relative noise, which turns on the short-side test for splits
+    the permutation test cannot judge (module documentation); None leaves it off."""
     n = len(values)
     if n < 2 * min_segment:
         return []
@@ -193,9 +257,21 @@ def e_divisive(
                 reached += 1
                 if reached > allowed:
                     break
-        if reached > allowed:
-            break
         p = (reached + 1) / (permutations + 1)
+        if reached > allowed:
+            # The permutation test cannot reject a split whose side is too short to be rare:
+            # those, strongest first, get the short-side test instead.
+            best = None
+            if short_sigma is not None:
+                for s in sorted(candidates, key=lambda s: (-s.qhat, s.a)):
+                    if permutation_floor(s.n, s.tau - s.a) <= p_threshold * SHORT_FLOOR_FACTOR:
+                        continue
+                    short_p = short_side_p(values, s.a, s.tau, s.b, short_sigma)
+                    if short_p is not None and short_p <= p_threshold:
+                        best, p = s, short_p
+                        break
+            if best is None:
+                break
         found.append((best.tau, p, best.qhat))
         i = segments.index(best)
         left = _Segment(values, best.a, best.tau, min_segment, _segment_seed(seed, offset, best.a, best.tau))
@@ -292,11 +368,14 @@ def detect(
         return []
     window = max(window, 2 * min_segment)
     candidates: dict[int, tuple[float, float]] = {}
+    sigma = relative_noise(values)
+    short_sigma = sigma if n >= SHORT_MIN_POINTS else None
     start = 0
     step = max(1, window // 2)
     while True:
         end = min(start + window, n)
-        found = e_divisive(values[start:end], p_threshold, min_segment, permutations, seed, offset=start)
+        found = e_divisive(values[start:end], p_threshold, min_segment, permutations, seed, offset=start,
+                           short_sigma=short_sigma)
         for index, p, qhat in found:
             index += start
             if index not in candidates or p < candidates[index][0]:
@@ -309,5 +388,4 @@ def detect(
             break
     if not candidates:
         return []
-    sigma = relative_noise(values)
     return _filter(values, candidates, sigma, min_segment, min_effect, noise_factor, neighbourhood)

@@ -32,7 +32,8 @@ from ..core import files
 from ..core import results as _results
 from ..gate import signals as _signals
 from ..gate.compare import run_medians
-from .series import STATUS_RANK, HistoryError, Series, series_from_points
+from ..system import git
+from .series import STATUS_RANK, HistoryError, Series, order_by_ancestry, series_from_points
 
 
 def default_db() -> pathlib.Path:
@@ -278,7 +279,12 @@ def load_series(conn: sqlite3.Connection, patterns: Sequence[str] = ()) -> list[
     return series_from_points(rows, db, patterns)
 
 
-def read_series(db_path: pathlib.Path, patterns: Sequence[str] = ()) -> list[Series]:
-    """The series of the database at `db_path` (which must exist and hold history)."""
+def read_series(db_path: pathlib.Path, patterns: Sequence[str] = (),
+                repo: Optional[pathlib.Path] = None) -> list[Series]:
+    """The series of the database at `db_path` (which must exist and hold history); with
+    `repo`, each series' commits in the first-parent order of its HEAD (order_by_ancestry)."""
     with contextlib.closing(open_db(pathlib.Path(db_path), create=False)) as conn:
-        return load_series(conn, patterns)
+        series_list = load_series(conn, patterns)
+    if repo is not None:
+        order_by_ancestry(series_list, git.first_parent_lineage(pathlib.Path(repo)))
+    return series_list

@@ -1,6 +1,8 @@
 """The nightly series of the history and their change points, pure: a series is one case on one
-machine class, its points grouped per commit in the order of the runs' start times (several
-runs of one commit make one value: the median of all their per-run medians, docs/gate.md).
+machine class, its points grouped per commit (several runs of one commit make one value: the
+median of all their per-run medians, docs/gate.md), its commits in git's first-parent order
+where the repository knows them (`order_by_ancestry`: a backfilled older commit lands where it
+belongs, not where its run's start time puts it), else in the order of the runs' start times.
 
 Changes per series (see changepoint.py for the statistics):
 - `slower` / `faster`: E-divisive means with a permutation test on the per-commit medians of
@@ -125,6 +127,37 @@ def series_from_points(points: Iterable[tuple], where: str, patterns: Sequence[s
     return sorted(out, key=lambda s: (s.case, s.machine))
 
 
+def order_by_ancestry(series_list: Iterable[Series], lineage: Sequence[str]) -> None:
+    """Puts each series' commits in the order of `lineage` (full hashes, oldest first: the
+    first-parent line of the branch measured), in place. A commit is matched by its hash or a
+    prefix of it (runs record short hashes). Commits off the lineage (a side branch, a commit
+    the repository does not have) keep their place after the lineage commit that preceded them
+    in start-time order."""
+    if not lineage:
+        return
+    full = {sha: i for i, sha in enumerate(lineage)}
+    by_prefix: dict[str, int] = {}
+
+    def position(commit: str) -> Optional[int]:
+        if commit in full:
+            return full[commit]
+        if commit not in by_prefix:
+            hits = [i for sha, i in full.items() if len(commit) >= 4 and sha.startswith(commit.lower())]
+            by_prefix[commit] = hits[0] if len(hits) == 1 else -1
+        return None if by_prefix[commit] < 0 else by_prefix[commit]
+
+    for s in series_list:
+        keyed, anchor = [], (-1, 0)
+        for order, cp in enumerate(s.commits):
+            at = position(cp.commit)
+            if at is not None:
+                anchor = (at, 0)
+                keyed.append(((at, 0, order), cp))
+            else:
+                keyed.append(((anchor[0], 1, order), cp))
+        s.commits = [cp for _, cp in sorted(keyed, key=lambda item: item[0])]
+
+
 def _ratio_around(timed: list[tuple[int, float]], position: int, timing_changes: list[int],
                   width: int = changepoint.NEIGHBOURHOOD) -> Optional[float]:
     """median after / median before of up to `width` timed commits each side of `position`,
@@ -203,14 +236,14 @@ class ShortSeries:
 def fewest_points_to_judge(p_threshold: float = changepoint.P_THRESHOLD,
                            min_segment: int = changepoint.MIN_SEGMENT) -> int:
     """The fewest points in which the change-point test can report any step. Its permutation
-    p-value estimates the share of shufflings of the series that split it as well as the
-    series itself; for the clearest step there is, two flat halves of n points, that share is
-    2 / C(n, n // 2) (the halves either way round), and a step is reported only when p is at
-    most `p_threshold`. Nor does the test look at fewer than two segments of `min_segment`."""
+    test alone needs the clearest split there is, two flat halves of n points, to be rare
+    enough among the shufflings (2 / C(n, n // 2) <= `p_threshold`: 14 points at 0.001); the
+    short-side test (changepoint.py) judges a large enough step from SHORT_MIN_POINTS on.
+    Neither looks at fewer than two segments of `min_segment`."""
     n = 2 * min_segment
     while 2 / math.comb(n, n // 2) > p_threshold:
         n += 1
-    return n
+    return max(2 * min_segment, min(n, changepoint.SHORT_MIN_POINTS))
 
 
 def short_series(series_list: Iterable[Series], changes: Iterable[Change]) -> list[ShortSeries]:
