@@ -436,3 +436,59 @@ class AbCommandEndToEndTest(unittest.TestCase):
 
         # A second A/B reuses both worktrees and their builds.
         self.assertEqual(run_ab(argv, env)[0], 1)
+
+
+class PremergeSelectionTest(unittest.TestCase):
+    """ci/premerge's timing step selects what plain `meshgate ab` selects: every case with a
+    `perf:` block is timed before merge, whatever its tags (the CPU GEMM timed cases are tagged
+    smoke, not perf)."""
+
+    REPO = pathlib.Path(__file__).resolve().parents[2]
+
+    def premerge_ab_arguments(self, *extra: str) -> list:
+        with tempfile.TemporaryDirectory() as tmp:
+            record = pathlib.Path(tmp) / "argv.json"
+            driver = pathlib.Path(tmp) / "driver"
+            driver.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                              f"open({str(record)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+            driver.chmod(0o755)
+            env = dict(os.environ, MESHGATE_PREMERGE_STEPS="perf", MESHGATE_BASE="HEAD",
+                       MESHGATE_DRIVER=str(driver))
+            proc = subprocess.run([str(self.REPO / "ci" / "premerge"), *extra], cwd=self.REPO, env=env,
+                                  capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            return json.loads(record.read_text())
+
+    @staticmethod
+    def request(argv: list) -> ab.AbRequest:
+        parser = argparse.ArgumentParser()
+        ab_command.register(parser.add_subparsers())
+        return ab_command.request_from_args(parser.parse_args(argv))
+
+    def test_premerge_selects_what_ab_selects(self):
+        argv = self.premerge_ab_arguments()
+        self.assertEqual(argv, ["ab", "--base", "HEAD", "--candidate", "HEAD"])
+        premerge = self.request(argv).cases
+        plain = self.request(["ab", "--base", "HEAD", "--candidate", "HEAD"]).cases
+        self.assertEqual(premerge, plain)
+        self.assertFalse(premerge.asks())
+
+        # On a listing like cases/'s: a perf case tagged smoke, one tagged perf, a smoke case
+        # without timing, and an untagged, untimed case.
+        listing = [{"id": "gemm/bias-cpu", "tags": ["smoke"], "perf": {"runs": 5}},
+                   {"id": "coll/all-reduce-8MiB", "tags": ["perf"], "perf": {"runs": 5}},
+                   {"id": "layout/coalesce", "tags": ["smoke"]},
+                   {"id": "mesh/big", "tags": ["nightly"]}]
+
+        class Listing:
+            def list_cases(self, side, selection):
+                return listing
+
+        side = repeats.Side("base", "HEAD", "a" * 40, runner=["runner"], case_paths=["cases"])
+        selected, timed = ab.experiment_cases(Listing(), side, [], premerge)
+        self.assertEqual(timed, ["gemm/bias-cpu", "coll/all-reduce-8MiB"])
+        self.assertEqual(selected, ["gemm/bias-cpu", "coll/all-reduce-8MiB", "layout/coalesce"])
+
+    def test_extra_arguments_still_reach_ab(self):
+        argv = self.premerge_ab_arguments("--runs", "15", "--tag", "perf")
+        self.assertEqual(argv, ["ab", "--base", "HEAD", "--candidate", "HEAD", "--runs", "15", "--tag", "perf"])

@@ -189,7 +189,7 @@ class RealAbCommandTest(unittest.TestCase):
         out = pathlib.Path("/tmp/x")
         request = nightly.ab_request(LAST_GOOD, HEAD, out, options)
         self.assertEqual((request.base, request.candidate, request.cases.tags, request.out),
-                         (LAST_GOOD, HEAD, ["perf"], out))
+                         (LAST_GOOD, HEAD, (), out))  # ab's own selection: every perf: case
         self.assertEqual((request.backend, request.ranks, request.impl, request.runs, request.preset,
                           request.cases.cases, request.cases.suites, request.cases.case_patterns),
                          ("threads", None, None, 15, None, ["cases/perf"], (), ()))

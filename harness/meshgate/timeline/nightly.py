@@ -4,7 +4,7 @@ baseline, then timing as an interleaved A/B of the last good commit against HEAD
 1. `meshgate run` of every case (cases/, all tags) into OUT/run.
 2. `meshgate baseline check` of those results against baselines/signals: a changed plan or
    signal, or a case that passed and now fails, is red. No timing is involved.
-3. Timing: `meshgate ab --base <last good> --candidate <HEAD> --tag perf`, both builds on this
+3. Timing: `meshgate ab --base <last good> --candidate <HEAD>` (every perf: case), both builds on this
    machine tonight, interleaved (docs/gate.md): never a number stored on another day.
    The last good commit comes from --last-good REV, else from the state file (default
    reports/nightly/last-good.json). The first night has none: it says so and gates on the
@@ -169,9 +169,10 @@ def run_request(options: Options, out_dir: pathlib.Path) -> session.RunRequest:
 
 
 def ab_request(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -> AbRequest:
-    """Step 3's A/B: `meshgate ab --base BASE --candidate CANDIDATE --tag perf [CASES]` with the
-    night's backend, ranks, implementation, runs and preset."""
-    return AbRequest(base=base, candidate=candidate, cases=CaseFilter(cases=list(options.cases), tags=["perf"]),
+    """Step 3's A/B: `meshgate ab --base BASE --candidate CANDIDATE [CASES]` with the night's
+    backend, ranks, implementation, runs and preset: with no CASES, what plain `ab` selects
+    (every case with a `perf:` block timed, whatever its tags), as ci/premerge does."""
+    return AbRequest(base=base, candidate=candidate, cases=CaseFilter(cases=list(options.cases)),
                      runs=options.runs if options.runs is not None else _ab.DEFAULT_RUNS,
                      backend=options.backend, ranks=options.ranks, impl=options.impl, preset=options.preset,
                      out=out_dir)
@@ -247,7 +248,7 @@ def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Pa
     db = pathlib.Path(options.db)
     try:
         runs, points, _ = _history.add(db, [results_path], None if results is None else [results])
-        series = _history.read_series(db)
+        series = _history.read_series(db, repo=pathlib.Path(options.repo))
     except _history.HistoryError as e:
         return [], [], f"history not updated: {e}"
     changes = [c.to_json() for c in _series.all_changes(series)]
