@@ -183,6 +183,57 @@ class NightlyTest(NightlyTestCase):
                          ("mpi", 8, 60.0, None, None))
 
 
+class AbRegressionTest(NightlyTestCase):
+    """A confirmed regression of the timing A/B is named in nightly.md and bisected."""
+
+    SLOW = "collectives-x/all-reduce-4"
+
+    def ab_with_regression(self):
+        ab = FakeAb(1, "confirmed regression or correctness failure (4 pass, 1 regression, 1 inconclusive)")
+
+        def call(base, candidate, out_dir, options):
+            verdict = ab(base, candidate, out_dir, options)
+            verdict.regressing = [nightly.Regressing(self.SLOW, "regression",
+                                                     "slower by 9.1 % (gate 2.0 %), p = 8.2e-05, q = 0.00049, "
+                                                     "95 % CI [1.071, 1.113]", confirmed=True, ratio=1.091, p=8.2e-05)]
+            return verdict
+        return call
+
+    def test_a_confirmed_regression_is_named_and_bisected(self):
+        self.record(LAST_GOOD)
+        bisect = FakeBisect(0)
+        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state,
+                                  repo=self.dir, db=self.dir / "history.sqlite")
+        outcome = nightly.nightly(options, run_cases=self.fake_run, ab=self.ab_with_regression(),
+                                  head=lambda repo: (HEAD, False), log=lambda *_: None, bisect=bisect)
+        self.assertEqual(bisect.calls, [(LAST_GOOD, HEAD, self.SLOW)])
+        self.assertEqual(outcome.exit_code, 1)
+        report = (self.dir / "out" / "nightly.md").read_text()
+        self.assertIn(f"  - `{self.SLOW}`: regression: slower by 9.1 % (gate 2.0 %)", report)
+        self.assertIn("## Confirmed regressions of the A/B, bisected", report)
+        self.assertIn("bisect-ab-1/revert.md", report)
+        self.assertIn(f"culprit {HEAD[:12]}", report)
+        data = json.loads((self.dir / "out" / "nightly.json").read_text())
+        self.assertEqual(data["timing"]["regressing"][0]["case"], self.SLOW)
+        self.assertEqual(data["timing"]["bisections"][0]["culprit"], HEAD)
+
+    def test_no_bisect_prints_the_exact_bisect_command(self):
+        self.record(LAST_GOOD)
+        bisect = FakeBisect(0)
+        options = nightly.Options(out=self.dir / "out", signals=self.signals_dir, state=self.state,
+                                  repo=self.dir, db=self.dir / "history.sqlite", bisect=False, runs=15,
+                                  backend="mpi", ranks=4)
+        lines = []
+        nightly.nightly(options, run_cases=self.fake_run, ab=self.ab_with_regression(),
+                        head=lambda repo: (HEAD, False), log=lines.append, bisect=bisect)
+        self.assertEqual(bisect.calls, [])
+        command = (f"meshgate bisect --good {LAST_GOOD} --bad {HEAD} --case {self.SLOW} "
+                   f"--backend mpi --ranks 4 --runs 15")
+        self.assertIn(command, "\n".join(lines))
+        self.assertIn(f"`{command}`", (self.dir / "out" / "nightly.md").read_text())
+        self.assertEqual(nightly.bisect_command(LAST_GOOD, HEAD, self.SLOW, options), command)
+
+
 class RealAbCommandTest(unittest.TestCase):
     def test_the_ab_runs_meshgate_ab_on_the_perf_cases(self):
         options = nightly.Options(backend="threads", runs=15, cases=["cases/perf"])
@@ -212,6 +263,18 @@ class RealAbCommandTest(unittest.TestCase):
             self.assertEqual(verdict.code, 1)
             self.assertIn("2 pass, 1 regression", verdict.summary)
             self.assertEqual(verdict.report, out / "report.md")
+            self.assertEqual([(r.case, r.verdict) for r in verdict.regressing], [("s/c", "regression")])
+
+    def test_every_regressing_case_is_named_with_its_verdict_line(self):
+        comparison = Comparison([
+            CaseVerdict("s/a", "pass"),
+            CaseVerdict("s/b", "regression", note="slower by 6.0 % (gate 2.0 %), p = 0.0001", confirmed=True),
+            CaseVerdict("s/c", "correctness", note="pass -> fail", message="wrong layout"),
+            CaseVerdict("s/d", "inconclusive", note="not significant")])
+        found = nightly.regressing_cases(comparison)
+        self.assertEqual([(r.case, r.verdict, r.line, r.confirmed) for r in found],
+                         [("s/b", "regression", "slower by 6.0 % (gate 2.0 %), p = 0.0001", True),
+                          ("s/c", "correctness", "pass -> fail", False)])
 
 
 class FakeBisect:

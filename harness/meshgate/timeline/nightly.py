@@ -8,7 +8,10 @@ baseline, then timing as an interleaved A/B of the last good commit against HEAD
    machine tonight, interleaved (docs/gate.md): never a number stored on another day.
    The last good commit comes from --last-good REV, else from the state file (default
    reports/nightly/last-good.json). The first night has none: it says so and gates on the
-   signals only.
+   signals only. nightly.md names every case the A/B calls a regression or a correctness
+   failure, with its verdict line; each confirmed regression is bisected between the last
+   good commit and HEAD (`meshgate bisect --case ID`, into OUT/bisect-ab-<n>/), or, with
+   --no-bisect, nightly.md and the log give the exact `meshgate bisect` command.
 4. When the signals check and the timing gate pass, HEAD becomes the last good commit.
 5. History: the night's results go into the history database (`meshgate history add`, --db,
    default reports/history.sqlite) and `history changes` looks for change points over every
@@ -16,7 +19,8 @@ baseline, then timing as an interleaved A/B of the last good commit against HEAD
    <db>.handled.json) that is a regression — slower, or a pass turning into a failure — is
    bisected between its last good and first bad commit (`meshgate bisect --case ID`), into
    OUT/bisect-<n>/ with revert.md, and listed in nightly.md. Faster and plan changes are
-   reported, not bisected (plan changes already fail step 2 on the night they land).
+   reported, not bisected (plan changes already fail step 2 on the night they land), and a
+   case bisected tonight from the A/B's regression is not bisected again.
 
 Exit code: the largest of the run's (0 pass, 1 fail, 2 error), the signal check's (1 changed)
 and the A/B's (1 confirmed regression, 2 unusable); a bisection that names a culprit adds a 1.
@@ -36,10 +40,12 @@ import dataclasses
 import datetime as _dt
 import json
 import pathlib
+import shlex
 import sys
 from typing import Any, Callable, Optional, Union
 
 from ..core import files, jsonfile
+from ..core.markup import md_cell, md_code, summary_line
 from ..gate import ab as _ab
 from ..gate import store
 from ..gate.ab import AbRequest, CaseFilter
@@ -86,12 +92,29 @@ class Options:
 
 
 @dataclasses.dataclass
+class Regressing:
+    """One case the timing A/B called a regression or a correctness failure, with its verdict
+    line as the A/B's report states it."""
+    case: str
+    verdict: str  # the verdict as every report states it ("regression", "correctness", ...)
+    line: str  # why, in the A/B's words: the change, the gate, p, q and the CI
+    confirmed: bool = False  # a timing regression that a fresh batch repeated
+    ratio: Optional[float] = None
+    p: Optional[float] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
 class TimingVerdict:
     """What the timing gate decided: code 0 pass (or inconclusive), 1 confirmed regression or
-    correctness failure, 2 unusable; a one-line summary; where the evidence is."""
+    correctness failure, 2 unusable; a one-line summary; where the evidence is; every
+    regressing case with its verdict line."""
     code: int
     summary: str
     report: Optional[pathlib.Path] = None
+    regressing: list[Regressing] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -102,6 +125,12 @@ class Bisection:
     culprit: Optional[str] = None
     out: Optional[pathlib.Path] = None
     note: str = ""
+    command: str = ""  # the `meshgate bisect` command line of this bisection
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "exit_code": self.code, "culprit": self.culprit,
+                "revert": str(self.out / "revert.md") if self.out else None, "note": self.note,
+                "command": self.command}
 
 
 RunCases = Callable[[session.RunRequest], session.Execution]
@@ -191,7 +220,35 @@ def run_ab(base: str, candidate: str, out_dir: pathlib.Path, options: Options) -
     if outcome.comparison is not None:
         summary = f"{summary} ({outcome.counts() or 'no cases'})"
     report = out_dir / "report.md"
-    return TimingVerdict(outcome.code, summary, report if report.exists() else None)
+    return TimingVerdict(outcome.code, summary, report if report.exists() else None,
+                         regressing_cases(outcome.comparison))
+
+
+def regressing_cases(comparison: Any) -> list[Regressing]:
+    """The regressions and correctness failures of an A/B's comparison, regressions first."""
+    if comparison is None:
+        return []
+    out = []
+    for verdict in ("regression", "correctness"):
+        for v in comparison.by_verdict(verdict):
+            out.append(Regressing(case=v.id, verdict=v.level(), line=summary_line(v.note or v.message or ""),
+                                  confirmed=verdict == "regression" and v.confirmed is not False,
+                                  ratio=v.ratio, p=v.p))
+    return out
+
+
+def bisect_command(good: str, bad: str, case_id: str, options: Options) -> str:
+    """The `meshgate bisect` command line that bisects one case between two commits with the
+    night's options, as nightly itself would run it."""
+    words = ["meshgate", "bisect", "--good", good, "--bad", bad, "--case", case_id]
+    if options.backend != "threads":
+        words += ["--backend", options.backend]
+    for flag, value in (("--ranks", options.ranks), ("--impl", options.impl), ("--runs", options.runs),
+                        ("--preset", options.preset)):
+        if value is not None:
+            words += [flag, str(value)]
+    words += list(options.cases)
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def bisect_request(good: str, bad: str, case_id: str, out_dir: pathlib.Path,
@@ -241,10 +298,13 @@ def write_handled(db: pathlib.Path, keys: set[str]) -> None:
 
 
 def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Path, bisect: BisectFn,
-                   log=print, results: Optional[dict] = None) -> tuple[list[dict[str, Any]], list[Bisection], str]:
+                   log=print, results: Optional[dict] = None,
+                   ab_bisected: Optional[dict[str, str]] = None) -> tuple[list[dict[str, Any]], list[Bisection], str]:
     """Step 5: history add (of `results`, the document of results_path, when at hand), change
-    points, a bisection per new regressing change point. Returns (every change point, the new
-    ones with their bisections, a note on the history)."""
+    points, a bisection per new regressing change point (not again for a case `ab_bisected`,
+    case -> folder, already bisected tonight from the A/B). Returns (every change point, the
+    new ones with their bisections, a note on the history)."""
+    ab_bisected = ab_bisected or {}
     db = pathlib.Path(options.db)
     try:
         runs, points, _ = _history.add(db, [results_path], None if results is None else [results])
@@ -263,6 +323,11 @@ def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Pa
             entry.note = f"{change['kind']} change: reported, not bisected"
         elif not options.bisect:
             entry.note = "not bisected (--no-bisect)"
+            if change.get("last_good"):
+                entry.command = bisect_command(change["last_good"], change["commit"], change["case"], options)
+                log(f"== bisect {change['case']}: not run (--no-bisect); to bisect: {entry.command}")
+        elif change["kind"] == "slower" and change["case"] in ab_bisected:
+            entry.note = f"bisected tonight from the A/B's confirmed regression ({ab_bisected[change['case']]})"
         elif not change.get("last_good"):
             entry.note = "no earlier good commit in the history to bisect from"
         else:
@@ -278,6 +343,29 @@ def follow_history(options: Options, results_path: pathlib.Path, out: pathlib.Pa
     note = (f"{points} point(s) of {runs} run(s) added to {db}; {len(changes)} change point(s) "
             f"over {len(series)} series, {len(fresh)} new")
     return changes, bisections, note
+
+
+def bisect_ab_regressions(timing: TimingVerdict, good: str, bad: str, out: pathlib.Path, options: Options,
+                          bisect: BisectFn, log=print) -> list[Bisection]:
+    """Step 3b: each confirmed regression of the timing A/B bisected between the last good
+    commit and HEAD (out/bisect-ab-<n>), or with --no-bisect, the exact command that would."""
+    bisections = []
+    for n, case in enumerate([r for r in timing.regressing if r.verdict.startswith("regression") and r.confirmed], 1):
+        change = {"case": case.case, "kind": "slower", "commit": bad, "last_good": good, "ratio": case.ratio,
+                  "p": case.p, "machine": None, "detail": f"A/B {case.verdict}: {case.line}", "source": "ab"}
+        entry = Bisection(change=change, command=bisect_command(good, bad, case.case, options))
+        bisections.append(entry)
+        if not options.bisect:
+            entry.note = "not bisected (--no-bisect)"
+            log(f"== bisect {case.case}: not run (--no-bisect); to bisect: {entry.command}")
+            continue
+        entry.out = out / f"bisect-ab-{n}"
+        log(f"== bisect {case.case}: confirmed A/B regression between {good[:12]} and {bad[:12]} -> {entry.out}")
+        entry.code, doc = bisect(good, bad, case.case, entry.out, options)
+        entry.culprit = (doc or {}).get("culprit")
+        entry.note = ({0: f"culprit {entry.culprit[:12] if entry.culprit else '?'}", 1: "nothing reproduces"}
+                      .get(entry.code, "the bisection could not run"))
+    return bisections
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,6 +389,7 @@ class Outcome:
     history_note: str = ""
     changes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     bisections: list[Bisection] = dataclasses.field(default_factory=list)
+    ab_bisections: list[Bisection] = dataclasses.field(default_factory=list)  # of the A/B's regressions
 
     @property
     def timing_code(self) -> int:
@@ -308,7 +397,7 @@ class Outcome:
 
     @property
     def exit_code(self) -> int:
-        culprit = 1 if any(b.code == 0 for b in self.bisections) else 0
+        culprit = 1 if any(b.code == 0 for b in self.bisections + self.ab_bisections) else 0
         return max(self.run_code, self.signals_code, self.timing_code, culprit)
 
     def to_json(self) -> dict[str, Any]:
@@ -323,14 +412,14 @@ class Outcome:
             "last_good": self.last_good,
             "last_good_source": self.last_good_source,
             "timing": ({"exit_code": self.timing.code, "summary": self.timing.summary,
-                        "report": str(self.timing.report) if self.timing.report else None}
+                        "report": str(self.timing.report) if self.timing.report else None,
+                        "regressing": [r.to_json() for r in self.timing.regressing],
+                        "bisections": [b.to_json() for b in self.ab_bisections]}
                        if self.timing else {"exit_code": None, "summary": self.timing_note}),
             "recorded_last_good": self.recorded,
             "record_note": self.record_note,
             "history": {"note": self.history_note, "changes": self.changes,
-                        "bisections": [{"change": b.change, "exit_code": b.code, "culprit": b.culprit,
-                                        "revert": str(b.out / "revert.md") if b.out else None, "note": b.note}
-                                       for b in self.bisections]},
+                        "bisections": [b.to_json() for b in self.bisections]},
         }
 
     def markdown(self) -> str:
@@ -348,10 +437,21 @@ class Outcome:
             lines.append(f"- timing: interleaved A/B of last good {self.last_good[:12] if self.last_good else '?'} "
                          f"({self.last_good_source}) against HEAD: {self.timing.summary} "
                          f"(exit {self.timing.code}){where}")
+            for r in self.timing.regressing:
+                lines.append(f"  - {md_code(r.case)}: {md_cell(r.verdict)}: {md_cell(r.line)}")
         else:
             lines.append(f"- timing: {self.timing_note}")
         lines.append(f"- last good: {self.record_note}")
         lines.append(f"- history: {self.history_note or 'not updated'}")
+        if self.ab_bisections:
+            lines += ["", "## Confirmed regressions of the A/B, bisected", "",
+                      "| case | verdict | last good | HEAD | bisection |", "|---|---|---|---|---|"]
+            for b in self.ab_bisections:
+                c = b.change
+                where = f" (`{b.out.name}/revert.md`)" if b.out else ""
+                note = md_cell(b.note) + (f"; to bisect: {md_code(b.command)}" if not b.out else "")
+                lines.append(f"| {md_code(c['case'])} | {md_cell(c['detail'])} | {c['last_good'][:12]} | "
+                             f"{c['commit'][:12]} | {note}{where} |")
         if self.bisections:
             lines += ["", "## New change points", "", "| case | kind | last good | first bad | ratio | p | bisection |",
                       "|---|---|---|---|---:|---:|---|"]
@@ -359,7 +459,8 @@ class Outcome:
                 c = b.change
                 ratio = f"{c['ratio']:.3f}" if isinstance(c.get("ratio"), (int, float)) else "-"
                 p = f"{c['p']:.2g}" if isinstance(c.get("p"), (int, float)) else "-"
-                where = f" (`{b.out.name}/revert.md`)" if b.out else ""
+                where = f" (`{b.out.name}/revert.md`)" if b.out else (
+                    f"; to bisect: {md_code(b.command)}" if b.command else "")
                 lines.append(f"| `{c['case']}` | {c['kind']} | {(c.get('last_good') or '-')[:12]} | {c['commit'][:12]} | "
                              f"{ratio} | {p} | {b.note}{where} |")
         return "\n".join(lines) + "\n"
@@ -432,6 +533,8 @@ def nightly(options: Options, run_cases: RunCases = session.execute, ab: AbFn = 
     else:
         log(f"== timing: interleaved A/B of last good {outcome.last_good[:12]} against HEAD {sha[:12]}")
         outcome.timing = _verdict(ab(outcome.last_good, sha, out / "ab", options))
+        outcome.ab_bisections = bisect_ab_regressions(outcome.timing, outcome.last_good, sha, out,
+                                                      options, bisect, log)
 
     previous = outcome.last_good[:12] if outcome.last_good else "none"
     if outcome.signals_code != 0 or outcome.timing_code != 0:
@@ -447,7 +550,8 @@ def nightly(options: Options, run_cases: RunCases = session.execute, ab: AbFn = 
 
     log(f"== history: {results_path} -> {options.db}")
     outcome.changes, outcome.bisections, outcome.history_note = follow_history(
-        options, results_path, out, bisect, log, execution.document)
+        options, results_path, out, bisect, log, execution.document,
+        {b.change["case"]: b.out.name for b in outcome.ab_bisections if b.out})
     _finish(outcome, log)
     return outcome
 
