@@ -427,7 +427,7 @@ class CompareWithBaselineTest(unittest.TestCase):
             verdicts = {c["id"]: c["verdict"] for c in doc["cases"]}
             self.assertEqual(verdicts["collectives/all-reduce-8MiB"], "regression")
             self.assertEqual(verdicts["mesh/new-case"], "new")
-            self.assertTrue((out / "baseline-report.md").read_text().startswith("# meshgate compare: FAIL"))
+            self.assertTrue((out / "baseline-report.md").read_text().startswith("# meshgate run --baseline: FAIL"))
             self.assertTrue((out / "baseline-junit.xml").is_file())
 
     def test_baselines_root_resolves_to_this_machine_class(self):

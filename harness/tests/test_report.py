@@ -330,3 +330,46 @@ class MultiLineMessagesTest(unittest.TestCase):
         page = report.run_html(self.results())
         self.assertIn("<pre>rank 0: stopped when rank 1 failed; its process group was killed\n"
                       "rank 1: exited with 1; its stderr ended with:\n", page)
+
+
+class RunReportOrderTest(unittest.TestCase):
+    """report.md leads with what matters: failures, then performance, then folded details."""
+
+    def test_failures_then_performance_then_folded_details(self):
+        results = load("mesh_compat_run.json")
+        results["cases"].append({"id": "perf/one-run", "kind": "gemm", "status": "pass", "message": "",
+                                 "samples": {"time_s": [[1e-3, 1.1e-3, 0.9e-3]]}})
+        md = report.run_markdown(results)
+        order = [md.index(s) for s in ("## Failures", "## Performance", report.DETAILS_MARK,
+                                       "<details><summary>Layout-model disagreements (2 of 3 configurations; 1 in failing cases)",
+                                       "## Layout-model disagreements")]
+        self.assertEqual(order, sorted(order))
+        # The first screen: nothing of the disagreements before the details.
+        self.assertNotIn("disagreement", md[:md.index(report.DETAILS_MARK)])
+        self.assertIn("| `perf/one-run` | 1 | 1 ms | - (1 run) |", md)
+        section = render.Section("Deterministic signals", "PASS", "# x\n\n## Plan changes\n\nnone\n", "s.md")
+        with_section = report.run_markdown(results, [section])
+        self.assertLess(with_section.index("## Deterministic signals: PASS"), with_section.index(report.DETAILS_MARK))
+        page = report.run_html(results)
+        self.assertLess(page.index("<h2>Performance</h2>"), page.index("<details><summary>Layout-model"))
+
+    def test_one_rank_groups_have_no_bandwidth(self):
+        metrics = {"group_size": 1, "groups": 8,
+                   "sizes": [{"bytes": 1024, "time_s": 4e-8, "algbw_GBps": 25.6, "busbw_GBps": 0.0, "inplace": False},
+                             {"bytes": 1024, "time_s": 3.9e-11, "algbw_GBps": 26214.4, "busbw_GBps": 0.0,
+                              "inplace": True}]}
+        self.assertEqual(render._busbw_series(metrics), [])
+        row = {"id": "coll/all-reduce-1", "suite": "coll", "name": "all-reduce-1", "kind": "collective",
+               "status": "pass", "params": {"op": "all_reduce", "dtype": "float32", "reduce": "sum"},
+               "metrics": metrics}
+        md = report.run_markdown({"run": {"id": "r"}, "cases": [row]})
+        self.assertIn("| 1024 | - | float32 | sum | 0.04 | - | - | - | 0.00 | - | - | - |", md)
+        self.assertNotIn("26214.40", md)
+        self.assertNotIn("busbw", "".join(report._metric_plots(row)))
+
+    def test_each_commands_report_names_its_command(self):
+        comparison = compare.compare_results(load("base.json"), load("new.json"))
+        self.assertTrue(render.comparison_markdown(comparison).startswith("# meshgate compare: "))
+        comparison.command = "ab"
+        self.assertTrue(render.comparison_markdown(comparison).startswith("# meshgate ab: "))
+        self.assertIn("<title>meshgate ab", render.comparison_html(comparison))

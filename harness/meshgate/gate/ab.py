@@ -451,6 +451,7 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
         return AbOutcome(2, error=f"meshgate ab: {e}", out_dir=out_dir)
     candidate_results = {"schema": _results.SCHEMA, "run": comparison.new_run,
                          "cases": list(comparison.new_rows.values())}
+    comparison.command = "ab"
     render.write_comparison(out_dir, comparison, candidate_results)
     (out_dir / "ab.json").write_text(json.dumps(record, indent=1) + "\n")
     return AbOutcome(comparison.exit_code(), comparison, record, out_dir)

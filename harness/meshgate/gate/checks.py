@@ -116,6 +116,7 @@ def compare_with_baseline(results: dict[str, Any], results_path: pathlib.Path, b
         return TimingCheck(2, errors=[f"meshgate compare: {e}"])
     comparison = compare_results(base, results, floors, base_label=str(baseline_dir),
                                  new_label=str(results_path), max_gate=max_gate)
+    comparison.command = "run --baseline"
     render.write_comparison(out_dir, comparison, None, prefix="baseline-")
     lines = []
     if lacking:

@@ -52,6 +52,9 @@ class Comparison:
     fdr_q: float = stats.FDR_Q
     max_gate: float = stats.MAX_GATE
     calibrated: bool = False
+    # The command whose report this is ("compare", "ab", "bisect", "run --baseline"): reports
+    # are titled by it.
+    command: str = "compare"
     # The sides were separate runs, judged without --trust-separate-runs (see hold_back_separate).
     separate_runs: bool = False
     # The compared rows by case id, for reports that plot their metrics (not part of the JSON).

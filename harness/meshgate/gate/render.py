@@ -32,6 +32,10 @@ from .verdict import CaseVerdict
 # Sections of a run's report.md
 
 
+# The line below which a run's report.md is folded detail (run/report.py writes it).
+DETAILS_MARK = "<!-- details -->"
+
+
 @dataclasses.dataclass
 class Section:
     """A check's part of a run's report.md: `label: **headline**` under the title (so a CI job
@@ -52,7 +56,13 @@ def insert_section(report: str, section: Section) -> str:
     lines[insert_at:insert_at] = [verdict, ""]
     body = [("#" + line) if line.startswith(("## ", "### ")) else line
             for line in section.markdown.splitlines()[1:]]
-    lines += ["", f"## {section.label}: {section.headline}"] + body
+    added = ["", f"## {section.label}: {section.headline}"] + body + [""]
+    # Above the report's folded details where it marks them (run/report.py), else at the end.
+    mark = next((i for i, line in enumerate(lines) if line == DETAILS_MARK), None)
+    if mark is None:
+        lines += added
+    else:
+        lines[mark:mark] = added[1:]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -283,9 +293,18 @@ def _tflops_by_impl(metrics: dict[str, Any]) -> list[tuple[str, float]]:
     return []
 
 
+def one_rank_groups(metrics: dict[str, Any]) -> bool:
+    """Whether a collective ran over groups of one rank (metrics.group_size 1)."""
+    return metrics.get("group_size") == 1
+
+
 def _busbw_series(metrics: dict[str, Any], label: str = "") -> list[tuple[str, list[tuple[float, float]]]]:
     """busbw per size; one line per mode when the sizes were measured in and out of place
-    (one line through both would zigzag between two measurements of each size)."""
+    (one line through both would zigzag between two measurements of each size). None for a
+    collective over groups of one rank, which moves nothing between ranks: its bus bandwidth is
+    zero by definition and its algorithm bandwidth the speed of a local copy, or of nothing."""
+    if one_rank_groups(metrics):
+        return []
     sizes = metrics.get("sizes")
     modes = sorted({bool(e["inplace"]) for e in sizes if isinstance(e, dict) and "inplace" in e}) \
         if isinstance(sizes, list) else []
@@ -371,7 +390,7 @@ def _evidence_extra(v: CaseVerdict) -> str:
 
 def comparison_markdown(comparison: Comparison) -> str:
     c = comparison
-    lines = [f"# meshgate compare: {c.headline()}", ""]
+    lines = [f"# meshgate {md_cell(c.command)}: {c.headline()}", ""]
     counts = ", ".join(f"{c.count(v)} {v}" for v in VERDICTS if c.count(v))
     lines += [f"{counts or 'no cases'} · base {md_code(c.base_label)} · new {md_code(c.new_label)}", ""]
     gate = ("max(2 %, 3 x calibrated noise floor)" if c.calibrated
@@ -481,7 +500,7 @@ def comparison_html(comparison: Comparison) -> str:
     c = comparison
     counts = ", ".join(f"{c.count(v)} {v}" for v in VERDICTS if c.count(v))
     body = [
-        f"<h1>meshgate compare {_badge(c.headline(), c.headline_class())}</h1>",
+        f"<h1>meshgate {html_text(c.command)} {_badge(c.headline(), c.headline_class())}</h1>",
         f"<div class=\"facts\">{html_text(counts)}<br>base <code>{html_text(c.base_label)}</code> · new <code>{html_text(c.new_label)}</code></div>",
     ]
     body.append(
@@ -518,7 +537,7 @@ def comparison_html(comparison: Comparison) -> str:
         metric_plots += _metric_comparison_plots(v.id, c.base_rows.get(v.id), c.new_rows.get(v.id))
     if metric_plots:
         body.append("<h2>Bandwidth and throughput, base vs new</h2><div class=\"plots\">" + "".join(metric_plots) + "</div>")
-    return _html_page("meshgate compare", body)
+    return _html_page(f"meshgate {c.command}", body)
 
 
 def _metric_comparison_plots(case_id: str, base: Optional[dict[str, Any]], new: Optional[dict[str, Any]]) -> list[str]:

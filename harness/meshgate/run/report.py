@@ -119,6 +119,16 @@ def _run_facts(run: dict[str, Any], code=md_code, plain=md_cell) -> list[str]:
     return facts
 
 
+# The line of report.md below which everything is folded detail; the checks' sections go
+# above it (an HTML comment: invisible where the Markdown is rendered).
+DETAILS_MARK = render.DETAILS_MARK
+
+
+def _spread_text(runs: int, spread: float) -> str:
+    """The run-to-run spread of a timed row: only where there are two runs or more to spread."""
+    return f"{spread * 100:.2f} %" if runs >= 2 else "- (1 run)"
+
+
 def run_markdown(results: dict[str, Any], sections: Sequence[Section] = ()) -> str:
     """report.md of a run, with the `sections` of the checks made against it (render.Section),
     each verdict under the title in reverse order of the sections (the last check's first)."""
@@ -150,10 +160,31 @@ def _run_markdown(results: dict[str, Any]) -> str:
                 lines += [f"{md_code(r['id'])} ({md_cell(r.get('status'))}), the whole message:", "",
                           md_code_block(message), ""]
 
+    timed = [(r, _time_summary(r)) for r in rows]
+    timed = [(r, t) for r, t in timed if t]
+    if timed:
+        lines += ["## Performance", "", "| case | runs | median time | run-to-run spread (MAD) |", "|---|---:|---:|---:|"]
+        for r, (k, med, spread) in timed:
+            lines.append(f"| {md_code(r['id'])} | {k} | {svg.format_seconds(med)} | {_spread_text(k, spread)} |")
+        lines.append("")
+
+    # Everything below is detail, folded: the checks' sections go above it (DETAILS_MARK).
+    lines += [DETAILS_MARK, ""]
+    tables = summary.collective_tables(rows)
+    if tables:
+        lines += [f"<details><summary>Collectives: per-size tables as nccl-tests prints them "
+                  f"({len(tables)} group{'s' if len(tables) != 1 else ''})</summary>", ""]
+        lines += collectives_markdown(tables)
+        lines += ["</details>", ""]
+
     disagree = model_disagreement_cases(results)
     compared = _models_compared(results)
     if disagree or compared:
-        lines += [f"## Layout-model disagreements ({len(disagree)} of {compared} configurations)", ""]
+        failing_ids = {r["id"] for r in failing}
+        in_failing = sum(1 for r in disagree if r["id"] in failing_ids)
+        lines += [f"<details><summary>Layout-model disagreements ({len(disagree)} of {compared} "
+                  f"configurations; {in_failing} in failing cases)</summary>", "",
+                  f"## Layout-model disagreements ({len(disagree)} of {compared} configurations)", ""]
         if not disagree:
             lines += ["The one-level and two-level models agree on every compared configuration.", ""]
         else:
@@ -170,16 +201,7 @@ def _run_markdown(results: dict[str, Any]) -> str:
             lines.append("")
             lines += [f"- {md_cell(format_disagreement(item))}" for item in items]
             lines.append("")
-
-    timed = [(r, _time_summary(r)) for r in rows]
-    timed = [(r, t) for r, t in timed if t]
-    if timed:
-        lines += ["## Performance", "", "| case | runs | median time | run-to-run spread (MAD) |", "|---|---:|---:|---:|"]
-        for r, (k, med, spread) in timed:
-            lines.append(f"| {md_code(r['id'])} | {k} | {svg.format_seconds(med)} | {spread * 100:.2f} % |")
-        lines.append("")
-
-    lines += collectives_markdown(summary.collective_tables(rows))
+        lines += ["</details>", ""]
 
     skipped = [r for r in rows if r.get("status") == "skip"]
     if skipped:
@@ -259,18 +281,6 @@ def run_html(results: dict[str, Any]) -> str:
             body.append(f"<tr><td><code>{html_text(r['id'])}</code></td><td><code>{html_text(where(r))}</code></td>"
                         f"<td>{render._badge(r.get('status', ''))}</td><td>{_html_message(r)}</td></tr>")
         body.append("</table>")
-    disagree = model_disagreement_cases(results)
-    if disagree or _models_compared(results):
-        body.append(f"<h2>Layout-model disagreements ({len(disagree)} of {_models_compared(results)} configurations)</h2>")
-        if disagree:
-            body.append("<table><tr><th>change (one_level to two_level)</th><th>configurations</th><th>disagreements</th><th>observables</th></tr>")
-            for cls, configs, count, observables in disagreement_summary(results):
-                body.append(f"<tr><td>{cls}</td><td>{configs}</td><td>{count}</td><td>{html_text(', '.join(observables))}</td></tr>")
-            body.append("</table>")
-        for r in sorted(disagree, key=_worst_class_rank):
-            body.append(f"<h3><code>{html_text(r['id'])}</code></h3><div class=\"facts\">{html_text(_params_summary(r))}</div><ul>")
-            body += [f"<li>{html_text(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
-            body.append("</ul>")
     timed = [(r, _time_summary(r)) for r in rows]
     timed = [(r, t) for r, t in timed if t]
     if timed:
@@ -278,7 +288,7 @@ def run_html(results: dict[str, Any]) -> str:
         for r, (k, med, spread) in timed:
             body.append(
                 f"<tr><td><code>{html_text(r['id'])}</code></td><td class=num>{k}</td>"
-                f"<td class=num>{html_text(svg.format_seconds(med))}</td><td class=num>{spread * 100:.2f} %</td></tr>"
+                f"<td class=num>{html_text(svg.format_seconds(med))}</td><td class=num>{_spread_text(k, spread)}</td></tr>"
             )
         body.append("</table>")
     timed_ids = {r["id"] for r, _ in timed}
@@ -296,6 +306,20 @@ def run_html(results: dict[str, Any]) -> str:
         for suite, suite_plots in plots.items():
             body.append(f"<h3>{html_text(suite)} ({len(suite_plots)})</h3>"
                         f"<div class=\"plots\">{''.join(suite_plots)}</div>")
+    disagree = model_disagreement_cases(results)
+    if disagree or _models_compared(results):
+        body.append(f"<details><summary>Layout-model disagreements ({len(disagree)} of "
+                    f"{_models_compared(results)} configurations)</summary>")
+        if disagree:
+            body.append("<table><tr><th>change (one_level to two_level)</th><th>configurations</th><th>disagreements</th><th>observables</th></tr>")
+            for cls, configs, count, observables in disagreement_summary(results):
+                body.append(f"<tr><td>{cls}</td><td>{configs}</td><td>{count}</td><td>{html_text(', '.join(observables))}</td></tr>")
+            body.append("</table>")
+        for r in sorted(disagree, key=_worst_class_rank):
+            body.append(f"<h3><code>{html_text(r['id'])}</code></h3><div class=\"facts\">{html_text(_params_summary(r))}</div><ul>")
+            body += [f"<li>{html_text(format_disagreement(i))}</li>" for i in r["metrics"]["model_disagreements"]]
+            body.append("</ul>")
+        body.append("</details>")
     body.append("<h2>All cases</h2><table><tr><th>case</th><th>kind</th><th>status</th><th>message</th></tr>")
     for r in rows:
         body.append(

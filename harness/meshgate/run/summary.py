@@ -134,13 +134,16 @@ def _number(value, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
 
 
-def _measured_cells(entry: dict | None) -> list[str]:
+def _measured_cells(entry: dict | None, one_rank: bool = False) -> list[str]:
+    """time, algbw, busbw and #wrong of one size; no bandwidth for groups of one rank, where
+    nothing moves between ranks (busbw is zero by definition, algbw the speed of a local copy
+    out of place and of nothing in place)."""
     if entry is None:
         return ["-"] * len(MEASURED_COLUMNS)
     time_s = entry.get("time_s")
     wrong = entry.get("wrong")
-    return [_number(time_s * 1e6) if isinstance(time_s, (int, float)) else "-",
-            _number(entry.get("algbw_GBps")), _number(entry.get("busbw_GBps")),
+    bandwidth = ["-", "-"] if one_rank else [_number(entry.get("algbw_GBps")), _number(entry.get("busbw_GBps"))]
+    return [_number(time_s * 1e6) if isinstance(time_s, (int, float)) else "-", *bandwidth,
             str(wrong) if isinstance(wrong, int) else "-"]
 
 
@@ -172,9 +175,10 @@ def _group_table(rows: list[dict]) -> CollectiveTable:
             count = (out_of_place or inplace or {}).get("count")
             cells = ([name] if named else []) + [str(int(size)), str(count) if count is not None else "-",
                                                  *map(visible, case_keys)]
-            cells += _measured_cells(out_of_place)
+            one_rank = _geometry(row)[1] == 1
+            cells += _measured_cells(out_of_place, one_rank)
             if in_place:
-                cells += _measured_cells(inplace)
+                cells += _measured_cells(inplace, one_rank)
             table_rows.append(cells)
     suite = visible(suite_of(first))
     about = [", ".join(ops)]

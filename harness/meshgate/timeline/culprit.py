@@ -402,6 +402,7 @@ def write_outputs(outcome: Outcome, out_dir: pathlib.Path, json_path: Optional[p
     """revert.md, bisect.json and the final comparison's reports into out_dir; --json F."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if outcome.final is not None:
+        outcome.final.command = "bisect"
         _render.write_comparison(out_dir, outcome.final, outcome.final_results)
     (out_dir / "revert.md").write_text(outcome.revert_md)
     text = json.dumps(outcome.doc, indent=1) + "\n"
