@@ -380,3 +380,34 @@ class RevisionProjectTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(GIT is None, "git is not installed")
+class ProjectReportsTest(unittest.TestCase):
+    """A project outside the checkout gets its reports in its own reports/, stamped with its own
+    commit (meshgate's version stays in versions.meshgate)."""
+
+    def test_a_projects_run_lands_in_the_project_stamped_with_its_commit(self):
+        with tempfile.TemporaryDirectory(prefix="meshgate-project-") as tmp:
+            proj = Path(tmp).resolve() / "proj"
+            (proj / "cases").mkdir(parents=True)
+            (proj / "meshgate.toml").write_text('[runner]\nbuild = [["true"]]\npath = "runner"\n')
+            git(proj, "init", "-q")
+            git(proj, "add", "meshgate.toml")
+            git(proj, "commit", "-q", "-m", "project")
+            head = git(proj, "rev-parse", "HEAD")
+            scenario = Path(tmp) / "scenario.json"
+            scenario.write_text(json.dumps({"cases": [{"id": "s/a", "kind": "layout", "tags": ["smoke"],
+                                                       "outcome": "pass"}]}))
+            env = {k: v for k, v in os.environ.items() if k not in ("MESHGATE_RUNNER", "MESHGATE_COMMIT")}
+            env.update(FAKE_RUNNER_SCENARIO=str(scenario))
+            with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stderr(io.StringIO()) as err, \
+                    contextlib.redirect_stdout(io.StringIO()):
+                # Run from meshgate's checkout, on the project's cases.
+                code = cli.main(["run", str(proj / "cases"), "--runner", str(FAKE_RUNNER)])
+            self.assertEqual(code, 0, err.getvalue())
+            runs = list((proj / "reports").iterdir())
+            self.assertEqual(len(runs), 1, runs)
+            self.assertTrue(runs[0].name.endswith("-" + head[:7]), runs[0].name)
+            document = json.loads((runs[0] / "results.json").read_text())
+            self.assertEqual(document["run"]["commit"], head)

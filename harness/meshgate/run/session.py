@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import os
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Optional, Sequence, TextIO
 
 from ..core import files, jsonfile
 from ..core import results
@@ -34,6 +35,36 @@ def default_run_id(root: Path, now: datetime.datetime | None = None,
     """'20261121-071500-59fa4d3': UTC start time and short commit."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return f"{now.strftime('%Y%m%d-%H%M%S')}-{git.short_commit(root, env)}"
+
+
+def project_of_run(cases: Sequence[str], cwd: Optional[Path] = None) -> Optional[Path]:
+    """The project of its own kinds a run is of: the one the working directory is in, else the
+    one that holds the first CASES path (`meshgate run ~/proj/cases` from elsewhere); None for
+    meshgate's own cases. Its reports/ get the run, and its commit stamps it."""
+    found = files.find_project(cwd)
+    if found is not None:
+        return found
+    for item in cases:
+        path = Path(item)
+        if path.exists():
+            return files.find_project(path if path.is_dir() else path.parent)
+    return None
+
+
+def project_commit_env(home: Optional[Path], env: Optional[dict] = None) -> Optional[dict]:
+    """The runner's environment for a run of a project: MESHGATE_COMMIT and MESHGATE_DIRTY
+    naming the project's HEAD, since a runner built against an installed meshgate would stamp
+    its results with meshgate's own commit (results.json keeps meshgate's version in
+    `versions.meshgate`). None (the driver's environment as it is) for meshgate's own cases,
+    where git cannot say, or where MESHGATE_COMMIT is set already (a build of another revision)."""
+    env = dict(os.environ if env is None else env)
+    if home is None or env.get("MESHGATE_COMMIT"):
+        return None
+    head = git.describe_head(home)
+    if head is None:
+        return None
+    env["MESHGATE_COMMIT"], env["MESHGATE_DIRTY"] = head[0], "1" if head[1] else "0"
+    return env
 
 
 class Stopped(Exception):
@@ -110,7 +141,8 @@ def execute(request: RunRequest, err: Optional[TextIO] = None) -> Execution:
     to `err` (stderr)."""
     err = err or sys.stderr
     started = time.monotonic()
-    root = files.source_root()
+    home = project_of_run(request.cases)
+    root = home or files.source_root()
     try:
         selection = build_selection(request.cases, request.suites, request.tags, request.case_patterns,
                                     root, DEFAULT_TAGS)
@@ -147,7 +179,7 @@ def execute(request: RunRequest, err: Optional[TextIO] = None) -> Execution:
         return Execution(2, error=f"meshgate: {e}\n")
     setup = RunnerSetup(runner=runner, backend=request.backend, ranks=request.ranks,
                         case_timeout=request.case_timeout, memory_limit=request.memory_limit, impl=impl,
-                        cpus=request.cpus)
+                        cpus=request.cpus, env=project_commit_env(home))
     try:
         setup.launcher()
         listing = launch.list_cases(setup, selection)
