@@ -23,7 +23,7 @@ from .system import version
 COMMANDS = {"run": "run", "list": "listing", "compare": "compare", "ab": "ab",
             "baseline": "baseline", "calibrate": "calibrate", "plan": "plan", "nightly": "nightly",
             "bisect": "bisect", "history": "history", "report": "report", "parity": "parity",
-            "compat": "compat", "import": "import_results"}
+            "compat": "compat", "releases": "releases", "import": "import_results", "clean": "clean"}
 
 
 class _VersionAction(argparse.Action):

@@ -300,3 +300,61 @@ class RealCcacheTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(GIT is None, "git is not installed")
+class WorktreePruneTest(unittest.TestCase):
+    """build/ab does not grow without bound: all but the most recently used worktrees are
+    pruned, never one in use; `meshgate clean` removes them and says what that freed."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="meshgate-prune-")
+        self.addCleanup(tmp.cleanup)
+        self.repo = Path(tmp.name).resolve() / "repo"
+        self.repo.mkdir()
+        git(self.repo, "init", "-q", "-b", "main")
+        self.commits = [commit_files(self.repo, f"c{i}", {"file.txt": f"{i}" * 1000}) for i in range(6)]
+        for age, commit in enumerate(reversed(self.commits)):
+            path = revisions.ensure_worktree(self.repo, commit)
+            (path / "build").mkdir()
+            (path / "build" / "blob").write_bytes(b"x" * 100_000)
+            revisions.mark_used(self.repo, commit)
+            marker = path.with_name(path.name + ".used")
+            os.utime(marker, (1_000_000 - age, 1_000_000 - age))  # commits[5] newest ... commits[0] oldest
+
+    def names(self):
+        return [t.path.name for t in revisions.list_worktrees(self.repo)]
+
+    def test_keeps_the_most_recently_used_and_those_in_use(self):
+        self.assertEqual(self.names(), [c[:12] for c in reversed(self.commits)])
+        # Another command holds commits[0] (the oldest): it stays.
+        lock = open(revisions.worktree_path(self.repo, self.commits[0]).with_name(self.commits[0][:12] + ".lock"), "a")
+        self.addCleanup(lock.close)
+        import fcntl
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        removed, kept = revisions.prune_worktrees(self.repo, keep=2, in_use=[self.commits[1]])
+        self.assertEqual(sorted(t.path.name for t in removed), sorted(c[:12] for c in self.commits[2:4]))
+        self.assertEqual(sorted(self.names()), sorted(c[:12] for c in (self.commits[5], self.commits[4],
+                                                                       self.commits[1], self.commits[0])))
+        self.assertTrue(all(t.bytes > 100_000 for t in removed))
+        self.assertNotIn(self.commits[2][:12], git(self.repo, "worktree", "list"))
+        note = revisions.disk_note(self.repo, removed, kept, keep=2)
+        self.assertIn("build/ab: 4 worktrees", note)
+        self.assertIn("(pruned 2,", note)
+
+    def test_the_default_keep_comes_from_the_environment(self):
+        self.assertEqual(revisions.keep_worktrees({}), revisions.KEEP_WORKTREES)
+        self.assertEqual(revisions.keep_worktrees({"MESHGATE_KEEP_WORKTREES": "1"}), 1)
+        with mock.patch.dict(os.environ, {"MESHGATE_KEEP_WORKTREES": "3"}):
+            removed, _ = revisions.prune_worktrees(self.repo)
+        self.assertEqual(len(removed), 3)
+
+    def test_meshgate_clean_removes_them_all_and_says_what_it_freed(self):
+        from meshgate import cli
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = cli.main(["clean", "--repo", str(self.repo)])
+        self.assertEqual(code, 0)
+        self.assertEqual(self.names(), [])
+        self.assertIn("6 of 6 worktree(s) removed", out.getvalue())
+        self.assertRegex(out.getvalue(), r"6 of 6 worktree\(s\) removed, 60\d\.\d KB freed")

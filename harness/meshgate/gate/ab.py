@@ -454,4 +454,6 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
     comparison.command = "ab"
     render.write_comparison(out_dir, comparison, candidate_results)
     (out_dir / "ab.json").write_text(json.dumps(record, indent=1) + "\n")
+    if not prebuilt:
+        print(f"meshgate ab: {revisions.prune_after_command(repo)}", file=log or sys.stderr)
     return AbOutcome(comparison.exit_code(), comparison, record, out_dir)

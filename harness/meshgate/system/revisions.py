@@ -31,6 +31,13 @@ build/<preset>/.meshgate-built-<target>.json. A project of its own kinds has no 
 
 Calls for the same commit wait for each other (a lock file beside the worktree).
 
+Disk: each worktree holds a checkout and a build (a few hundred MB), so they are pruned. Every
+use of a worktree marks it (the mtime of build/ab/<commit12>.used); `prune_worktrees` removes
+all but the KEEP_WORKTREES (4; MESHGATE_KEEP_WORKTREES sets it, 0 keeps none) most recently
+used, never one whose lock another process holds or one the caller is still using, with `git
+worktree remove --force`. `ab` and `bisect` prune when they finish and say how much build/ab
+holds; `meshgate clean` removes them all (or keeps the last N).
+
 A project of its own kinds (project.py: meshgate.toml in the repository's folder) is built by
 the steps of its meshgate.toml as that revision has them, in its folder of the worktree, with
 no preset: the stamp and the log are in build/meshgate-project/ of the worktree.
@@ -45,11 +52,11 @@ import os
 import pathlib
 import shutil
 import sys
-from typing import Iterator, NamedTuple, Optional, TextIO
+from typing import Any, Iterator, NamedTuple, Optional, TextIO
 
 from ..core import files, jsonfile
 from . import build, project
-from .git import RevisionError, git, is_clean, resolve_commit
+from .git import RevisionError, git, is_clean, resolve_commit, run_git
 
 WORKTREES = pathlib.Path("build") / "ab"  # under the repository
 STAMP = ".meshgate-built.json"            # in a finished build folder
@@ -80,6 +87,157 @@ class BuiltRevision(NamedTuple):
 
 def worktree_path(repo: pathlib.Path, commit: str) -> pathlib.Path:
     return pathlib.Path(repo) / WORKTREES / commit[:12]
+
+
+KEEP_WORKTREES = 4  # the most recently used worktrees that prune_worktrees keeps by default
+KEEP_ENV = "MESHGATE_KEEP_WORKTREES"
+
+
+class Worktree(NamedTuple):
+    path: pathlib.Path
+    used: float  # when a command last used it (seconds since the epoch)
+    bytes: int
+
+
+def keep_worktrees(env: Optional[dict] = None) -> int:
+    """How many worktrees prune_worktrees keeps: MESHGATE_KEEP_WORKTREES, else KEEP_WORKTREES."""
+    value = (os.environ if env is None else env).get(KEEP_ENV, "")
+    try:
+        return max(0, int(value)) if value.strip() else KEEP_WORKTREES
+    except ValueError:
+        return KEEP_WORKTREES
+
+
+def disk_usage(path: pathlib.Path) -> int:
+    """Bytes of the files under `path` (links not followed; what cannot be read counts 0)."""
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} GB"
+
+
+def _used_marker(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(f"{path.name}.used")
+
+
+def mark_used(repo: pathlib.Path, commit: str) -> None:
+    """Records that a command uses the worktree of `commit` now."""
+    marker = _used_marker(worktree_path(repo, commit))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
+    os.utime(marker)
+
+
+def list_worktrees(repo: pathlib.Path, sizes: bool = True) -> list[Worktree]:
+    """The worktrees under build/ab, most recently used first."""
+    folder = pathlib.Path(repo) / WORKTREES
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in folder.iterdir():
+        if not path.is_dir() or not (path / ".git").exists():
+            continue
+        marker = _used_marker(path)
+        used = marker.stat().st_mtime if marker.exists() else path.stat().st_mtime
+        out.append(Worktree(path, used, disk_usage(path) if sizes else 0))
+    return sorted(out, key=lambda w: -w.used)
+
+
+def remove_worktree(repo: pathlib.Path, path: pathlib.Path) -> bool:
+    """Removes one worktree unless another process holds its lock (it is being built); True
+    when it is gone."""
+    lock_path = path.with_name(f"{path.name}.lock")
+    with open(lock_path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        try:
+            proc = run_git(pathlib.Path(repo), "worktree", "remove", "--force", str(path))
+            if proc.returncode != 0 and path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+                run_git(pathlib.Path(repo), "worktree", "prune")
+            _used_marker(path).unlink(missing_ok=True)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return not path.exists()
+
+
+# The worktrees this process uses, each held by a shared lock on its lock file until
+# release_uses(): another command's prune_worktrees cannot take the exclusive lock and leaves
+# them, so a runner in use is never removed under a running A/B or bisection.
+_uses: dict[str, Any] = {}
+
+
+def _hold_use(repo: pathlib.Path, commit: str) -> None:
+    key = str(worktree_path(repo, commit))
+    if key in _uses:
+        return
+    lock = open(worktree_path(repo, commit).with_name(f"{commit[:12]}.lock"), "a")
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    _uses[key] = lock
+
+
+def _release_use(repo: pathlib.Path, commit: str) -> None:
+    lock = _uses.pop(str(worktree_path(repo, commit)), None)
+    if lock is not None:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def release_uses() -> None:
+    """Lets go of every worktree this process uses (at the end of a command)."""
+    for key in list(_uses):
+        lock = _uses.pop(key)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def prune_worktrees(repo: pathlib.Path, keep: Optional[int] = None,
+                    in_use: tuple = ()) -> tuple[list[Worktree], list[Worktree]]:
+    """Removes the worktrees under build/ab beyond the `keep` (default keep_worktrees()) most
+    recently used, never those of the commits `in_use`; (removed, kept)."""
+    keep = keep_worktrees() if keep is None else keep
+    protected = {c[:12] for c in in_use} | {pathlib.Path(k).name for k in _uses}
+    removed, kept = [], []
+    for n, tree in enumerate(list_worktrees(repo)):
+        if n < keep or tree.path.name in protected or not remove_worktree(repo, tree.path):
+            kept.append(tree)
+        else:
+            removed.append(tree)
+    return removed, kept
+
+
+def prune_after_command(repo: pathlib.Path) -> str:
+    """At the end of a command that built revisions: the worktrees beyond keep_worktrees()
+    pruned (this process's own still protected), its holds released; what build/ab holds now."""
+    removed, kept = prune_worktrees(repo)
+    release_uses()
+    return disk_note(repo, removed, kept)
+
+
+def disk_note(repo: pathlib.Path, removed: list[Worktree], kept: list[Worktree],
+              keep: Optional[int] = None) -> str:
+    """'build/ab: 4 worktrees, 0.9 GB (pruned 7, 1.6 GB freed; keeping the last 4 used, MESHGATE_KEEP_WORKTREES)'."""
+    held = sum(t.bytes for t in kept)
+    note = (f"{pathlib.Path(repo) / WORKTREES}: {len(kept)} worktree{'s' if len(kept) != 1 else ''}, "
+            f"{format_bytes(held)}")
+    if removed:
+        note += (f" (pruned {len(removed)}, {format_bytes(sum(t.bytes for t in removed))} freed; keeping the "
+                 f"last {keep_worktrees() if keep is None else keep} used, {KEEP_ENV})")
+    return note
 
 
 def build_dir_for(repo: pathlib.Path, commit: str, preset: str) -> pathlib.Path:
@@ -212,42 +370,52 @@ def build_commit(repo: pathlib.Path, commit: str, preset: str, out: Optional[Tex
     repo = pathlib.Path(repo).resolve()
     out = out or sys.stderr
     runner_target = target == build.RUNNER_TARGET
-    with _locked(repo, commit):
-        root = ensure_worktree(repo, commit)
-        own_project = project_at(repo, commit, root)
-        if own_project is not None:
-            if not runner_target:
-                raise RevisionBuildError(commit, f"a project of its own kinds builds no CMake target {target}")
-            root = own_project.root
-        runner = finished_runner(repo, commit, preset, target)
-        if runner is not None:
-            return BuiltRevision(commit, root, [str(runner)])
-        env = build_env(repo, env)
-        build_dir = build_dir_for(repo, commit, preset)
-        (build_dir / stamp_name(target)).unlink(missing_ok=True)
-        try:
-            if own_project is not None:
-                runner = _build_project(own_project, commit, env, out, verbose, build_dir / BUILD_LOG)
-            elif verbose:
-                checked = build.require_cmake(root, out, env)
-                build.build_target(root, preset, env, out, target=target,
-                                   configure_args=tuple(configure_args(env, not runner_target)),
-                                   checked_packages=checked)
-            else:
-                log_path = build_dir / BUILD_LOG
-                what = "" if runner_target else f" {target}"
-                out.write(f"meshgate: building{what} {commit[:12]} (log: {log_path})\n")
-                out.flush()
-                _build_logged(root, preset, env, out, log_path, target)
-            if own_project is None:
-                runner = build.find_runner(build_dir, target)
-        except build.BuildError as e:
-            raise RevisionBuildError(commit, str(e)) from None
-        if is_clean(root):
-            tmp = build_dir / f"{stamp_name(target)}.tmp"
-            tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset, target)) + "\n")
-            os.replace(tmp, build_dir / stamp_name(target))
+    _release_use(repo, commit)  # our own shared hold would block the exclusive lock below
+    try:
+        with _locked(repo, commit):
+            return _build_commit_locked(repo, commit, preset, out, env, verbose, target, runner_target)
+    finally:
+        _hold_use(repo, commit)
+
+
+def _build_commit_locked(repo: pathlib.Path, commit: str, preset: str, out: TextIO, env: Optional[dict],
+                         verbose: bool, target: str, runner_target: bool) -> BuiltRevision:
+    root = ensure_worktree(repo, commit)
+    mark_used(repo, commit)
+    own_project = project_at(repo, commit, root)
+    if own_project is not None:
+        if not runner_target:
+            raise RevisionBuildError(commit, f"a project of its own kinds builds no CMake target {target}")
+        root = own_project.root
+    runner = finished_runner(repo, commit, preset, target)
+    if runner is not None:
         return BuiltRevision(commit, root, [str(runner)])
+    env = build_env(repo, env)
+    build_dir = build_dir_for(repo, commit, preset)
+    (build_dir / stamp_name(target)).unlink(missing_ok=True)
+    try:
+        if own_project is not None:
+            runner = _build_project(own_project, commit, env, out, verbose, build_dir / BUILD_LOG)
+        elif verbose:
+            checked = build.require_cmake(root, out, env)
+            build.build_target(root, preset, env, out, target=target,
+                               configure_args=tuple(configure_args(env, not runner_target)),
+                               checked_packages=checked)
+        else:
+            log_path = build_dir / BUILD_LOG
+            what = "" if runner_target else f" {target}"
+            out.write(f"meshgate: building{what} {commit[:12]} (log: {log_path})\n")
+            out.flush()
+            _build_logged(root, preset, env, out, log_path, target)
+        if own_project is None:
+            runner = build.find_runner(build_dir, target)
+    except build.BuildError as e:
+        raise RevisionBuildError(commit, str(e)) from None
+    if is_clean(root):
+        tmp = build_dir / f"{stamp_name(target)}.tmp"
+        tmp.write_text(json.dumps(_stamp(runner, build_dir, commit, preset, target)) + "\n")
+        os.replace(tmp, build_dir / stamp_name(target))
+    return BuiltRevision(commit, root, [str(runner)])
 
 
 def revision_folder(repo: pathlib.Path, commit: str) -> pathlib.Path:

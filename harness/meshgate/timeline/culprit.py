@@ -532,4 +532,5 @@ def run_request(request: BisectRequest, log: Optional[TextIO] = None) -> Result:
     except InputError as e:
         return Result(2, error=f"meshgate bisect: {e}")
     write_outputs(outcome, out_dir, json_path)
+    print(f"meshgate bisect: {revisions.prune_after_command(repo)}", file=log)
     return Result(outcome.code, outcome, out_dir)
