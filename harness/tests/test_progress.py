@@ -269,3 +269,45 @@ class CaseLineTest(unittest.TestCase):
                                   "rank 1: exited with 3; its stderr ended with:\n    cannot connect")
         self.assertIn("rank 1: exited with 3; its stderr ended with: cannot connect (+1 other rank)", line)
         self.assertNotIn("rank 0", line)
+
+
+class LongCommandProgressTest(unittest.TestCase):
+    def setUp(self):
+        progress.set_quiet(False)
+        self.addCleanup(progress.set_quiet, False)
+
+    def test_steps_say_k_of_n_elapsed_and_eta(self):
+        now = [100.0]
+        out = io.StringIO()
+        steps = progress.Steps("meshgate ab", "batch-1, runs 1 to 9 a side", 18, out=out, clock=lambda: now[0])
+        steps.step("base run 1")
+        now[0] += 10
+        steps.step("candidate run 1")
+        now[0] += 10
+        steps.step("candidate run 2")
+        lines = out.getvalue().splitlines()
+        self.assertEqual(lines[0], "meshgate ab: batch-1, runs 1 to 9 a side: 1 of 18 (base run 1), elapsed 0:00, ETA ?")
+        self.assertEqual(lines[2], "meshgate ab: batch-1, runs 1 to 9 a side: 3 of 18 (candidate run 2), "
+                                   "elapsed 0:20, ETA 2:40")
+        progress.set_quiet(True)
+        steps.step("x")
+        self.assertEqual(len(out.getvalue().splitlines()), 3)
+
+    def test_a_build_shows_targets_built_of_total_from_ninja(self):
+        out = io.StringIO()
+        shown = progress.BuildProgress("1a2b3c4d5e6f", out, clock=lambda: 0.0, tty=False)
+        for k in range(1, 213):
+            shown.feed(f"[{k}/212] Building CXX object lib/x{k}.o\n")
+            shown.feed("some compiler chatter\n")
+        shown.close()
+        lines = out.getvalue().splitlines()
+        self.assertEqual(lines[0], "meshgate: built 1/212 targets of 1a2b3c4d5e6f, 0:00")
+        self.assertEqual(lines[-1], "meshgate: built 212/212 targets of 1a2b3c4d5e6f, 0:00")
+        self.assertEqual(len(lines), 5)  # a line each quarter on a log, not one per target
+        tty = io.StringIO()
+        live = progress.BuildProgress("c0ffee", tty, clock=lambda: 0.0, tty=True)
+        live.feed("[1/2] x\n")
+        live.feed("[2/2] y\n")
+        live.close()
+        self.assertEqual(tty.getvalue(), "\r\x1b[Kmeshgate: built 1/2 targets of c0ffee, 0:00"
+                                         "\r\x1b[Kmeshgate: built 2/2 targets of c0ffee, 0:00\n")

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from ..gate import ab
+from ..system import progress
 from ..gate.ab import CaseFilter
 from .options import add_experiment_arguments, benchmark_from_args
 
@@ -29,6 +30,7 @@ def request_from_args(args: argparse.Namespace) -> ab.AbRequest:
 
 
 def _cmd_ab(args: argparse.Namespace) -> int:
+    progress.set_quiet(args.quiet)
     outcome = ab.run_request(request_from_args(args))
     if outcome.error:
         print(outcome.error, file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..gate.ab import DEFAULT_RUNS, CaseFilter
 from ..timeline import culprit
+from ..system import progress
 from .options import add_experiment_arguments, benchmark_from_args, case_timeout_seconds, runs_per_side
 
 
@@ -28,6 +29,7 @@ def request_from_args(args: argparse.Namespace) -> culprit.BisectRequest:
 
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
+    progress.set_quiet(args.quiet)
     result = culprit.run_request(request_from_args(args))
     if result.error:
         print(result.error, file=sys.stderr)

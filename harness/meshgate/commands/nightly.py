@@ -9,11 +9,13 @@ import sys
 from typing import Any
 
 from ..gate import store
+from ..system import progress
 from ..timeline import history, nightly
-from .options import add_backend_arguments, case_timeout_seconds, runs_per_side
+from .options import add_backend_arguments, add_quiet_argument, case_timeout_seconds, runs_per_side
 
 
 def _cmd_nightly(args: argparse.Namespace) -> int:
+    progress.set_quiet(args.quiet)
     options = nightly.Options(
         cases=list(args.cases), backend=args.backend, ranks=args.ranks, impl=args.impl, runs=args.runs,
         preset=args.preset, case_timeout=args.case_timeout,
@@ -54,6 +56,7 @@ def register(subparsers: Any) -> None:
                         help="A/B against this revision instead of the recorded last good commit")
     parser.add_argument("--db", metavar="F", default=str(history.default_db()),
                         help="history database the night is added to (default: %(default)s)")
+    add_quiet_argument(parser)
     parser.add_argument("--no-bisect", action="store_true",
                         help="report new change points without bisecting them")
     parser.set_defaults(func=_cmd_nightly)

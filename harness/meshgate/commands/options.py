@@ -144,6 +144,13 @@ def runs_per_side(text: str) -> int:
     return k
 
 
+def add_quiet_argument(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet of a long command: no progress lines (system/progress.set_quiet)."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress: neither the phases' k of N with elapsed time and ETA, nor the "
+                             "per-run and build progress lines (verdicts, reports and errors still show)")
+
+
 def add_verbose_argument(parser: argparse.ArgumentParser) -> None:
     """-v/--verbose of a command that builds revisions: their build output on the terminal."""
     parser.add_argument("-v", "--verbose", action="store_true",
@@ -173,6 +180,7 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, report_prefix: str
     parser.add_argument("--out", metavar="DIR", help=f"report folder (default: reports/{report_prefix}-<time>)")
     parser.add_argument("--repo", metavar="DIR", help="git repository of the revisions (default: this checkout)")
     add_verbose_argument(parser)
+    add_quiet_argument(parser)
     add_benchmark_arguments(parser)
 
 

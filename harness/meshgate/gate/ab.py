@@ -36,7 +36,7 @@ from ..core import results as _results
 from ..core.merge import merge_case
 from ..core.results import InputError
 from ..core import tool_results
-from ..system import build, gbench, implementations, launch, project, repeats, revisions
+from ..system import build, gbench, implementations, launch, progress, project, repeats, revisions
 from ..system.git import RevisionError as AbError  # a revision that does not resolve, or does not build
 from ..system.git import resolve_commit
 from ..system.launch import Selection
@@ -69,10 +69,13 @@ class Batch:
 
     def run_to(self, ids: list[str], n: int) -> None:
         have = min((self.runs_of(s.label, i) for s in self.sides for i in ids), default=n)
-        for index in repeats.abba_order(n - have, self.rng):
+        order = repeats.abba_order(n - have, self.rng)
+        steps = progress.Steps("meshgate", f"{self.folder.name}, runs {have + 1} to {n} a side", len(order))
+        for index in order:
             side = self.sides[index]
             asked = [i for i in self.case_ids[side.label] if i in set(ids)]
             number = len(self.launches[side.label]) + 1
+            steps.step(f"{side.label} run {number}, {len(asked)} case(s)")
             doc = self.launch(side, number, asked, self.folder / side.label / f"run-{number}")
             self.launches[side.label].append((asked, doc))
             self.order.append("AB"[index])

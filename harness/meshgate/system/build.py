@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..core import files
-from . import project
+from . import progress, project
 # The steps of any build (steps.py); callers name BuildError, build_jobs and failure_cause as build.*.
 from .steps import BOOTSTRAP_HINT, BuildError, build_jobs, build_lock, failure_cause, run_quietly  # noqa: F401
 
@@ -145,10 +145,16 @@ def build_target(root: Path, preset: str, env: dict, out: TextIO,
             run_quietly(["cmake", "--preset", preset, *configure_args], root, tools,
                         f"if a compiler or package is missing, {BOOTSTRAP_HINT}", env,
                         everything=log is not None)
-        run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
-                     "-j", str(build_jobs(env))], root, tools,
-                    "fix the compile error above (or run ci/bootstrap when a tool is missing)",
-                    env, compile_step=True, everything=log is not None)
+        # Its output going to a log, the terminal gets a compact progress line instead of silence.
+        shown = progress.BuildProgress(root.name, out) if log is not None else None
+        try:
+            run_quietly(["cmake", "--build", "--preset", preset, "--target", target,
+                         "-j", str(build_jobs(env))], root, tools,
+                        "fix the compile error above (or run ci/bootstrap when a tool is missing)",
+                        env, compile_step=True, everything=log is not None, progress=shown)
+        finally:
+            if shown is not None:
+                shown.close()
     return build_dir
 
 

@@ -1,11 +1,15 @@
 """The runner's --progress event stream and how a run's progress is shown: a live one-line
 status on a terminal, one plain line per finished case otherwise (CI logs). With fold_skips
 (the repeated launches of ab, bisect and calibrate), skipped cases are counted instead: one
-line per suite and launch, with the reasons."""
+line per suite and launch, with the reasons. Long commands show their phases as k of N with
+elapsed time and ETA (Steps), and a revision's build a compact progress line (BuildProgress);
+`-q` (set_quiet) silences both."""
 
 from __future__ import annotations
 
 import math
+import os
+import re
 import shutil
 import sys
 import time
@@ -254,3 +258,95 @@ def make_view(out: TextIO | None = None, fold_skips: bool = False) -> ProgressVi
     cases into one line per suite (SkippedCases)."""
     out = out or sys.stdout
     return TtyView(out, fold_skips=fold_skips) if out.isatty() else PlainView(out, fold_skips=fold_skips)
+
+
+# ---------------------------------------------------------------------------------------------
+# Long commands: k of N with elapsed and ETA, and a build's progress
+
+_quiet = False
+
+
+def set_quiet(value: bool) -> None:
+    """`-q` of ab, bisect and nightly: no progress lines (verdicts, reports and errors still)."""
+    global _quiet
+    _quiet = value
+
+
+def is_quiet() -> bool:
+    return _quiet or os.environ.get("MESHGATE_QUIET", "") not in ("", "0")
+
+
+class Steps:
+    """A long command's phase as k of N: 'meshgate ab: batch 1: launch 5 of 18 (candidate),
+    elapsed 0:42, ETA 1:50', the ETA from the mean time of the steps so far. One line per step
+    (the runner's own live line sits between them on a terminal); nothing with -q."""
+
+    def __init__(self, command: str, phase: str, total: int, out: TextIO | None = None,
+                 clock=time.monotonic):
+        self.command, self.phase, self.total = command, phase, max(0, total)
+        self.out = out
+        self.clock = clock
+        self.started = clock()
+        self.k = 0
+
+    def line(self, what: str = "") -> str:
+        elapsed = self.clock() - self.started
+        done = self.k - 1
+        eta = elapsed / done * (self.total - done) if done > 0 and self.total >= done else None
+        label = f" ({what})" if what else ""
+        return (f"{self.command}: {self.phase}: {self.k} of {self.total}{label}, elapsed "
+                f"{format_clock(elapsed)}, ETA {format_clock(eta) if eta is not None else '?'}")
+
+    def step(self, what: str = "") -> None:
+        """Step k + 1 starts (N grows with it where the plan was a bound that skips exceed)."""
+        self.k += 1
+        self.total = max(self.total, self.k)
+        if not is_quiet():
+            print(self.line(what), file=self.out or sys.stderr, flush=True)
+
+
+class BuildProgress:
+    """A compact progress line for a build whose tools' output goes to a log: 'meshgate: built
+    57/212 targets of 1a2b3c4d5e6f, 0:42' from ninja's [k/N] (or make's [ 42%]) lines,
+    rewritten in place on a terminal, else a line at each quarter; nothing with -q."""
+
+    _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
+    _MAKE = re.compile(r"^\[\s*(\d+)%\]")
+
+    def __init__(self, what: str, out: TextIO | None = None, clock=time.monotonic, tty: bool | None = None):
+        self.what = what
+        self.out = out or sys.stderr
+        self.clock = clock
+        self.started = clock()
+        self.tty = self.out.isatty() if tty is None else tty
+        self.shown_quarter = -1
+        self.shown = False
+        self.last = ""
+
+    def feed(self, line: str) -> None:
+        """One line of the build tool's output."""
+        match = self._NINJA.match(line)
+        if match:
+            done, total = int(match.group(1)), int(match.group(2))
+            text, fraction = f"{done}/{total} targets", done / max(total, 1)
+        else:
+            match = self._MAKE.match(line)
+            if not match:
+                return
+            fraction = int(match.group(1)) / 100
+            text = f"{match.group(1)} %"
+        if is_quiet():
+            return
+        self.last = f"meshgate: built {text} of {self.what}, {format_clock(self.clock() - self.started)}"
+        if self.tty:
+            self.out.write("\r\x1b[K" + self.last)
+            self.out.flush()
+            self.shown = True
+        elif int(fraction * 4) > self.shown_quarter:
+            self.shown_quarter = int(fraction * 4)
+            print(self.last, file=self.out, flush=True)
+
+    def close(self) -> None:
+        if self.tty and self.shown:
+            self.out.write("\n")
+            self.out.flush()

@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional
 from ..core import results as _results
 from ..core import schema
 from ..core.merge import merge_case
-from . import launch
+from . import launch, progress
 from .launch import RunnerSetup, Selection
 from .progress import ProgressView, Tally, make_view
 
@@ -240,7 +240,7 @@ class DriverLauncher:
         self.ranks = ranks
         self.case_timeout = case_timeout
         self.run_prefix = f"{run_prefix}-{stamp or timestamp()}"
-        self.sink = io.StringIO() if quiet else None
+        self.sink = io.StringIO() if quiet or progress.is_quiet() else None
 
     def setup(self, side: Side) -> RunnerSetup:
         return RunnerSetup(runner=list(side.runner), backend=self.backend, ranks=self.ranks,

@@ -42,10 +42,11 @@ def failure_cause(lines: list[str]) -> str | None:
 
 def run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
                 env: dict, compile_step: bool = False, everything: bool = False,
-                markers: tuple[str, ...] = WORK_MARKERS) -> None:
+                markers: tuple[str, ...] = WORK_MARKERS, progress=None) -> None:
     """Runs `command`, holding its output back unless it does real work (a line holds one of
     `markers`) or fails (or writing all of it, with `everything`: a log file). A failed
-    `compile_step` gets `failure_hint` only when a compiler reported the error."""
+    `compile_step` gets `failure_hint` only when a compiler reported the error. `progress`,
+    when given, is fed every line (progress.BuildProgress)."""
     try:
         proc = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, env=env,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -57,6 +58,8 @@ def run_quietly(command: list[str], root: Path, out: TextIO, failure_hint: str,
     with proc:
         for line in proc.stdout:
             seen.append(line)
+            if progress is not None:
+                progress.feed(line)
             if streaming:
                 out.write(line)
                 out.flush()

@@ -63,7 +63,7 @@ from ..gate import stats, verdict
 from ..gate.ab import CaseFilter
 from ..gate.compare import Comparison, compare_results
 from ..gate.verdict import CaseVerdict
-from ..system import git, implementations, launch, repeats, revisions
+from ..system import git, implementations, launch, progress, repeats, revisions
 from ..system.repeats import LaunchFn, Side
 from ..system.selection import case_arguments
 from .bisection import (BAD, GOOD, LEFT_OUT, SKIP, Step, Target, case_entry, ci_text, combine, cost_bound,
@@ -177,6 +177,7 @@ class Bisection:
         self.endpoint_final: Optional[Comparison] = None
         self.good_side: Optional[Side] = None
         self.probes = 0
+        self.search_steps: Optional[progress.Steps] = None  # k of N of the search (after the endpoints)
 
     @property
     def perf_targets(self) -> list[Target]:
@@ -254,6 +255,8 @@ class Bisection:
         label = commit[:12]
         self.probes += 1
         folder = f"steps/{self.probes:02d}-{label}"
+        if self.search_steps is not None:
+            self.search_steps.step(f"testing {label}")
         try:
             side = lab.side(commit, label)
         except revisions.RevisionBuildError as e:
@@ -356,6 +359,9 @@ class Bisection:
             nothing = ""
             lab.say(f"{len(self.targets)} target(s): {', '.join(t.id for t in self.targets)}; "
                     f"searching {len(self.commits)} commit(s), at most {cost_bound(len(self.commits))} tested")
+            # The endpoints are two of cost_bound's commits; the search tests at most the rest.
+            self.search_steps = progress.Steps("meshgate bisect", "search", max(1, cost_bound(len(self.commits)) - 2),
+                                               out=lab.log)
             result = search(self.commits, self.test)
             steps += result.steps
             culprit = result.culprit
