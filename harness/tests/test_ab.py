@@ -138,8 +138,8 @@ class RunAbTest(unittest.TestCase):
         self.assertEqual(comparison.exit_code(), 0)
 
     def test_an_inconclusive_case_gets_adaptive_runs_until_the_rule_decides(self):
-        # 6 % slower under 5 % noise: 9 runs a side cannot tell, 18 or 36 can.
-        launch = SyntheticLaunch({("candidate", "s/slow"): 1.06}, noise=0.05)
+        # 6 % slower under 5.5 % noise: 9 runs a side cannot tell, 18 or 36 can.
+        launch = SyntheticLaunch({("candidate", "s/slow"): 1.06}, noise=0.055)
         with tempfile.TemporaryDirectory() as tmp:
             comparison, record = ab.run_ab(self.sides(), {"base": ["s/slow"], "candidate": ["s/slow"]}, launch,
                                            pathlib.Path(tmp), k=9, seed=4, max_runs=36)

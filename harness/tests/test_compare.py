@@ -91,19 +91,19 @@ class CompareFixturesTest(unittest.TestCase):
         self.assertIn(f"need ~{v.runs_needed} runs per side", v.note)
 
     def test_a_point_ratio_inside_the_gate_with_a_ci_past_it_is_not_a_pass(self):
-        # 0.2 % slower, but the CI reaches 2.4 %: "no regression >= 2 %" is not supported.
+        # 0.2 % slower, but the CI reaches 2.5 %: "no regression >= 2 %" is not supported.
         v = self.by_id["collectives/all-gather-sweep"]
         self.assertLess(v.ratio, 1.02)
         self.assertGreater(v.ci[1], 1.02)
         self.assertEqual(v.verdict, "inconclusive")
-        self.assertIn("the CI reaches 2.4 % slower", v.note)
+        self.assertIn("the CI reaches 2.5 % slower", v.note)
         self.assertGreater(v.runs_needed, 9)  # more than it had: advice never below the runs that failed
 
     def test_pass_rows_say_what_they_rule_out(self):
         v = self.by_id["redistribute/prp-to-rrr"]
         self.assertEqual(v.verdict, "pass")
         self.assertAlmostEqual(v.rules_out, v.ci[1] - 1.0)
-        self.assertIn("rules out a slowdown of 0.8 % or more", v.note)
+        self.assertIn("rules out a slowdown of 0.7 % or more", v.note)
 
     def test_plan_changes_are_reported_beside_timing(self):
         changed = {c.id for c in self.comparison.plan_changes()}
@@ -173,8 +173,9 @@ class CompareRulesTest(unittest.TestCase):
         self.assertEqual(calibrated.exit_code(), 0)
 
     def test_impractical_run_counts_are_called_so(self):
-        b = self.doc([self.timed("s/a", [1.00, 1.01, 0.99, 1.00, 1.70, 1.00, 1.01, 0.99, 1.68])])
-        n = self.doc([self.timed("s/a", [1.00, 1.00, 0.99, 1.01, 1.00, 1.72, 1.00, 1.01, 0.99])])
+        # Just under the gate, the CI reaching well past it: narrowing it would take hundreds.
+        b = self.doc([self.timed("s/a", [1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01, 0.99])])
+        n = self.doc([self.timed("s/a", [1.018, 1.00, 1.035, 1.017, 1.045, 0.99, 1.018, 1.03, 1.005])])
         v = compare.compare_results(b, n).cases[0]
         self.assertEqual(v.verdict, "inconclusive")
         self.assertGreater(v.runs_needed, verdict.PRACTICAL_RUNS)

@@ -204,3 +204,31 @@ class NoiseAndAdviceTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RatioCiTest(unittest.TestCase):
+    """The distribution-free CI of the ratio (Moses / Hodges-Lehmann) the gate uses."""
+
+    def test_the_cut_follows_the_exact_null_distribution_of_u(self):
+        # Tables of the Mann-Whitney test at two-sided 0.05: U <= 17 for 9 vs 9, <= 2 for 5 vs 5,
+        # <= 0 for 4 vs 4; none for 3 vs 3 (2 / 20 > 0.05).
+        self.assertEqual(stats._moses_rank(9, 9, 0.95), 18)
+        self.assertEqual(stats._moses_rank(5, 5, 0.95), 3)
+        self.assertEqual(stats._moses_rank(4, 4, 0.95), 1)
+        self.assertIsNone(stats._moses_rank(3, 3, 0.95))
+        self.assertEqual(sum(stats._u_counts(9, 9)), math.comb(18, 9))
+
+    def test_the_interval_of_pairwise_ratios(self):
+        base = [1.0 + 0.01 * i for i in range(9)]
+        new = [1.1 * x for x in base]
+        lo, hi = stats.ratio_ci(base, new)
+        self.assertLess(lo, 1.1)
+        self.assertGreater(hi, 1.1)
+        ratios = sorted(y / x for x in base for y in new)
+        self.assertAlmostEqual(lo, ratios[17])
+        self.assertAlmostEqual(hi, ratios[-18])
+        # 4 a side: the extreme ratios; 3 a side: the bootstrap's interval.
+        lo, hi = stats.ratio_ci([1, 2, 3, 4], [2, 3, 4, 5])
+        self.assertAlmostEqual(lo, 0.5)
+        self.assertAlmostEqual(hi, 5.0)
+        self.assertEqual(stats.ratio_ci([1, 2, 3], [2, 3, 4]), stats.bootstrap_ratio_ci([1, 2, 3], [2, 3, 4]))

@@ -10,9 +10,15 @@ Everything that decides is exact where an exact answer is cheap:
   ties, whenever there are ties or few runs (see EXACT_MWU_MAX_N; the normal
   approximation misstates small tied samples badly: 4 vs 4 with ties gave p = 0.0066 where no
   split can go below 1/70);
-- the confidence interval of the median ratio is the percentile interval of the bootstrap
-  distribution computed exactly (the limit of infinitely many resamples), so it is
-  reproducible without a seed and costs microseconds.
+- the confidence interval of the ratio is the distribution-free interval that goes with the
+  Mann-Whitney test (Moses; the Hodges-Lehmann interval of the shift of log times): the order
+  statistics of the m x n pairwise log ratios that the exact null distribution of U puts at the
+  95 % level, so its coverage is exact for a change that scales every run's time alike. It
+  replaced the percentile bootstrap of the ratio of the two medians, whose interval is wider
+  (a median of 9 runs carries about two thirds of the information the pairwise differences
+  do) and over-covers at small k (3.5 % outside instead of 5 % on 9 quiet runs a side): that
+  width alone made 11 % of quiet no-change A/Bs inconclusive. Where too few runs make no order
+  statistic reach the level (3 a side or fewer), the exact bootstrap interval still serves.
 """
 
 from __future__ import annotations
@@ -350,6 +356,61 @@ def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], confidence: 
             hi = r
             break
     return lo, hi if hi is not None else ratios[-1][0]
+
+
+@lru_cache(maxsize=None)
+def _u_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many of the C(m + n, m) arrangements of two untied samples give each value of the
+    Mann-Whitney U (0 .. m n): the coefficients of the Gaussian binomial, by the recursion
+    over the largest value (it belongs to one sample or the other)."""
+    # rows[j][u]: counts for sizes (i, j) as i grows; start with i = 0.
+    rows = [[1] for _ in range(n + 1)]
+    for i in range(1, m + 1):
+        new_rows = [[1]]
+        for j in range(1, n + 1):
+            left, down = new_rows[j - 1], rows[j]  # sizes (i, j - 1) and (i - 1, j)
+            size = i * j + 1
+            counts = [0] * size
+            for u, c in enumerate(down):       # the largest value is the first sample's: U grows by j
+                counts[u + j] += c
+            for u, c in enumerate(left):       # ... the second sample's: U unchanged
+                counts[u] += c
+            new_rows.append(counts)
+        rows = new_rows
+    return tuple(rows[n])
+
+
+def _moses_rank(m: int, n: int, confidence: float) -> Optional[int]:
+    """The number C of pairwise differences cut from each end of the sorted m x n differences
+    for a two-sided `confidence` interval: the largest C with P(U <= C - 1) <= (1 - confidence)
+    / 2 under the null; None when even the extreme differences do not reach the level."""
+    tail = (1.0 - confidence) / 2.0
+    if m + n <= EXACT_MWU_MAX_N:
+        counts = _u_counts(min(m, n), max(m, n))
+        total = math.comb(m + n, m)
+        running, c = 0, 0
+        while c < len(counts) and (running + counts[c]) / total <= tail + 1e-12:
+            running += counts[c]
+            c += 1
+        return c if c > 0 else None
+    z = statistics.NormalDist().inv_cdf(1.0 - tail)
+    c = math.floor(m * n / 2.0 - z * math.sqrt(m * n * (m + n + 1) / 12.0))
+    return c if c > 0 else None
+
+
+def ratio_ci(base: Sequence[float], new: Sequence[float], confidence: float = CI_LEVEL) -> tuple[float, float]:
+    """The distribution-free CI of the ratio new / base (module documentation): exp of the
+    C-th smallest and C-th largest of the m x n differences log(new_j) - log(base_i), with C
+    from the exact null distribution of U; the exact bootstrap interval of the median ratio
+    where too few runs reach the level, or a time is not positive."""
+    if not base or not new:
+        raise ValueError("a CI needs runs on both sides")
+    c = _moses_rank(len(base), len(new), confidence)
+    if c is None or min(base) <= 0 or min(new) <= 0:
+        return bootstrap_ratio_ci(base, new, confidence)
+    logs_b = [math.log(x) for x in base]
+    diffs = sorted(math.log(y) - lb for y in new for lb in logs_b)
+    return math.exp(diffs[c - 1]), math.exp(diffs[len(diffs) - c])
 
 
 # --- Many cases, gates and advice -------------------------------------------------------------

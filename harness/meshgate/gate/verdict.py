@@ -8,7 +8,7 @@ gate = max(2 %, 3 x noise floor) and ratio = median(new) / median(base):
 - REGRESSION (IMPROVEMENT): the ratio is past the gate in the slower (faster) direction, AND
   the change is significant: one-sided Mann-Whitney at alpha in its direction (the two-sided
   permutation p <= 2 alpha) and the Benjamini-Hochberg q of the two-sided p among the timed
-  cases <= 0.05, AND the bootstrap 95 % CI of the ratio excludes 1.0.
+  cases <= 0.05, AND the 95 % CI of the ratio (stats.ratio_ci) excludes 1.0.
 - PASS is a claim too: runs enough that the test could have flagged a regression (5 a side
   at alpha = 0.01); the CI's upper bound <= 1 + gate; the gate no wider than `max_gate` (10 %:
   the largest regression a user accepts to miss), and neither is the gate the noise of these
@@ -56,7 +56,7 @@ class CaseVerdict:
     id: str
     verdict: str
     ratio: Optional[float] = None  # median(new per-run medians) / median(base ...); > 1 is slower
-    ci: Optional[tuple[float, float]] = None  # bootstrap 95 % CI of the ratio
+    ci: Optional[tuple[float, float]] = None  # 95 % CI of the ratio (stats.ratio_ci)
     p: Optional[float] = None  # two-sided Mann-Whitney p
     q: Optional[float] = None  # Benjamini-Hochberg adjusted p
     min_effect: Optional[float] = None  # the gate
@@ -113,9 +113,10 @@ class CaseVerdict:
 
 
 def measure(v: CaseVerdict, base: list[float], new: list[float]) -> None:
-    """Fills the ratio, its bootstrap CI and the two-sided Mann-Whitney p-value."""
+    """Fills the ratio, its 95 % CI (the Mann-Whitney test's own, stats.ratio_ci) and the
+    two-sided Mann-Whitney p-value."""
     v.ratio = stats.median(new) / stats.median(base)
-    v.ci = stats.bootstrap_ratio_ci(base, new)
+    v.ci = stats.ratio_ci(base, new)
     v.p = stats.mann_whitney_two_sided(new, base)
 
 
