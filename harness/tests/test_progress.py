@@ -1,5 +1,6 @@
 import io
 import unittest
+import unittest.mock
 
 from meshgate.core import markup
 from meshgate.system import progress
@@ -275,6 +276,9 @@ class LongCommandProgressTest(unittest.TestCase):
     def setUp(self):
         progress.set_quiet(False)
         self.addCleanup(progress.set_quiet, False)
+        environ = unittest.mock.patch.dict("os.environ", {"MESHGATE_QUIET": ""})
+        environ.start()
+        self.addCleanup(environ.stop)
 
     def test_steps_say_k_of_n_elapsed_and_eta(self):
         now = [100.0]
