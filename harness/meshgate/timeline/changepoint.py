@@ -95,6 +95,7 @@ SEED = 20240601
 # how far above P_THRESHOLD the permutation test's floor must be for a split to count as short.
 SHORT_MIN_POINTS = 8
 SHORT_FLOOR_FACTOR = 0.25
+SHORT_P_FLOOR = 1e-12  # the smallest p the short-side test reports
 # A median's standard error is 1.2533 sigma / sqrt(n) for normal noise.
 _MEDIAN_SE = 1.2533
 
@@ -215,7 +216,9 @@ def short_side_p(values: Sequence[float], a: int, tau: int, b: int, sigma: float
     local = math.sqrt(squares / (m + k - 2)) / before
     sigma = max(sigma, local, MIN_EFFECT / NOISE_FACTOR)
     z = abs(ratio - 1.0) / (sigma * _MEDIAN_SE * math.sqrt(1.0 / m + 1.0 / k))
-    return math.erfc(z / math.sqrt(2.0))
+    # Floored where the normal tail underflows: a step of many standard errors reads "p 1e-12",
+    # not "p 0", which no test of a few points can claim.
+    return max(math.erfc(z / math.sqrt(2.0)), SHORT_P_FLOOR)
 
 
 def _segment_seed(seed: int, offset: int, a: int, b: int) -> int:
