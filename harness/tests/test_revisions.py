@@ -165,7 +165,8 @@ class RevisionBuildTest(unittest.TestCase):
         self.assertEqual(len(self.contexts()), 2)
 
     def test_a_build_writes_its_output_to_a_log_named_on_one_line(self):
-        built = self.runner_for("HEAD", FAKE_CMAKE_MODE="compile")
+        with mock.patch.dict(os.environ, {"MESHGATE_QUIET": ""}):
+            built = self.runner_for("HEAD", FAKE_CMAKE_MODE="compile")
         log = revisions.build_dir_for(self.repo.resolve(), self.two, "cpu") / revisions.BUILD_LOG
         lines = self.out.getvalue().splitlines()
         self.assertEqual(lines[0], f"meshgate: building {self.two[:12]} (log: {log})")
