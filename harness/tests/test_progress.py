@@ -105,6 +105,11 @@ class FoldedSkipsTest(unittest.TestCase):
     """ab, bisect and calibrate launch the same cases again and again: their skips are one line
     per suite and launch, with the reasons, rather than one line per case."""
 
+    def setUp(self):
+        environ = unittest.mock.patch.dict("os.environ", {"MESHGATE_QUIET": ""})
+        environ.start()
+        self.addCleanup(environ.stop)
+
     def finish(self, view, tally, case_id, status, message=""):
         tally.record(status, 0.1)
         view.finished(tally, case_id, status, 0.1, message)
