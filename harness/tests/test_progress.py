@@ -288,7 +288,8 @@ class LongCommandProgressTest(unittest.TestCase):
     def test_steps_say_k_of_n_elapsed_and_eta(self):
         now = [100.0]
         out = io.StringIO()
-        steps = progress.Steps("meshgate ab", "batch-1, runs 1 to 9 a side", 18, out=out, clock=lambda: now[0])
+        steps = progress.Steps("meshgate ab", "batch-1, runs 1 to 9 a side", 18, out=out, clock=lambda: now[0],
+                               quiet_for=0.0)
         steps.step("base run 1")
         now[0] += 10
         steps.step("candidate run 1")
@@ -301,6 +302,14 @@ class LongCommandProgressTest(unittest.TestCase):
         progress.set_quiet(True)
         steps.step("x")
         self.assertEqual(len(out.getvalue().splitlines()), 3)
+        # A phase of quick steps says nothing until it has run for quiet_for seconds.
+        progress.set_quiet(False)
+        quick = io.StringIO()
+        brief = progress.Steps("meshgate", "batch-2", 4, out=quick, clock=lambda: now[0])
+        brief.step("a")
+        now[0] += 3
+        brief.step("b")
+        self.assertEqual(quick.getvalue(), "meshgate: batch-2: 2 of 4 (b), elapsed 0:03, ETA 0:09\n")
 
     def test_a_build_shows_targets_built_of_total_from_ninja(self):
         out = io.StringIO()

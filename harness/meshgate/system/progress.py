@@ -279,13 +279,15 @@ def is_quiet() -> bool:
 class Steps:
     """A long command's phase as k of N: 'meshgate ab: batch 1: launch 5 of 18 (candidate),
     elapsed 0:42, ETA 1:50', the ETA from the mean time of the steps so far. One line per step
-    (the runner's own live line sits between them on a terminal); nothing with -q."""
+    (the runner's own live line sits between them on a terminal), once the phase has run for
+    `quiet_for` seconds (a phase of quick steps needs no progress); nothing with -q."""
 
     def __init__(self, command: str, phase: str, total: int, out: TextIO | None = None,
-                 clock=time.monotonic):
+                 clock=time.monotonic, quiet_for: float = 2.0):
         self.command, self.phase, self.total = command, phase, max(0, total)
         self.out = out
         self.clock = clock
+        self.quiet_for = quiet_for
         self.started = clock()
         self.k = 0
 
@@ -301,7 +303,7 @@ class Steps:
         """Step k + 1 starts (N grows with it where the plan was a bound that skips exceed)."""
         self.k += 1
         self.total = max(self.total, self.k)
-        if not is_quiet():
+        if not is_quiet() and self.clock() - self.started >= self.quiet_for:
             print(self.line(what), file=self.out or sys.stderr, flush=True)
 
 
