@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -81,6 +82,30 @@ struct Observed {
   std::map<std::int64_t, nlohmann::json> mesh_for_rank;  // DeviceMesh.mesh as the rank sees it
   std::optional<nlohmann::json> submeshes;         // ranks per submesh, when a submeshes op ran
   std::optional<std::vector<std::string>> warnings;
+};
+
+// One observable of the current mesh by the name messages give it ("groups", "coordinates of
+// rank 3"), and its value in an Observed as JSON (a layout as its text; null where absent), so
+// that two answers can be compared observable by observable.
+struct ObservableRef {
+  std::string name;
+  std::function<nlohmann::json(const Observed&)> value;
+};
+
+// How the answer of an implementation that computes one layout model is judged: against the
+// case's `expect` where the answer cannot depend on the model (the case is written for that
+// model, or meshgate's two models agree there), against meshgate's own answer for that model
+// where a compare_models case compares the models, and not at all where the value depends on
+// the model and the case holds no expectation for it (docs/kinds.md, "A case of the other
+// layout model").
+struct Judging {
+  std::string why_not;                        // set: this model's answer cannot be judged, why
+  bool rejection = false;                     // the rejection the case expects is judged
+  std::vector<std::string> judged;            // against expect
+  std::vector<std::string> against_meshgate;  // against meshgate's answer for the model
+  std::vector<std::string> model_dependent;   // left out: meshgate's two models differ there
+  std::vector<std::string> unobservable;      // left out: no observable of the protocol
+  std::optional<Observed> reference;          // meshgate's observables under the model
 };
 
 // Whether `v` is an int, or a list of such values, exactly `depth` lists deep.
@@ -216,6 +241,10 @@ class MeshCase final : public PreparedCase {
   // (something), or `model_differences: [classes]` (exactly these classes).
   std::optional<bool> models_agree;
   std::optional<std::vector<ChangeClass>> model_differences;
+  // expect_error, and its text (empty: any rejection): whether the rejection of the other
+  // layout model would meet it.
+  bool expects_rejection = false;
+  std::string expected_message;
   nlohmann::json params_json;
 
   int ranks() const override { return 1; }
@@ -280,20 +309,21 @@ class MeshCase final : public PreparedCase {
 
   std::optional<nlohmann::json> impl_request(const std::filesystem::path&,
                                              std::string& why) override {
-    if (compare_models) {
-      why = std::string("compare_models") +
-            (model_differences ? " with model_differences"
-             : models_agree    ? " with models_agree"
-                               : "") +
-            (equal_to ? " and equal_to" : "") +
-            " judges meshgate's comparison of its own two layout models (one_level and "
-            "two_level) with each other; an implementation under test computes one model";
+    // The case's own model, and the other one where meshgate's two models leave something of
+    // the case to judge: an implementation of a model not listed answers unsupported.
+    const Judging& own = judging(model);
+    if (!own.why_not.empty()) {
+      why = own.why_not;
       return std::nullopt;
     }
-    if (expect.warnings) {
-      why = "expect.warnings counts the warnings of meshgate's DeviceMesh model; warnings are no "
-            "observable of the meshgate.impl/1 protocol";
-      return std::nullopt;
+    const LayoutModel other = other_model();
+    const Judging& theirs = judging(other);
+    nlohmann::json models = nlohmann::json::array({to_string(model)});
+    nlohmann::json unjudged = nlohmann::json::object();
+    if (theirs.why_not.empty()) {
+      models.push_back(to_string(other));
+    } else {
+      unjudged[std::string(to_string(other))] = theirs.why_not;
     }
     std::vector<std::int64_t> ranks = mesh.ranks;
     if (ranks.empty()) {
@@ -339,18 +369,48 @@ class MeshCase final : public PreparedCase {
           {"layout", mesh.layout ? nlohmann::json(to_string(*mesh.layout)) : nlohmann::json()},
           {"ranks", ranks}}},
         {"model", to_string(model)},
+        {"models", models},
+        {"unjudged_models", unjudged},
         {"flatten", flattens},
         {"ops", op_list},
         {"rank", current_rank ? nlohmann::json(*current_rank) : nlohmann::json()},
         {"observe",
          {{"coordinates", coordinate_ranks},
           {"mesh_for_rank", view_ranks},
-          {"submeshes", expect.submeshes.has_value()}}}};
+          {"submeshes",
+           expect.submeshes.has_value() || (compare_models && ends_in_submeshes())}}}};
   }
 
+  // The answer's `model` says which layout model the implementation computed (the case's own
+  // when absent); each observable is judged as judging() decides for that model.
   Outcome check_observables(const nlohmann::json& observables,
                             const std::filesystem::path&) override {
-    return judge(read_observed(observables), Outcome{}, {});
+    LayoutModel answered = model;
+    if (observables.is_object() && observables.contains("model")) {
+      const nlohmann::json& v = observables["model"];
+      std::optional<LayoutModel> parsed;
+      try {
+        if (v.is_string()) parsed = parse_layout_model(v.get<std::string>());
+      } catch (const meshgate::Error&) {
+      }
+      if (!parsed) {
+        throw ImplFailure("answered 'model' " + shorten(v.dump()) +
+                          ", which is not one_level or two_level");
+      }
+      answered = *parsed;
+    }
+    const Judging& j = judging(answered);
+    if (!j.why_not.empty()) {
+      throw ImplFailure("answered the observables of the " + std::string(to_string(answered)) +
+                        " layout model, which the request does not list in 'models': " +
+                        j.why_not);
+    }
+    const auto needs = [&](const std::string& name) {
+      return std::find(j.against_meshgate.begin(), j.against_meshgate.end(), name) !=
+             j.against_meshgate.end();
+    };
+    return judge_answer(read_observed(observables, needs("groups"), needs("submeshes")), j,
+                        answered);
   }
 
   // The whole op sequence, `calls` times.
@@ -361,7 +421,293 @@ class MeshCase final : public PreparedCase {
   }
 
  private:
+  // judging()'s answers per model, computed once: the request and the check both need them.
+  std::map<LayoutModel, Judging> judgings_;
+
   std::string to_string_model() const { return std::string(to_string(model)); }
+
+  LayoutModel other_model() const {
+    return model == LayoutModel::one_level ? LayoutModel::two_level : LayoutModel::one_level;
+  }
+
+  bool ends_in_submeshes() const {
+    return !ops.empty() && std::holds_alternative<SubmeshesOp>(ops.back());
+  }
+
+  // The observables `expect` asks about (all = false), or those and every one a model
+  // comparison judges besides (all = true: layout, shape, names, groups, and the submeshes of a
+  // last submeshes op), in the order they are judged.
+  std::vector<ObservableRef> observable_refs(bool all) const {
+    std::vector<ObservableRef> out;
+    if (all || expect.layout)
+      out.push_back(
+          {"layout", [](const Observed& o) { return nlohmann::json(to_string(o.layout)); }});
+    if (all || expect.shape)
+      out.push_back({"shape", [](const Observed& o) { return nlohmann::json(o.shape); }});
+    if (all || expect.names)
+      out.push_back({"names", [](const Observed& o) { return nlohmann::json(o.names); }});
+    if (all || expect.groups) {
+      out.push_back(
+          {"groups", [](const Observed& o) { return o.groups.value_or(nlohmann::json()); }});
+    }
+    const auto at = [](const std::map<std::int64_t, nlohmann::json>& by_rank, std::int64_t rank) {
+      const auto it = by_rank.find(rank);
+      return it == by_rank.end() ? nlohmann::json() : it->second;
+    };
+    for (const auto& [rank, expected] : expect.coordinates) {
+      out.push_back({"coordinates of rank " + std::to_string(rank),
+                     [rank, at](const Observed& o) { return at(o.coordinates, rank); }});
+    }
+    for (const auto& [rank, expected] : expect.mesh_for_rank) {
+      out.push_back({"mesh_for_rank of rank " + std::to_string(rank),
+                     [rank, at](const Observed& o) { return at(o.mesh_for_rank, rank); }});
+    }
+    if (expect.submeshes || (all && ends_in_submeshes())) {
+      out.push_back(
+          {"submeshes", [](const Observed& o) { return o.submeshes.value_or(nlohmann::json()); }});
+    }
+    return out;
+  }
+
+  // meshgate's observables under `which`: those observable_refs(true) names, with a rank's
+  // view that the model cannot show as the rejection's text; nullopt, with the rejection in
+  // `error`, when the model rejects the case.
+  std::optional<Observed> observe_model(LayoutModel which, std::string& error,
+                                        bool orthogonal = false) const {
+    std::optional<Executed> e;
+    try {
+      e = execute(which, orthogonal);
+    } catch (const meshgate::Error& err) {
+      error = err.what();
+      return std::nullopt;
+    }
+    const DeviceMesh& m = e->mesh;
+    Observed o;
+    o.layout = m.layout();
+    o.shape = m.shape();
+    o.names = m.names();
+    o.groups = all_groups(m);
+    for (const auto& [rank, expected] : expect.coordinates) {
+      const auto c = m.coordinate(rank);
+      o.coordinates[rank] = c ? nlohmann::json(*c) : nlohmann::json();
+    }
+    for (const auto& [rank, expected] : expect.mesh_for_rank) {
+      try {
+        o.mesh_for_rank[rank] = rank_tensor_to_json(m.mesh_for_rank(rank));
+      } catch (const meshgate::Error& err) {
+        o.mesh_for_rank[rank] = std::string("rejected: ") + err.what();
+      }
+    }
+    if (e->submeshes) {
+      o.submeshes = nlohmann::json::array();
+      for (const DeviceMesh& s : *e->submeshes) o.submeshes->push_back(mesh_ranks(s));
+    }
+    return o;
+  }
+
+  const Judging& judging(LayoutModel answered) {
+    auto it = judgings_.find(answered);
+    if (it == judgings_.end()) it = judgings_.emplace(answered, make_judging(answered)).first;
+    return it->second;
+  }
+
+  // How an answer computed under `answered` is judged. The case's own model: every observable
+  // `expect` asks about. The other model: meshgate runs the case under both; where one model
+  // rejects it and the other does not, or both reject it but the other not in the words the
+  // case expects, nothing can be judged; where both accept it, each expected observable on
+  // which the two models agree is judged against `expect`, and one on which they differ is
+  // left out. A compare_models case is judged on the side of its comparison that the
+  // implementation computes: the observables `expect` does not settle (layout, shape, names,
+  // groups, submeshes, and the model-dependent ones) against meshgate's answer for that model.
+  Judging make_judging(LayoutModel answered) const {
+    Judging j;
+    const std::vector<ObservableRef> expected = observable_refs(false);
+    if (answered == model) {
+      // The case's own model: every observable `expect` asks about, as in meshgate's own run.
+      j.rejection = expects_rejection;
+      for (const ObservableRef& ref : expected) j.judged.push_back(ref.name);
+      if (compare_models) {
+        std::string error;
+        j.reference = observe_model(model, error);
+      }
+      add_unjudged(j, expected);
+      return j;
+    }
+    const std::string own_name = to_string_model();
+    const std::string their_name(to_string(answered));
+    std::string own_error;
+    std::string their_error;
+    const std::optional<Observed> own = observe_model(model, own_error);
+    // The other model as PyTorch ships it: the 2-level model with #172343's check.
+    const std::optional<Observed> theirs =
+        observe_model(answered, their_error, answered == LayoutModel::two_level);
+    if (own.has_value() != theirs.has_value()) {
+      j.why_not = own ? "meshgate's " + their_name + " model rejects the case (" +
+                            shorten(their_error) + ") where the " + own_name +
+                            " model it is written for accepts it"
+                      : "the case expects the rejection of the " + own_name +
+                            " model it is written for (" + shorten(own_error) +
+                            "), and meshgate's " + their_name + " model accepts it";
+      return j;
+    }
+    if (!theirs) {
+      // Both reject: the rejection is judged, on the words of the exception, which must be
+      // PyTorch's: meshgate's message follows them with an explanation in parentheses that no
+      // other implementation prints.
+      if (!expects_rejection) {
+        j.why_not = "both of meshgate's layout models reject the case, which expects a result: " +
+                    shorten(their_error);
+      } else if (!expected_message.empty() &&
+                 pytorch_words(their_error).find(expected_message) == std::string::npos) {
+        j.why_not =
+            their_error.find(expected_message) == std::string::npos
+                ? "both layout models reject the case, but meshgate's " + their_name +
+                      " model not with the expected '" + expected_message + "': " +
+                      shorten(their_error)
+                : "the case expects words of meshgate's own explanation ('" + expected_message +
+                      "'), which follows the exception's words in meshgate's message: " +
+                      shorten(their_error);
+      } else {
+        j.rejection = true;
+      }
+      return j;
+    }
+    // Both accept: what the two models agree on is judged against expect.
+    j.rejection = expects_rejection;
+    j.reference = theirs;
+    for (const ObservableRef& ref : expected) {
+      if (ref.value(*own) == ref.value(*theirs)) {
+        j.judged.push_back(ref.name);
+      } else if (compare_models) {
+        j.against_meshgate.push_back(ref.name);
+      } else {
+        j.model_dependent.push_back(ref.name);
+      }
+    }
+    add_unjudged(j, expected);
+    if (j.judged.empty() && j.against_meshgate.empty() && !j.rejection &&
+        !j.model_dependent.empty()) {
+      j.why_not = "every observable the case expects (" + join_names(j.model_dependent) +
+                  ") differs between meshgate's " + own_name + " model, which the case is "
+                  "written for, and its " + their_name + " model";
+    }
+    return j;
+  }
+
+  // The rest of a judging: a compare_models case's other observables against meshgate's answer
+  // (when the model accepts the case), and what is no observable of the protocol; a case that
+  // expects warnings alone cannot be judged.
+  void add_unjudged(Judging& j, const std::vector<ObservableRef>& expected) const {
+    if (compare_models) {
+      if (j.reference) {
+        for (const ObservableRef& ref : observable_refs(true)) {
+          const bool in_expect =
+              std::any_of(expected.begin(), expected.end(),
+                          [&](const ObservableRef& e) { return e.name == ref.name; });
+          if (!in_expect) j.against_meshgate.push_back(ref.name);
+        }
+      }
+      j.unobservable.push_back(model_differences ? "model_differences"
+                               : models_agree    ? "models_agree"
+                                                 : "compare_models");
+      if (equal_to) j.unobservable.push_back("equal_to");
+    }
+    if (expect.warnings) {
+      j.unobservable.push_back("warnings");
+      if (j.judged.empty() && j.against_meshgate.empty() && j.model_dependent.empty() &&
+          !j.rejection) {
+        j.why_not = "expect.warnings counts the warnings of meshgate's DeviceMesh model; "
+                    "warnings are no observable of the meshgate.impl/1 protocol";
+      }
+    }
+  }
+
+  // A rejection without meshgate's explanation: "ValueError: sizes (2, 4) and strides (4, 1, 1)
+  // don't match (layout ...)" -> "ValueError: sizes (2, 4) and strides (4, 1, 1) don't match".
+  // The explanation is the parenthesized group that ends the message, after a blank.
+  static std::string pytorch_words(const std::string& message) {
+    if (message.empty() || message.back() != ')') return message;
+    int depth = 0;
+    for (std::size_t i = message.size(); i-- > 0;) {
+      if (message[i] == ')') ++depth;
+      if (message[i] == '(' && --depth == 0)
+        return i > 0 && message[i - 1] == ' ' ? message.substr(0, i - 1) : message;
+    }
+    return message;
+  }
+
+  static std::string join_names(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  }
+
+  // What the row says of how it was judged, when it was not simply judged on every observable
+  // `expect` asks about: e.g. "judged on shape, groups; not compared: layout (...)".
+  std::string judging_note(const Judging& j, LayoutModel answered) const {
+    const std::string their_name(to_string(answered));
+    std::vector<std::string> parts;
+    if (j.rejection && j.judged.empty()) parts.push_back("judged on the rejection");
+    if (!j.judged.empty()) parts.push_back("judged on " + join_names(j.judged));
+    if (!j.against_meshgate.empty()) {
+      parts.push_back("judged against meshgate's " + their_name + " model (the side of the " +
+                      "model comparison the implementation computes): " +
+                      join_names(j.against_meshgate));
+    }
+    if (!j.model_dependent.empty()) {
+      parts.push_back("not compared: " + join_names(j.model_dependent) +
+                      " (the case is written for the " + to_string_model() +
+                      " layout model and the implementation has " + their_name +
+                      ", where meshgate's models give it another value)");
+    }
+    if (!j.unobservable.empty()) {
+      parts.push_back("not compared: " + join_names(j.unobservable) +
+                      " (no observable of the meshgate.impl/1 protocol)");
+    }
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+  }
+
+  // An implementation's observables judged as `j` says.
+  Outcome judge_answer(const Observed& o, const Judging& j, LayoutModel answered) const {
+    std::vector<std::string> mismatches;
+    check_expectations(o, mismatches, [&](const std::string& name) {
+      return std::find(j.judged.begin(), j.judged.end(), name) != j.judged.end();
+    });
+    for (const ObservableRef& ref : observable_refs(true)) {
+      if (std::find(j.against_meshgate.begin(), j.against_meshgate.end(), ref.name) ==
+          j.against_meshgate.end())
+        continue;
+      const nlohmann::json expected = ref.value(*j.reference);
+      const nlohmann::json actual = ref.value(o);
+      if (expected != actual) {
+        mismatches.push_back(ref.name + " (meshgate's " + std::string(to_string(answered)) +
+                             " model): expected " + shorten(expected.dump(), 400) + ", got " +
+                             shorten(actual.dump(), 400));
+      }
+    }
+    Outcome outcome;
+    outcome.metrics["layout"] = to_string(o.layout);
+    outcome.metrics["shape"] = o.shape;
+    const bool plain = answered == model && j.against_meshgate.empty() &&
+                       j.model_dependent.empty() && j.unobservable.empty();
+    const std::string note = plain ? "" : judging_note(j, answered);
+    if (!plain) {
+      outcome.metrics["model_judging"] = {{"case_model", to_string_model()},
+                                          {"impl_model", to_string(answered)},
+                                          {"judged", j.judged},
+                                          {"against_meshgate", j.against_meshgate},
+                                          {"not_compared", j.model_dependent},
+                                          {"not_observable", j.unobservable},
+                                          {"note", note}};
+    }
+    if (!mismatches.empty()) {
+      outcome.status = Status::fail;
+      outcome.message = join(mismatches) + (note.empty() ? "" : " [" + note + "]");
+    }
+    return outcome;
+  }
 
   static std::string join(const std::vector<std::string>& parts) {
     std::string out;
@@ -395,23 +741,42 @@ class MeshCase final : public PreparedCase {
     return flat;
   }
 
-  Executed execute(LayoutModel which) const {
+  // PR #172343, which PyTorch 2.15 has together with the 2-level model: every DeviceMesh is
+  // created only if check_orthogonal accepts its collapsed layout. meshgate's two_level model
+  // keeps the set-based check of #172089, and its model comparison adds #172343 as a new
+  // rejection; `orthogonal` applies it to every mesh the case creates, for judging an
+  // implementation of the 2-level model as PyTorch ships it.
+  static void check_orthogonal_creation(const Layout& layout) {
+    if (!check_orthogonal(layout)) {
+      throw meshgate::Error(ErrorKind::assertion,
+                            "Please use a non-overlapping layout when creating a DeviceMesh. "
+                            "(check_orthogonal of PR #172343 rejects " +
+                                to_string(layout) + ")");
+    }
+  }
+
+  Executed execute(LayoutModel which, bool orthogonal = false) const {
+    if (orthogonal && mesh.layout) check_orthogonal_creation(*mesh.layout);
     DeviceMesh root = mesh.build(which, current_rank);
+    const auto created = [&](const DeviceMesh& m) {
+      if (orthogonal) check_orthogonal_creation(m.layout());
+      return m;
+    };
     Executed e{root, std::nullopt, {}};
-    for (const FlattenSpec& f : root_flattens) flatten_on(root, f, e.flatten_decisions);
+    for (const FlattenSpec& f : root_flattens) created(flatten_on(root, f, e.flatten_decisions));
     for (const Op& op : ops) {
       if (const auto* s = std::get_if<SliceOp>(&op)) {
-        e.mesh = e.mesh.slice(s->names);
+        e.mesh = created(e.mesh.slice(s->names));
       } else if (const auto* f = std::get_if<FlattenSpec>(&op)) {
-        e.mesh = flatten_on(e.mesh, *f, e.flatten_decisions);
+        e.mesh = created(flatten_on(e.mesh, *f, e.flatten_decisions));
       } else if (const auto* u = std::get_if<UnflattenOp>(&op)) {
-        e.mesh = e.mesh.unflatten(u->dim, u->sizes, u->names);
+        e.mesh = created(e.mesh.unflatten(u->dim, u->sizes, u->names));
       } else if (const auto* sub = std::get_if<SubmeshesOp>(&op)) {
         e.submeshes = e.mesh.submeshes(sub->dim);
       } else if (const auto* c = std::get_if<ConcatenateOp>(&op)) {
         std::vector<DeviceMesh> parts;
-        for (const auto& names : c->parts) parts.push_back(e.mesh.slice(names));
-        e.mesh = DeviceMesh::concatenate(parts);
+        for (const auto& names : c->parts) parts.push_back(created(e.mesh.slice(names)));
+        e.mesh = created(DeviceMesh::concatenate(parts));
       }
     }
     return e;
@@ -563,7 +928,9 @@ class MeshCase final : public PreparedCase {
 
   // An implementation's observables (docs/impl-protocol.md, mesh) in the same form; ImplFailure
   // for one of the wrong type or shape, and for one the case expects that is missing.
-  Observed read_observed(const nlohmann::json& obs) const {
+  // need_groups / need_submeshes: judged although `expect` does not ask for them.
+  Observed read_observed(const nlohmann::json& obs, bool need_groups = false,
+                         bool need_submeshes = false) const {
     if (!obs.is_object())
       throw ImplFailure("answered mesh observables that are not an object: " + shorten(obs.dump()));
     const auto get = [&](const std::string& key, bool needed) -> const nlohmann::json* {
@@ -594,7 +961,7 @@ class MeshCase final : public PreparedCase {
         throw wrong("names", *names, "a list of dim names or null");
       o.names = names->get<std::vector<std::string>>();
     }
-    if (const nlohmann::json* groups = get("groups", expect.groups.has_value())) {
+    if (const nlohmann::json* groups = get("groups", expect.groups.has_value() || need_groups)) {
       if (!ints_at_depth(*groups, 3))
         throw wrong("groups", *groups, "one list of rank groups per dim");
       o.groups = *groups;
@@ -624,7 +991,8 @@ class MeshCase final : public PreparedCase {
         "a list of ints or null", o.coordinates);
     per_rank("mesh_for_rank", expect.mesh_for_rank, nested_int_lists, "a nested list of ranks",
              o.mesh_for_rank);
-    if (const nlohmann::json* submeshes = get("submeshes", expect.submeshes.has_value());
+    if (const nlohmann::json* submeshes =
+            get("submeshes", expect.submeshes.has_value() || need_submeshes);
         submeshes && !submeshes->is_null()) {
       if (!ints_at_depth(*submeshes, 2))
         throw wrong("submeshes", *submeshes, "one list of ranks per submesh");
@@ -645,14 +1013,17 @@ class MeshCase final : public PreparedCase {
     return outcome;
   }
 
-  void check_expectations(const Observed& o, std::vector<std::string>& mismatches) const {
+  // judged: which observables (by ObservableRef name) are judged; all when empty.
+  void check_expectations(const Observed& o, std::vector<std::string>& mismatches,
+                          const std::function<bool(const std::string&)>& judged = {}) const {
+    const auto on = [&](const std::string& what) { return !judged || judged(what); };
     auto check = [&](const std::string& what, const nlohmann::json& expected,
                      const nlohmann::json& actual) {
-      if (expected != actual)
+      if (on(what) && expected != actual)
         mismatches.push_back(what + ": expected " + shorten(expected.dump(), 400) + ", got " +
                              shorten(actual.dump(), 400));
     };
-    if (expect.layout && !(o.layout == *expect.layout)) {
+    if (expect.layout && on("layout") && !(o.layout == *expect.layout)) {
       mismatches.push_back("layout: expected " + to_string(*expect.layout) + ", got " +
                            to_string(o.layout));
     }
@@ -663,7 +1034,7 @@ class MeshCase final : public PreparedCase {
       check("coordinates of rank " + std::to_string(rank), expected, o.coordinates.at(rank));
     for (const auto& [rank, expected] : expect.mesh_for_rank)
       check("mesh_for_rank of rank " + std::to_string(rank), expected, o.mesh_for_rank.at(rank));
-    if (expect.submeshes) {
+    if (expect.submeshes && on("submeshes")) {
       if (!o.submeshes) {
         mismatches.push_back("submeshes: expected " + shorten(expect.submeshes->dump()) +
                              ", but no submeshes op ran");
@@ -876,6 +1247,14 @@ std::unique_ptr<PreparedCase> parse_mesh_case(CaseNode& node, bool expect_error)
     }
   }
   c->current_rank = node.optional<std::int64_t>("rank");
+  c->expects_rejection = expect_error;
+  if (expect_error) {
+    // The runner read expect_error: true, or a substring of the message (validate.cpp).
+    const YAML::Node v = node.node()["expect_error"];
+    bool flag = false;
+    if (v && v.IsScalar() && !(v.Tag() != "!" && YAML::convert<bool>::decode(v, flag)))
+      c->expected_message = v.Scalar();
+  }
   if (node.has("equal_to")) c->equal_to = read_mesh_spec(node, "equal_to");
   c->compare_models = node.optional<bool>("compare_models").value_or(false);
   if (auto agree = node.optional<bool>("models_agree")) {

@@ -363,22 +363,244 @@ TEST(MeshKind, ObservablesOfAnotherImplementationAreJudgedLikeTheLibrarysMesh) {
   EXPECT_THROW(prepared.check_observables("garbage", "/tmp"), ImplFailure);
 }
 
-// Expectations on meshgate's own model comparison, and warnings, are no observables of another
-// implementation: the case is not handed over, and says why.
-TEST(MeshKind, ModelComparisonsAndWarningsAreNotHandedToAnotherImplementation) {
+// A case of either layout model is handed over with the models whose answer the runner can
+// judge; an implementation answers which one it computed (absent: the case's own).
+struct Handed {
+  std::unique_ptr<PreparedCase> prepared;
+  nlohmann::json request;  // null when the case is not handed over
   std::string why;
-  PlannedCases compare = plan(
-      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, compare_models: true, "
-      "model_differences: []}");
-  ASSERT_TRUE(compare.errors.empty()) << compare.errors.front();
-  EXPECT_FALSE(compare.cases.at(0).prepared->impl_request("/tmp", why).has_value());
-  EXPECT_NE(why.find("compare_models with model_differences"), std::string::npos) << why;
+};
 
-  PlannedCases warnings = plan(
+Handed hand_over(const std::string& case_yaml) {
+  PlannedCases planned = plan(case_yaml);
+  EXPECT_TRUE(planned.errors.empty()) << planned.errors.front();
+  Handed h{std::move(planned.cases.at(0).prepared), nullptr, ""};
+  if (auto request = h.prepared->impl_request("/tmp", h.why)) h.request = *request;
+  return h;
+}
+
+// A one_level case answered under two_level is judged on every observable on which meshgate's
+// two models agree (shape, groups) and not on the one where they differ (the layout text), and
+// the row says so; a wrong group still fails.
+TEST(MeshKind, ACaseOfTheOtherModelIsJudgedOnTheObservablesBothModelsShare) {
+  Handed h = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: [{flatten: {name: "
+      "dp_tp}}], expect: {layout: \"8:1\", shape: [8], groups: [[[0, 1, 2, 3, 4, 5, 6, 7]]], "
+      "coordinates: {5: [5]}}}");
+  ASSERT_FALSE(h.request.is_null()) << h.why;
+  EXPECT_EQ(h.request["model"], "one_level");
+  EXPECT_EQ(h.request["models"], nlohmann::json({"one_level", "two_level"}));
+  EXPECT_EQ(h.request["unjudged_models"], nlohmann::json::object());
+
+  const auto answer = [](std::string model, std::string layout, nlohmann::json groups) {
+    nlohmann::json a = {{"layout", std::move(layout)},
+                        {"shape", {8}},
+                        {"names", {"dp_tp"}},
+                        {"groups", std::move(groups)},
+                        {"coordinates", {{"5", {5}}}},
+                        {"mesh_for_rank", nlohmann::json::object()}};
+    if (!model.empty()) a["model"] = std::move(model);
+    return a;
+  };
+  const nlohmann::json groups = {{{0, 1, 2, 3, 4, 5, 6, 7}}};
+  const Outcome pass =
+      h.prepared->check_observables(answer("two_level", "((8)):((1))", groups), "/tmp");
+  EXPECT_EQ(pass.status, Status::pass) << pass.message;
+  const nlohmann::json& judging = pass.metrics["model_judging"];
+  EXPECT_EQ(judging["case_model"], "one_level");
+  EXPECT_EQ(judging["impl_model"], "two_level");
+  EXPECT_EQ(judging["judged"], nlohmann::json({"shape", "groups", "coordinates of rank 5"}));
+  EXPECT_EQ(judging["not_compared"], nlohmann::json({"layout"}));
+  EXPECT_NE(judging["note"].get<std::string>().find(
+                "not compared: layout (the case is written for the one_level layout model and "
+                "the implementation has two_level"),
+            std::string::npos)
+      << judging["note"];
+
+  // Whatever layout text a two_level answer has, a wrong group is a failure that says what
+  // was left out.
+  const Outcome wrong = h.prepared->check_observables(
+      answer("two_level", "(8):(1)", nlohmann::json({{{0, 4, 1, 5, 2, 6, 3, 7}}})), "/tmp");
+  EXPECT_EQ(wrong.status, Status::fail);
+  EXPECT_EQ(wrong.message.rfind("groups: expected [[[0,1,2,3,4,5,6,7]]], got [[[0,4,1,5,2,6,3,7]]] "
+                                "[judged on shape, groups, coordinates of rank 5; not compared: "
+                                "layout",
+                                0),
+            0u)
+      << wrong.message;
+
+  // An answer that names no model claims the case's own: every observable is judged.
+  const Outcome unnamed = h.prepared->check_observables(answer("", "((8)):((1))", groups), "/tmp");
+  EXPECT_EQ(unnamed.status, Status::fail);
+  EXPECT_EQ(unnamed.message, "layout: expected 8:1, got ((8)):((1))");
+  EXPECT_FALSE(unnamed.metrics.contains("model_judging"));
+  EXPECT_EQ(h.prepared->check_observables(answer("one_level", "8:1", groups), "/tmp").status,
+            Status::pass);
+  EXPECT_THROW(h.prepared->check_observables(answer("three_level", "8:1", groups), "/tmp"),
+               ImplFailure);
+}
+
+// Where only one model rejects the case, or both reject it but the other not with the words
+// the case expects, an answer of the other model cannot be judged: the request lists the
+// case's model alone and says why, and an answer of the other model is an ImplFailure.
+TEST(MeshKind, ACaseWhoseVerdictDependsOnTheModelIsJudgedOnItsOwnModelOnly) {
+  // one_level rejects the non-contiguous flattened slice; two_level accepts it.
+  Handed relaxed = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, flatten: [{dims: "
+      "[dp, tp], name: dp_tp}], ops: [{slice: dp_tp}], expect_error: NotImplementedError}");
+  ASSERT_FALSE(relaxed.request.is_null()) << relaxed.why;
+  EXPECT_EQ(relaxed.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(relaxed.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "meshgate's two_level model accepts it"),
+            std::string::npos)
+      << relaxed.request["unjudged_models"];
+  EXPECT_THROW(relaxed.prepared->check_observables(
+                   {{"model", "two_level"}, {"layout", "((2,2)):((4,1))"}, {"shape", {4}}},
+                   "/tmp"),
+               ImplFailure);
+
+  // Both models reject the transposed slice with the same KeyError: judged on the rejection.
+  Handed both = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: [{slice: [tp, dp]}], "
+      "expect_error: \"ascending order\"}");
+  EXPECT_EQ(both.request["models"], nlohmann::json({"one_level", "two_level"})) << both.why;
+
+  // Both reject, but with different exception types: not the other model.
+  Handed types = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, flatten: [{dims: "
+      "[dp, tp], name: dp_tp}], ops: [{slice: [dp_tp, cp]}], expect_error: NotImplementedError}");
+  EXPECT_EQ(types.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(types.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "not with the expected 'NotImplementedError': KeyError"),
+            std::string::npos)
+      << types.request["unjudged_models"];
+
+  // Both reject with the same words, but the case expects meshgate's explanation after them,
+  // which no other implementation prints.
+  Handed explained = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, ops: [{unflatten: "
+      "{dim: 0, sizes: [2, 2], names: [a, b]}}], expect_error: \"dim 0 is 'dp' of the mesh\"}");
+  EXPECT_EQ(explained.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(explained.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "the case expects words of meshgate's own explanation"),
+            std::string::npos)
+      << explained.request["unjudged_models"];
+
+  // PyTorch ships the 2-level model with #172343's check_orthogonal, which rejects (2,2):(3,1)
+  // at creation where the set-based check of one_level accepts it.
+  Handed orthogonal = hand_over(
+      "{name: a, kind: mesh, mesh: {layout: \"(2,2):(3,1)\", names: [a, b], ranks: \"0..5\"}, "
+      "expect: {shape: [2, 2]}}");
+  EXPECT_EQ(orthogonal.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(orthogonal.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "check_orthogonal of PR #172343 rejects (2,2):(3,1)"),
+            std::string::npos)
+      << orthogonal.request["unjudged_models"];
+
+  // Every observable the case expects differs between the models: nothing to judge.
+  Handed layout_only = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, expect: {layout: "
+      "\"(2,4):(4,1)\"}}");
+  EXPECT_EQ(layout_only.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(layout_only.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "every observable the case expects (layout) differs"),
+            std::string::npos)
+      << layout_only.request["unjudged_models"];
+}
+
+// An answer of the case's own model is judged on everything the case expects, whatever
+// meshgate's own model makes of the case; under the other model, a case both of meshgate's
+// models reject but that expects a result has nothing to judge.
+TEST(MeshKind, AnAnswerOfTheCasesOwnModelIsJudgedOnAllItExpects) {
+  Handed h = hand_over(
+      "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, ops: [{slice: [tp, dp]}], "
+      "expect: {shape: [4, 2]}}");
+  ASSERT_FALSE(h.request.is_null()) << h.why;
+  EXPECT_EQ(h.request["models"], nlohmann::json({"one_level"}));
+  EXPECT_NE(h.request["unjudged_models"]["two_level"].get<std::string>().find(
+                "both of meshgate's layout models reject the case, which expects a result"),
+            std::string::npos)
+      << h.request["unjudged_models"];
+  const auto answer = [](std::vector<std::int64_t> shape) {
+    return nlohmann::json{{"model", "one_level"}, {"layout", "(4,2):(1,4)"}, {"shape", shape}};
+  };
+  EXPECT_EQ(h.prepared->check_observables(answer({4, 2}), "/tmp").status, Status::pass);
+  const Outcome fail = h.prepared->check_observables(answer({2, 4}), "/tmp");
+  EXPECT_EQ(fail.status, Status::fail);
+  EXPECT_EQ(fail.message, "shape: expected [4,2], got [2,4]");
+}
+
+// A compare_models case is judged on the side of the comparison the implementation computes:
+// expect where the models agree, meshgate's answer for the implementation's model for the rest
+// of what a mesh shows; model_differences, models_agree and equal_to are no observables.
+TEST(MeshKind, AModelComparisonIsJudgedOnTheSideTheImplementationComputes) {
+  Handed h = hand_over(
+      "{name: a, kind: mesh, compare_models: true, model_differences: [representation_change], "
+      "mesh: {shape: [2, 2, 2], names: [dp, cp, tp]}, ops: [{flatten: {dims: [dp, cp], name: "
+      "dp_cp}}], expect: {layout: \"4:2\", groups: [[[0, 2, 4, 6], [1, 3, 5, 7]]]}}");
+  ASSERT_FALSE(h.request.is_null()) << h.why;
+  EXPECT_EQ(h.request["models"], nlohmann::json({"one_level", "two_level"}));
+  const auto answer = [](std::string layout, std::vector<std::string> names) {
+    return nlohmann::json{{"model", "two_level"},
+                          {"layout", std::move(layout)},
+                          {"shape", {4}},
+                          {"names", std::move(names)},
+                          {"groups", {{{0, 2, 4, 6}, {1, 3, 5, 7}}}}};
+  };
+  const Outcome pass = h.prepared->check_observables(answer("((4)):((2))", {"dp_cp"}), "/tmp");
+  EXPECT_EQ(pass.status, Status::pass) << pass.message;
+  EXPECT_EQ(pass.metrics["model_judging"]["judged"], nlohmann::json({"groups"}));
+  EXPECT_EQ(pass.metrics["model_judging"]["against_meshgate"],
+            nlohmann::json({"layout", "shape", "names"}));
+  EXPECT_EQ(pass.metrics["model_judging"]["not_observable"],
+            nlohmann::json({"model_differences"}));
+
+  const Outcome fail = h.prepared->check_observables(answer("((2,2)):((4,2))", {"cp"}), "/tmp");
+  EXPECT_EQ(fail.status, Status::fail);
+  EXPECT_EQ(fail.message.rfind("layout (meshgate's two_level model): expected \"((4)):((2))\", got "
+                               "\"((2,2)):((4,2))\"; names (meshgate's two_level model): expected "
+                               "[\"dp_cp\"], got [\"cp\"] [",
+                               0),
+            0u)
+      << fail.message;
+
+  // Without expect, the case is judged on meshgate's answer alone, also for its own model.
+  Handed bare = hand_over(
+      "{name: a, kind: mesh, compare_models: true, models_agree: false, mesh: {shape: [2, 4], "
+      "names: [dp, tp]}, equal_to: {shape: [8]}, ops: [{flatten: {name: w}}]}");
+  ASSERT_FALSE(bare.request.is_null()) << bare.why;
+  const Outcome own = bare.prepared->check_observables(
+      {{"model", "one_level"}, {"layout", "8:1"}, {"shape", {8}}, {"names", {"w"}},
+       {"groups", {{{0, 1, 2, 3, 4, 5, 6, 7}}}}},
+      "/tmp");
+  EXPECT_EQ(own.status, Status::pass) << own.message;
+  EXPECT_EQ(own.metrics["model_judging"]["not_observable"],
+            nlohmann::json({"models_agree", "equal_to"}));
+  EXPECT_THROW(bare.prepared->check_observables(
+                   {{"model", "one_level"}, {"layout", "8:1"}, {"shape", {8}}}, "/tmp"),
+               ImplFailure);  // groups are judged, and missing
+}
+
+// expect.warnings counts the warnings of meshgate's DeviceMesh model, no observable of the
+// protocol: the case's other observables are judged and the row says so; a case expecting
+// warnings alone is not handed over.
+TEST(MeshKind, WarningsAreLeftOutOfWhatAnotherImplementationIsJudgedOn) {
+  Handed h = hand_over(
+      "{name: a, kind: mesh, model: two_level, mesh: {shape: [2, 4], names: [dp, tp]}, expect: "
+      "{shape: [2, 4], warnings: 0}}");
+  ASSERT_FALSE(h.request.is_null()) << h.why;
+  const Outcome pass = h.prepared->check_observables(
+      {{"model", "two_level"}, {"layout", "((2),(4)):((4),(1))"}, {"shape", {2, 4}}}, "/tmp");
+  EXPECT_EQ(pass.status, Status::pass) << pass.message;
+  EXPECT_EQ(pass.metrics["model_judging"]["not_observable"], nlohmann::json({"warnings"}));
+  EXPECT_NE(pass.metrics["model_judging"]["note"].get<std::string>().find(
+                "not compared: warnings (no observable of the meshgate.impl/1 protocol)"),
+            std::string::npos);
+
+  Handed only = hand_over(
       "{name: a, kind: mesh, mesh: {shape: [2, 4], names: [dp, tp]}, expect: {warnings: 0}}");
-  ASSERT_TRUE(warnings.errors.empty()) << warnings.errors.front();
-  EXPECT_FALSE(warnings.cases.at(0).prepared->impl_request("/tmp", why).has_value());
-  EXPECT_NE(why.find("expect.warnings"), std::string::npos) << why;
+  EXPECT_TRUE(only.request.is_null());
+  EXPECT_NE(only.why.find("expect.warnings"), std::string::npos) << only.why;
 }
 
 }  // namespace

@@ -162,18 +162,33 @@ def observe(request: dict) -> dict:
     return observables
 
 
+def rejected(e: Exception) -> protocol.Rejected:
+    """PyTorch's exception as a rejection: its class and words. str() of a KeyError is the repr
+    of its argument, quoted ('"Invalid mesh_dim_names ..."'); the words are the argument."""
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return protocol.Rejected(type(e).__name__, e.args[0])
+    return protocol.Rejected.of(e)
+
+
 def handle(request: dict, perf: dict | None, directory: str):
+    # The runner lists the layout models whose answer it can judge (the case's own, and the
+    # other one where meshgate's two models leave something of the case to judge); torch
+    # computes the one it has and says which.
     have = torch_model()
-    if request.get("model") != have:
+    models = request.get("models") or [request.get("model")]
+    if have not in models:
+        why = (request.get("unjudged_models") or {}).get(have)
         raise protocol.Unsupported(
             f"the case is written for the {request.get('model')} layout model; "
-            f"{layout_ops.model_description()}")
+            f"{layout_ops.model_description()}"
+            + (f"; meshgate judges no {have} answer to it: {why}" if why else ""))
     try:
         observables = observe(request)
     except (protocol.Unsupported, protocol.Rejected):
         raise
     except Exception as e:  # PyTorch raised, as it would for a user
-        raise protocol.Rejected.of(e) from e
+        raise rejected(e) from e
+    observables["model"] = have
     if perf is None:
         return observables, None
     ranks = [int(r) for r in request["mesh"]["ranks"]]
