@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,9 +11,12 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "timing.hpp"
+
+extern char** environ;
 
 namespace meshgate::runner {
 
@@ -21,6 +25,10 @@ namespace {
 constexpr std::size_t kMaxAnswerBytes = std::size_t{1} << 30;
 constexpr double kHelloTimeout = 120;  // importing torch takes seconds on a cold cache
 constexpr double kByeTimeout = 10;
+// What a program that exits before its hello may have missed.
+constexpr const char* kChannelHint =
+    " (meshgate.impl/1 carries requests and answers on the file descriptors that "
+    "MESHGATE_IMPL_FDS names, not on stdin and stdout: docs/impl-protocol.md)";
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -49,10 +57,10 @@ std::string describe_json(const nlohmann::json& value) {
 }  // namespace
 
 ExternalImpl::ExternalImpl(std::string name, std::vector<std::string> command,
-                           std::filesystem::path stderr_path, double timeout_s)
+                           std::filesystem::path log_path, double timeout_s)
     : name_(std::move(name)),
       command_(std::move(command)),
-      stderr_path_(std::move(stderr_path)),
+      log_path_(std::move(log_path)),
       timeout_s_(timeout_s) {}
 
 ExternalImpl::~ExternalImpl() { stop(); }
@@ -60,13 +68,13 @@ ExternalImpl::~ExternalImpl() { stop(); }
 void ExternalImpl::fail(const std::string& message) {
   kill_group();
   std::string text = "implementation '" + name_ + "' " + message;
-  const std::string tail = stderr_tail();
-  if (!tail.empty()) text += "; its stderr ended with:\n" + tail;
+  const std::string tail = log_tail();
+  if (!tail.empty()) text += "; its output ended with:\n" + tail;
   throw ImplFailure(text);
 }
 
-std::string ExternalImpl::stderr_tail() const {
-  std::ifstream in(stderr_path_, std::ios::binary);
+std::string ExternalImpl::log_tail() const {
+  std::ifstream in(log_path_, std::ios::binary);
   if (!in) return {};
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
@@ -87,13 +95,33 @@ void ExternalImpl::kill_group() {
   close_fd(to_child_);
   close_fd(from_child_);
   buffered_.clear();
+  // The whole group, also when the program itself has exited and been reaped: workers it
+  // started must not outlive it.
+  if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
   if (pid_ > 0) {
-    ::kill(-pid_, SIGKILL);
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
   pid_ = -1;
+  pgid_ = -1;
+}
+
+std::string ExternalImpl::reap_if_exited() {
+  if (pid_ <= 0) return "exited";
+  int status = 0;
+  pid_t reaped = 0;
+  do {
+    reaped = ::waitpid(pid_, &status, WNOHANG);
+  } while (reaped < 0 && errno == EINTR);
+  if (reaped != pid_) return {};
+  pid_ = -1;
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           ::strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited";
 }
 
 void ExternalImpl::ensure_started() {
@@ -102,38 +130,96 @@ void ExternalImpl::ensure_started() {
   // same error without paying another start.
   if (start_error_) throw ImplFailure(*start_error_);
   if (command_.empty()) throw ImplFailure("implementation '" + name_ + "' has no command");
-  int in_pipe[2], out_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw ImplFailure("implementation '" + name_ + "': pipe failed: " + std::strerror(errno));
+  // The channel: requests flow from the runner to the program, answers back, each on a pipe
+  // of its own that nothing else writes to.
+  int request_pipe[2] = {-1, -1};
+  int answer_pipe[2] = {-1, -1};
+  if (::pipe2(request_pipe, O_CLOEXEC) != 0 || ::pipe2(answer_pipe, O_CLOEXEC) != 0) {
+    const std::string why = std::strerror(errno);
+    for (int fd : {request_pipe[0], request_pipe[1], answer_pipe[0], answer_pipe[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+    throw ImplFailure("implementation '" + name_ + "': pipe failed: " + why);
   }
-  const int err_fd = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // Its stdout and stderr: the log. Its stdin: nothing to read.
+  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  // Everything the child needs is made before fork: after it, in a runner with threads, only
+  // async-signal-safe calls are allowed.
   std::vector<char*> argv;
   for (std::string& arg : command_) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (entry.rfind("MESHGATE_IMPL_PROTOCOL=", 0) == 0 ||
+        entry.rfind(std::string(kImplFdsVariable) + "=", 0) == 0) {
+      continue;
+    }
+    env_storage.emplace_back(entry);
+  }
+  env_storage.push_back(std::string("MESHGATE_IMPL_PROTOCOL=") + kImplProtocol);
+  env_storage.push_back(std::string(kImplFdsVariable) + "=" + std::to_string(kImplRequestFd) +
+                        "," + std::to_string(kImplAnswerFd));
+  std::vector<char*> envp;
+  for (std::string& entry : env_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) {
-    throw ImplFailure("implementation '" + name_ + "': fork failed: " + std::strerror(errno));
+    const std::string why = std::strerror(errno);
+    for (int fd : {request_pipe[0], request_pipe[1], answer_pipe[0], answer_pipe[1], log_fd,
+                   null_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+    throw ImplFailure("implementation '" + name_ + "': fork failed: " + why);
   }
   if (pid == 0) {
     // The child: its own process group, so that a kill reaches the workers it starts.
     ::setpgid(0, 0);
-    ::dup2(in_pipe[0], STDIN_FILENO);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    if (err_fd >= 0) ::dup2(err_fd, STDERR_FILENO);
-    ::setenv("MESHGATE_IMPL_PROTOCOL", kImplProtocol, 1);
-    ::execvp(argv[0], argv.data());
-    const std::string message =
-        std::string("cannot execute ") + argv[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(STDERR_FILENO, message.data(), message.size());
+    ::signal(SIGPIPE, SIG_DFL);  // the runner ignores it; an ignored signal stays so over exec
+    // Every source above the fds it lands on (0 to 4), so that no dup2 overwrites another's
+    // source; dup2 onto another fd clears close-on-exec there.
+    const int out_source = log_fd >= 0 ? log_fd : STDERR_FILENO;
+    const int request = ::fcntl(request_pipe[0], F_DUPFD_CLOEXEC, 10);
+    const int answer = ::fcntl(answer_pipe[1], F_DUPFD_CLOEXEC, 10);
+    const int out = ::fcntl(out_source, F_DUPFD_CLOEXEC, 10);
+    const int in = null_fd >= 0 ? ::fcntl(null_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    if (request < 0 || answer < 0 || out < 0) {
+      const char message[] = "meshgate-runner: cannot set up the implementation's channel\n";
+      (void)!::write(out_source, message, sizeof message - 1);
+      ::_exit(127);
+    }
+    if (in >= 0) {
+      ::dup2(in, STDIN_FILENO);
+    } else {
+      ::close(STDIN_FILENO);
+    }
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(out, STDERR_FILENO);
+    ::dup2(request, kImplRequestFd);
+    ::dup2(answer, kImplAnswerFd);
+#ifdef SYS_close_range
+    // Nothing else of the runner's reaches the program, whether or not it was close-on-exec.
+    ::syscall(SYS_close_range, kImplAnswerFd + 1, ~0U, 0);
+#endif
+    ::execvpe(argv[0], argv.data(), envp.data());
+    // Into the log, which the runner quotes; no allocation between fork and exit.
+    const char* why = std::strerror(errno);
+    for (const char* part : {"cannot execute ", static_cast<const char*>(argv[0]), ": ", why,
+                             "\n"}) {
+      (void)!::write(STDERR_FILENO, part, std::strlen(part));
+    }
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here, so that a kill right after fork reaches the group
   pid_ = pid;
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  if (err_fd >= 0) ::close(err_fd);
-  to_child_ = in_pipe[1];
-  from_child_ = out_pipe[0];
+  pgid_ = pid;
+  ::close(request_pipe[0]);
+  ::close(answer_pipe[1]);
+  if (log_fd >= 0) ::close(log_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  to_child_ = request_pipe[1];
+  from_child_ = answer_pipe[0];
   ::signal(SIGPIPE, SIG_IGN);  // a dead child must be an ImplFailure, not the runner's death
 
   try {
@@ -192,6 +278,8 @@ bool ExternalImpl::implements(const std::string& kind) const {
 }
 
 std::string ExternalImpl::read_line(double deadline, const std::string& what) {
+  const std::string hint = what == "hello" ? kChannelHint : "";
+  std::string exited;  // how the program ended, once it has been reaped
   while (true) {
     const auto newline = buffered_.find('\n');
     if (newline != std::string::npos) {
@@ -209,6 +297,16 @@ std::string ExternalImpl::read_line(double deadline, const std::string& what) {
     pollfd p{from_child_, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
     if (ready < 0 && errno != EINTR) fail(std::string("poll failed: ") + std::strerror(errno));
+    if (ready == 0) {
+      // Nothing to read: a program that has exited while a process it left behind holds the
+      // answer pipe open would otherwise only end at the case timeout. What it wrote before it
+      // exited is read first.
+      if (exited.empty()) exited = reap_if_exited();
+      pollfd again{from_child_, POLLIN, 0};
+      if (!exited.empty() && ::poll(&again, 1, 0) <= 0) {
+        fail(exited + " before answering " + what + hint);
+      }
+    }
     if (ready <= 0) continue;
     char chunk[65536];
     const ssize_t n = ::read(from_child_, chunk, sizeof chunk);
@@ -217,18 +315,16 @@ std::string ExternalImpl::read_line(double deadline, const std::string& what) {
       fail(std::string("read failed: ") + std::strerror(errno));
     }
     if (n == 0) {
-      int status = 0;
-      std::string how = "closed its stdout";
-      if (::waitpid(pid_, &status, 0) == pid_) {
-        pid_ = -1;
-        if (WIFEXITED(status)) {
-          how = "exited with code " + std::to_string(WEXITSTATUS(status));
-        } else if (WIFSIGNALED(status)) {
-          how = std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                ::strsignal(WTERMSIG(status)) + ")";
-        }
+      // The answer pipe closed: the program exited, or closed its end and runs on (then it is
+      // killed with its group all the same).
+      for (int i = 0; i < 50 && exited.empty(); ++i) {
+        exited = reap_if_exited();
+        if (exited.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      fail(how + " before answering " + what);
+      if (exited.empty()) {
+        exited = "closed its answer channel (fd " + std::to_string(kImplAnswerFd) + ")";
+      }
+      fail(exited + " before answering " + what + hint);
     }
     buffered_.append(chunk, static_cast<std::size_t>(n));
   }
@@ -236,7 +332,7 @@ std::string ExternalImpl::read_line(double deadline, const std::string& what) {
 
 nlohmann::json ExternalImpl::exchange(const nlohmann::json& request, const std::string& what) {
   if (!write_all(to_child_, request.dump() + "\n")) {
-    fail("does not read its stdin (" + std::string(std::strerror(errno)) + ") at " + what);
+    fail("does not read its requests (" + std::string(std::strerror(errno)) + ") at " + what);
   }
   const double timeout = what == "hello" ? std::max(timeout_s_, kHelloTimeout) : timeout_s_;
   const double deadline = timeout > 0 ? monotonic_seconds() + timeout : 1e300;
@@ -313,20 +409,18 @@ ImplAnswer ExternalImpl::run_case(const std::string& id, const std::string& kind
 }
 
 void ExternalImpl::stop() {
-  if (pid_ <= 0) return;
+  if (pid_ <= 0) {
+    kill_group();  // what a program that already exited left in its group, if anything
+    return;
+  }
   if (to_child_ >= 0) write_all(to_child_, nlohmann::json({{"type", "bye"}}).dump() + "\n");
   close_fd(to_child_);
   const double deadline = monotonic_seconds() + kByeTimeout;
-  while (monotonic_seconds() < deadline) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      break;
-    }
+  while (monotonic_seconds() < deadline && reap_if_exited().empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (pid_ > 0) kill_group();
-  close_fd(from_child_);
+  // A clean exit or not, nothing of the program's group outlives the run.
+  kill_group();
 }
 
 ScratchDir::ScratchDir(const std::filesystem::path& parent, const std::string& leaf)

@@ -1,8 +1,12 @@
 #pragma once
 // An implementation under test other than meshgate's own: a program that speaks the
-// meshgate.impl/1 protocol (docs/impl-protocol.md) on its stdin and stdout. The runner starts it
-// once per run, sends it each case's resolved request and checks what it answers exactly as it
-// checks the library's results. A crash, a timeout or an answer that is not the protocol's
+// meshgate.impl/1 protocol (docs/impl-protocol.md) on a channel of its own, two pipes the runner
+// creates and passes as file descriptors kImplRequestFd (requests, which it reads) and
+// kImplAnswerFd (answers, which it writes), named in its environment as
+// MESHGATE_IMPL_FDS="3,4". Its stdin is /dev/null; its stdout and stderr both go to its log
+// file, so that whatever it or its libraries print never reaches the channel. The runner starts
+// it once per run, sends it each case's resolved request and checks what it answers exactly as
+// it checks the library's results. A crash, a timeout or an answer that is not the protocol's
 // becomes an ImplFailure (an error row naming the implementation), and the next case gets a
 // freshly started process.
 #include <sys/types.h>
@@ -18,6 +22,10 @@
 namespace meshgate::runner {
 
 inline constexpr const char* kImplProtocol = "meshgate.impl/1";
+// The implementation's ends of the channel, and the variable that names them.
+inline constexpr int kImplRequestFd = 3;
+inline constexpr int kImplAnswerFd = 4;
+inline constexpr const char* kImplFdsVariable = "MESHGATE_IMPL_FDS";
 
 // The implementation could not answer: it is not running, died, hung or spoke garbage.
 class ImplFailure : public std::runtime_error {
@@ -37,9 +45,9 @@ struct ImplAnswer {
 
 class ExternalImpl {
  public:
-  // `stderr_path`: where the program's stderr goes (appended across restarts).
+  // `log_path`: where the program's stdout and stderr go (appended across restarts).
   ExternalImpl(std::string name, std::vector<std::string> command,
-               std::filesystem::path stderr_path, double timeout_s);
+               std::filesystem::path log_path, double timeout_s);
   ~ExternalImpl();
   ExternalImpl(const ExternalImpl&) = delete;
   ExternalImpl& operator=(const ExternalImpl&) = delete;
@@ -66,15 +74,18 @@ class ExternalImpl {
   nlohmann::json exchange(const nlohmann::json& request, const std::string& what);
   void check_hello();  // ImplFailure unless hello_ is the protocol's hello answer
   std::string read_line(double deadline, const std::string& what);
+  // How the program ended, when it has (reaping it); empty while it runs.
+  std::string reap_if_exited();
   [[noreturn]] void fail(const std::string& message);
-  std::string stderr_tail() const;
+  std::string log_tail() const;
   void kill_group();
 
   std::string name_;
   std::vector<std::string> command_;
-  std::filesystem::path stderr_path_;
+  std::filesystem::path log_path_;
   double timeout_s_;
-  pid_t pid_ = -1;
+  pid_t pid_ = -1;   // the program, until it is reaped
+  pid_t pgid_ = -1;  // its process group, until it is killed: workers may outlive the program
   int to_child_ = -1;
   int from_child_ = -1;
   std::string buffered_;

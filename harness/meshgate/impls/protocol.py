@@ -1,15 +1,20 @@
-"""The implementation side of meshgate.impl/1 (docs/impl-protocol.md): one JSON object per line
-on stdin, one answer per line on stdout. An implementation in Python defines a handler per kind
-and calls `serve`; anything it prints goes to stderr, so stdout carries only answers."""
+"""The implementation side of meshgate.impl/1 (docs/impl-protocol.md). meshgate-runner starts
+the implementation with a channel of its own: two pipes, whose ends it finds as file
+descriptors named in MESHGATE_IMPL_FDS="READ,WRITE" (3 and 4): one JSON request per line on the
+first, one answer per line on the second. Its stdout and stderr both go to the runner's log of
+the implementation, so nothing a library prints can reach the channel. An implementation in
+Python defines a handler per kind and calls `serve`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
-from typing import Callable
+from typing import Callable, TextIO
 
 PROTOCOL = "meshgate.impl/1"
+FDS_VARIABLE = "MESHGATE_IMPL_FDS"
 
 # dtype names of the protocol's tensor files and their sizes in bytes
 DTYPE_SIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
@@ -34,25 +39,89 @@ class Rejected(Exception):
         return cls(type(exc).__name__, str(exc))
 
 
+class ChannelError(Exception):
+    """The program has no protocol channel: it was not started by meshgate-runner."""
+
+
 # A handler takes (request, perf, dir) and returns (observables, time_s or None).
 Handler = Callable[[dict, "dict | None", str], "tuple[dict, list[float] | None]"]
 
 
+def channel_fds(environ=None) -> tuple[int, int]:
+    """(read fd, write fd) of the channel the runner passed, from MESHGATE_IMPL_FDS."""
+    value = (os.environ if environ is None else environ).get(FDS_VARIABLE)
+    if not value:
+        raise ChannelError(
+            f"this program implements {PROTOCOL} for meshgate-runner, which starts it and passes "
+            f"the channel for requests and answers in {FDS_VARIABLE} (docs/impl-protocol.md); "
+            f"run it through meshgate, e.g. `meshgate run CASES --impl NAME=COMMAND`")
+    try:
+        read_fd, write_fd = (int(part) for part in value.split(","))
+    except ValueError:
+        raise ChannelError(f"{FDS_VARIABLE}={value!r} is not READ,WRITE (two file "
+                           f"descriptors, e.g. 3,4)") from None
+    for fd in (read_fd, write_fd):
+        if fd <= 2:
+            raise ChannelError(f"{FDS_VARIABLE}={value!r}: the channel is never stdin, stdout "
+                               f"or stderr")
+        try:
+            os.fstat(fd)
+        except OSError as e:
+            raise ChannelError(f"{FDS_VARIABLE}={value!r}: fd {fd} is not open ({e.strerror}); "
+                               f"was the program started by meshgate-runner?") from None
+    return read_fd, write_fd
+
+
+def open_channel(environ=None) -> tuple[TextIO, TextIO]:
+    """The channel as (requests, answers) text files, moved off the fds the runner gave (to
+    fresh ones that no child process inherits), with fd 1 checked not to lead into it."""
+    read_fd, write_fd = channel_fds(environ)
+    # Fresh fds, close-on-exec and not inheritable: a worker process or a subprocess never
+    # holds the channel (a dead implementation's workers would keep the runner waiting), and a
+    # file a library opens later at fd 3 or 4 is not it.
+    requests_fd, answers_fd = os.dup(read_fd), os.dup(write_fd)
+    os.close(read_fd)
+    os.close(write_fd)
+    _keep_stdout_off(answers_fd)
+    requests = os.fdopen(requests_fd, "r", encoding="utf-8", newline="\n")
+    answers = os.fdopen(answers_fd, "w", encoding="utf-8", newline="\n")
+    return requests, answers
+
+
+def _keep_stdout_off(answers_fd: int) -> None:
+    """Whatever prints to fd 1 (Python's print, a C library's printf, a child process) goes to
+    the log: the runner makes fd 1 the log, and should a launcher in between have pointed fd 1
+    at the answer pipe, fd 1 becomes fd 2 here."""
+    try:
+        out, answers = os.fstat(1), os.fstat(answers_fd)
+    except OSError:
+        return
+    if (out.st_dev, out.st_ino) == (answers.st_dev, answers.st_ino):
+        sys.stdout.flush()
+        os.dup2(2, 1)
+
+
 def serve(name: str, version: str, info: dict, handlers: dict[str, Handler],
-          on_bye: Callable[[], None] | None = None, stdin=None, stdout=None) -> int:
-    """Answers requests until bye or the end of stdin. Exceptions other than Unsupported and
-    Rejected become an `error` answer with the traceback's last line; the loop goes on."""
-    stdin = stdin or sys.stdin
-    out = stdout or sys.stdout
-    # Whatever the libraries print must not reach the protocol's channel.
-    sys.stdout = sys.stderr
+          on_bye: Callable[[], None] | None = None, requests: TextIO | None = None,
+          answers: TextIO | None = None) -> int:
+    """Answers requests until bye or the end of the requests. Without `requests` and
+    `answers` (tests give files of their own) they are the runner's channel; a program
+    started without one gets a message on stderr and exit code 2. Exceptions other than
+    Unsupported and Rejected become an `error` answer with the traceback's last line; the
+    loop goes on."""
+    if requests is None or answers is None:
+        try:
+            requests, answers = open_channel()
+        except ChannelError as e:
+            print(f"{name}: {e}", file=sys.stderr)
+            return 2
 
     def answer(obj: dict) -> None:
-        out.write(json.dumps(obj, allow_nan=False) + "\n")
-        out.flush()
+        answers.write(json.dumps(obj, allow_nan=False) + "\n")
+        answers.flush()
 
     try:
-        for line in stdin:
+        for line in requests:
             line = line.strip()
             if not line:
                 continue

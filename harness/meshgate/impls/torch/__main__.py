@@ -1,4 +1,5 @@
-"""`python -m meshgate.impls.torch`: serves meshgate.impl/1 on stdin/stdout."""
+"""`python -m meshgate.impls.torch`: serves meshgate.impl/1 on the channel meshgate-runner passes
+(MESHGATE_IMPL_FDS); what torch and gloo print goes to the log, never into the channel."""
 
 from __future__ import annotations
 
