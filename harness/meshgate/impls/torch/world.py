@@ -14,6 +14,7 @@ import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import time
 import traceback
 
 # Ranks beyond this are not started (every rank is a process that imports torch): a case that
@@ -21,6 +22,11 @@ import traceback
 MAX_RANKS = int(os.environ.get("MESHGATE_TORCH_MAX_RANKS", "16"))
 # How long gloo waits in one collective before raising; a hung rank then becomes an error.
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_COLLECTIVE_TIMEOUT", "60"))
+# How long a new world's workers may take to start (each imports torch: on a busy machine with
+# few cores, 16 of them take minutes), before its first case gets COLLECTIVE_TIMEOUT_S x 2. It
+# stays below the runner's default case timeout (300 s), so that a world that cannot start is
+# this adapter's error saying so rather than the runner's timeout.
+START_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_START_TIMEOUT", "240"))
 
 
 class RankError(Exception):
@@ -42,6 +48,7 @@ def _worker_main(rank: int, size: int, port: int, conn) -> None:
     torch.set_num_threads(1)
     store = dist.TCPStore("127.0.0.1", port, size, is_master=False,
                           timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    conn.send(("ready",))
     while True:
         try:
             task = conn.recv()
@@ -107,6 +114,16 @@ def _release_case_state() -> None:
             cache_clear = getattr(getattr(_redistribute, name, None), "cache_clear", None)
             if cache_clear is not None:
                 cache_clear()
+        # torch 2.9 keeps each root mesh's flattened meshes in a process-wide map keyed by mesh
+        # equality: the next case's equal root mesh would get this case's flattened mesh, whose
+        # groups died with this case's process group ("Could not resolve the process group").
+        from torch.distributed import device_mesh
+        resources = getattr(device_mesh, "_mesh_resources", None)
+        for name in ("child_to_root_mapping", "root_to_flatten_mapping",
+                     "flatten_name_to_root_dims"):
+            mapping = getattr(resources, name, None)
+            if isinstance(mapping, dict):
+                mapping.clear()
     except ImportError:
         pass
     _cases_since_full_collection += 1
@@ -135,12 +152,44 @@ class World:
             child.close()
             self.conns.append(parent)
             self.procs.append(proc)
+        self.started = False
+
+    def _wait_started(self) -> None:
+        """Waits for every worker's ready (torch imported, store reached), up to
+        START_TIMEOUT_S: starting is not yet a case's work."""
+        pending = dict(enumerate(self.conns))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while pending:
+            left = deadline - time.monotonic()
+            sentinels = {self.procs[r].sentinel: r for r in pending}
+            ready = multiprocessing.connection.wait(
+                list(pending.values()) + list(sentinels), timeout=max(left, 0))
+            if not ready:
+                raise WorldBroken(f"ranks {sorted(pending)} of a new world of {self.size} did "
+                                  f"not start within {START_TIMEOUT_S:g} s "
+                                  f"(MESHGATE_TORCH_START_TIMEOUT)")
+            for item in ready:
+                if item in sentinels:
+                    rank = sentinels[item]
+                    if rank in pending and not pending[rank].poll():
+                        raise WorldBroken(f"the worker of rank {rank} died while starting "
+                                          f"(exit code {self.procs[rank].exitcode})")
+                    continue
+                rank = next(r for r, c in pending.items() if c is item)
+                try:
+                    item.recv()
+                except EOFError:
+                    raise WorldBroken(f"the worker of rank {rank} closed its pipe while starting")
+                del pending[rank]
+        self.started = True
 
     def run(self, module_name: str, function_name: str, arguments: list) -> list:
         """Calls module.function(rank, n, arguments[rank]) on the first n = len(arguments) ranks,
         which form the case's default process group of n ranks (the others sit this case out,
         so that a small case pays for a small group), and returns the results in rank order.
         Raises RankError for the rank whose error caused the others' (see _first_cause)."""
+        if not self.started:
+            self._wait_started()
         participants = len(arguments)
         self.serial += 1
         for rank in range(participants):
