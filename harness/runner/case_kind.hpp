@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -120,6 +121,10 @@ std::string expected_type_name() {
   }
 }
 
+// Whether `text` is written as a whole number ("12", "-3", "+7"): a plain scalar that an integer
+// getter could not read then was out of the type's range, not of another type.
+bool is_integer_literal(const YAML::Node& value);
+
 // Strict scalar reads: yaml-cpp would turn a list or a mapping into an error, but it also
 // accepts any scalar as a string; a string key must not silently take a list.
 template <class T>
@@ -147,6 +152,30 @@ bool decode_strict(const YAML::Node& value, T& out) {
     return false;
   }
 }
+// For an integer type (or a list of them): the first value written as a whole number that
+// the type cannot hold, with "N is out of range: expected an integer from MIN to MAX"; nullopt
+// when the value failed for another reason.
+template <class T>
+std::optional<std::pair<YAML::Node, std::string>> out_of_range(const YAML::Node& value) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!is_integer_literal(value)) return std::nullopt;
+    return std::pair{value, value.Scalar() + " is out of range: expected an integer from " +
+                                std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                std::to_string(std::numeric_limits<T>::max())};
+  } else if constexpr (requires { typename T::value_type; } &&
+                       !std::is_same_v<T, std::string>) {
+    if (!value.IsSequence()) return std::nullopt;
+    for (const YAML::Node& item : value) {
+      typename T::value_type decoded{};
+      if (decode_strict(item, decoded)) continue;
+      return out_of_range<typename T::value_type>(item);
+    }
+    return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+}
+
 }  // namespace detail
 
 template <class T>
@@ -161,8 +190,12 @@ std::optional<T> CaseNode::optional(std::string_view key) {
   YAML::Node value = raw(key);
   if (!value || value.IsNull()) return std::nullopt;
   T out{};
-  if (!detail::decode_strict(value, out))
+  if (!detail::decode_strict(value, out)) {
+    if (const auto too_large = detail::out_of_range<T>(value)) {
+      fail_at(too_large->first, key, too_large->second);
+    }
     fail_wrong_type(value, key, detail::expected_type_name<T>());
+  }
   return out;
 }
 

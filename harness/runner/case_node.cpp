@@ -126,6 +126,17 @@ CaseNode CaseNode::child(std::string_view key) {
   return nested;
 }
 
+namespace detail {
+bool is_integer_literal(const YAML::Node& value) {
+  if (!value.IsScalar() || value.Tag() == "!") return false;
+  const std::string& text = value.Scalar();
+  const std::size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return text.size() > digits &&
+         std::all_of(text.begin() + static_cast<std::ptrdiff_t>(digits), text.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace detail
+
 void CaseNode::fail(std::string_view key, std::string_view message) const {
   const YAML::Node value = value_of(key);
   fail_at(value.IsDefined() ? value : node_, key, message);

@@ -43,6 +43,24 @@ TEST(CaseNode, WrongTypeNamesPositionCaseAndKey) {
             "f.yaml:1:7: case 's/x': key 'name': expected a list of integers, got 'x'");
 }
 
+TEST(CaseNode, AWholeNumberTooLargeForItsKeySaysTheRange) {
+  CaseNode node(YAML::Load("iters: 1000000000000\nshape: [99999999999999999999999, 2]\n"
+                           "small: -129\nword: twelve\n"),
+                "f.yaml", "s/x");
+  EXPECT_EQ(error_of([&] { node.required<int>("iters"); }),
+            "f.yaml:1:8: case 's/x': key 'iters': 1000000000000 is out of range: expected an "
+            "integer from -2147483648 to 2147483647");
+  EXPECT_EQ(error_of([&] { node.required<std::vector<std::int64_t>>("shape"); }),
+            "f.yaml:2:9: case 's/x': key 'shape': 99999999999999999999999 is out of range: "
+            "expected an integer from -9223372036854775808 to 9223372036854775807");
+  EXPECT_EQ(error_of([&] { node.required<std::int8_t>("small"); }),
+            "f.yaml:3:8: case 's/x': key 'small': -129 is out of range: expected an integer from "
+            "-128 to 127");
+  // Not a number at all: the type is what is wrong.
+  EXPECT_EQ(error_of([&] { node.required<int>("word"); }),
+            "f.yaml:4:7: case 's/x': key 'word': expected an integer, got 'twelve'");
+}
+
 // yaml-cpp reads "2" as the number 2; a quoted value is text wherever a number belongs.
 TEST(CaseNode, AQuotedNumberIsNoNumber) {
   CaseNode node(YAML::Load("a: \"3\"\nshape: [2, \"2\"]\nplain: [2, 2]\nt: \"3\"\n"), "f.yaml",

@@ -109,8 +109,9 @@ class PrescanHandler : public YAML::EventHandler {
     add_to_parent(1, 1);
   }
 
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                 const std::string& value) override {
+    check_tag(mark, tag);
     // Escapes in quoted strings ("\e", "\x07", "\u0085") reach past the check of the raw text.
     if (const std::optional<BadCharacter> bad = find_bad_character(value)) {
       stop(mark, "a string holds " + bad->what +
@@ -135,19 +136,42 @@ class PrescanHandler : public YAML::EventHandler {
     add_to_parent(target.nodes, target.height);
   }
 
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
+    check_tag(mark, tag);
     open_collection(mark, anchor, false);
   }
   void OnSequenceEnd() override { close_collection(); }
 
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+  void OnMapStart(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
                   YAML::EmitterStyle::value) override {
+    check_tag(mark, tag);
     open_collection(mark, anchor, true);
   }
   void OnMapEnd() override { close_collection(); }
 
  private:
+  // A tag asks a YAML loader for a type: yaml-cpp ignores it, so `kind: !!python/object:x
+  // layout` would load as the kind "layout" and a reader of the file would be misled. Only
+  // the untagged forms ("?" plain, "!" quoted) and YAML's own core types may appear.
+  void check_tag(const YAML::Mark& mark, const std::string& tag) {
+    static constexpr std::string_view core = "tag:yaml.org,2002:";
+    static constexpr std::string_view core_types[] = {"str", "int", "float", "bool", "null",
+                                                      "seq", "map"};
+    if (tag.empty() || tag == "?" || tag == "!") return;
+    if (tag.compare(0, core.size(), core) == 0) {
+      const std::string_view type = std::string_view(tag).substr(core.size());
+      for (const std::string_view known : core_types) {
+        if (type == known) return;
+      }
+    }
+    const std::string shown =
+        tag.compare(0, core.size(), core) == 0 ? "!!" + tag.substr(core.size()) : tag;
+    errors_.push_back(location(file_, mark) + ": the YAML tag " + quote_value(shown) +
+                      " is not allowed; case files use no tags but YAML's core types (!!str, "
+                      "!!int, !!float, !!bool, !!null): write the value plainly");
+  }
+
   struct Anchor {
     std::string name;
     YAML::Mark mark;
@@ -165,8 +189,10 @@ class PrescanHandler : public YAML::EventHandler {
     std::map<std::string, YAML::Mark> keys;  // mappings: each key's first place
   };
 
+  // A limit stops the scan, and its message comes alone: what was found before it (keys
+  // inside a value nested too deep, say) is a product of the same input.
   [[noreturn]] void stop(const YAML::Mark& mark, const std::string& message) {
-    errors_.push_back(location(file_, mark) + ": " + message);
+    errors_.assign({location(file_, mark) + ": " + message});
     throw StopScan{};
   }
 

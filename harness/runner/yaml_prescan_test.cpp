@@ -97,6 +97,27 @@ TEST(YamlPrescan, NestingIsLimitedWithAliasesExpanded) {
       << through_alias[0];
 }
 
+// A limit's message comes alone, even after other problems deeper in the same value.
+TEST(YamlPrescan, TheDepthErrorComesAlone) {
+  CaseFileLimits limits;
+  limits.max_depth = 6;
+  const std::vector<std::string> errors =
+      scan("a:\n  ? [k]\n  : {? [k]\n     : {? [k]\n        : [[[[[x]]]]]}}\n", limits);
+  ASSERT_EQ(errors.size(), 1u) << errors[0];
+  EXPECT_NE(errors[0].find("nests deeper than 6 levels"), std::string::npos) << errors[0];
+}
+
+// yaml-cpp ignores tags: `kind: !!python/object:os.system layout` would load as "layout".
+TEST(YamlPrescan, TagsOtherThanYamlsCoreTypesAreRefused) {
+  EXPECT_EQ(scan("kind: !!python/object:os.system layout\n"),
+            std::vector<std::string>{
+                "f.yaml:1:7: the YAML tag '!!python/object:os.system' is not allowed; case files "
+                "use no tags but YAML's core types (!!str, !!int, !!float, !!bool, !!null): write "
+                "the value plainly"});
+  EXPECT_EQ(scan("a: !custom {k: 1}\nb: !<tag:x> [1]\n").size(), 2u);
+  EXPECT_TRUE(scan("a: !!str 12\nb: !!int 3\nc: \"quoted\"\nd: plain\n").empty());
+}
+
 TEST(YamlPrescan, DuplicateAndNonStringKeysAreAllReported) {
   EXPECT_EQ(scan("cases:\n  - name: a\n    op: size\n    op: coalesce\n    x: {k: 1, k: 2}\n"),
             (std::vector<std::string>{

@@ -76,7 +76,12 @@ std::int64_t read_int(const YAML::Node& value, const CaseNode& at, std::string_v
     at.fail_at(value, key, "expected an integer, got the quoted text '" + value.Scalar() +
                                "' (write the number without quotes)");
   }
-  if (!value.IsScalar() || !try_as(value, i)) at.fail_at(value, key, "expected an integer");
+  if (!value.IsScalar() || !try_as(value, i)) {
+    if (const auto too_large = detail::out_of_range<std::int64_t>(value)) {
+      at.fail_at(value, key, too_large->second);
+    }
+    at.fail_at(value, key, "expected an integer");
+  }
   return i;
 }
 
