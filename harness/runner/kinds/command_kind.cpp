@@ -435,17 +435,41 @@ std::string signal_line(const std::string& name, const nlohmann::json& value) {
   return name + " = " + value.dump();
 }
 
-// The merged outcome of every rank's report (by rank): the worst status wins and each message
-// keeps its rank; metrics and signals are rank 0's, with the signals that another rank reports
-// differently added under its rank; a timed iteration takes the max over the ranks that timed.
+// The rank whose failure stopped the others, as their reports name it ("stopped when rank N
+// failed"); -1 when no rank was stopped.
+int rank_that_stopped_the_others(const std::vector<nlohmann::json>& reports) {
+  static constexpr std::string_view stopped = "stopped when rank ";
+  for (const nlohmann::json& report : reports) {
+    if (!report.contains("error")) continue;
+    const std::string text = report["error"].get<std::string>();
+    if (text.rfind(stopped, 0) != 0) continue;
+    const int named = std::atoi(text.c_str() + stopped.size());
+    if (named >= 0 && static_cast<std::size_t>(named) < reports.size()) return named;
+  }
+  return -1;
+}
+
+// The merged outcome of every rank's report (by rank, the rank that stopped the others first):
+// the worst status wins and each message keeps its rank; metrics and signals are rank 0's, with
+// the signals that another rank reports differently added under its rank; a timed iteration
+// takes the max over the ranks that timed.
 Outcome merge_reports(const std::vector<nlohmann::json>& reports, bool timed) {
   Outcome out;
   std::vector<std::string> errors, failures;
   std::vector<const nlohmann::json*> results(reports.size(), nullptr);
+  // The cause first: the message's first line says why the case broke, not that rank 0 was
+  // stopped because another rank failed.
+  const int cause = rank_that_stopped_the_others(reports);
+  if (cause >= 0 && reports[static_cast<std::size_t>(cause)].contains("error")) {
+    errors.push_back("rank " + std::to_string(cause) + ": " +
+                     reports[static_cast<std::size_t>(cause)]["error"].get<std::string>());
+  }
   for (std::size_t r = 0; r < reports.size(); ++r) {
     const std::string prefix = "rank " + std::to_string(r) + ": ";
     if (reports[r].contains("error")) {
-      errors.push_back(prefix + reports[r]["error"].get<std::string>());
+      if (static_cast<int>(r) != cause) {
+        errors.push_back(prefix + reports[r]["error"].get<std::string>());
+      }
       continue;
     }
     results[r] = &reports[r]["result"];
