@@ -38,9 +38,18 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line and a hint, not the whole usage: the commands take many
+    options, and the one line that says what is wrong would scroll past. Every command's parser
+    is of this class (argparse makes subparsers of their parent's class)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n(see {self.prog} --help)\n")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or with `only`, of that one command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="meshgate",
         description="Test-and-regression harness for distributed kernels: runs the YAML cases "
                     "of cases/ through meshgate-runner, compares with baselines and reports.")

@@ -528,3 +528,44 @@ class CommandTableTest(unittest.TestCase):
         full = cli.build_parser()
         choices = next(a.choices for a in full._actions if isinstance(a, argparse._SubParsersAction))
         self.assertEqual(list(choices), list(cli.COMMANDS))
+
+
+class UsageErrorTest(unittest.TestCase):
+    def test_a_usage_error_is_one_line_and_a_hint(self):
+        import contextlib
+        import io
+
+        from meshgate import cli
+
+        for argv, said in ((["plan", "--mesh", "2x2"], "meshgate plan: error: the following "
+                            "arguments are required: --from, --to"),
+                           (["run", "--ranks", "many"], "meshgate run: error: argument --ranks")):
+            with self.subTest(argv=argv):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as stop:
+                    cli.main(argv)
+                self.assertEqual(stop.exception.code, 2)
+                lines = err.getvalue().splitlines()
+                self.assertEqual(len(lines), 2, lines)
+                self.assertTrue(lines[0].startswith(said), lines)
+                self.assertEqual(lines[1], f"(see meshgate {argv[0]} --help)")
+
+    def test_case_timeout_help_says_what_0_means(self):
+        import argparse
+
+        from meshgate import cli
+
+        helps = []
+
+        def walk(parser, prefix):
+            for action in parser._actions:
+                if isinstance(action, argparse._SubParsersAction):
+                    for name, sub in action.choices.items():
+                        walk(sub, f"{prefix} {name}")
+                elif "--case-timeout" in action.option_strings:
+                    helps.append((prefix, action.help))
+
+        walk(cli.build_parser(), "meshgate")
+        self.assertGreaterEqual(len(helps), 3, helps)
+        for prefix, text in helps:
+            self.assertIn("0: no limit", text, prefix)

@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
                         help="runs per side of the culprit-vs-parent A/B (default %(default)s: revert grade)")
     parser.add_argument("--case-timeout", type=case_timeout_seconds, metavar="S",
                         help="seconds a case may run before it is an error, which counts as slow (runner default 300; "
-                             "with --google-benchmark, the limit of one launch of the binary)")
+                             "0: no limit; with --google-benchmark, the limit of one launch of the "
+                             "binary)")
     parser.add_argument("--json", metavar="F", help="also write the bisection's JSON document to F")
     parser.set_defaults(func=_cmd_bisect)

@@ -45,7 +45,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--runs", type=runs_per_side, metavar="K", help="A/B runs per side (default: ab's)")
     parser.add_argument("--preset", metavar="P", help="CMake preset of the builds")
     parser.add_argument("--case-timeout", type=case_timeout_seconds, metavar="S",
-                        help="seconds a case may run before it becomes an error row (run's default)")
+                        help="seconds a case may run before it becomes an error row (run's default; 0: "
+                             "no limit)")
     parser.add_argument("--out", metavar="DIR", help="report folder (default: reports/nightly-<time>)")
     parser.add_argument("--signals", metavar="DIR",
                         default=str(store.default_signals()),

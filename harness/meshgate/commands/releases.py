@@ -56,7 +56,7 @@ def register(subparsers) -> None:
                              "no case")
     parser.add_argument("--case-timeout", type=case_timeout_seconds, metavar="S",
                         help="seconds one case may take before it is an error row (the "
-                             "runner's default: 300)")
+                             "runner's default: 300; 0: no limit)")
     parser.add_argument("--preset", metavar="P", help="CMake preset of the runner (default: ci/preset)")
     parser.set_defaults(func=releases_command)
 

@@ -44,7 +44,8 @@ def register(subparsers) -> None:
                         help="exit 0 even when every selected case was skipped (by default a run "
                              "that tested nothing, e.g. --backend nccl without a GPU, exits 2)")
     parser.add_argument("--case-timeout", type=case_timeout_seconds, metavar="S",
-                        help="seconds a case may run before it is an error (runner default 300)")
+                        help="seconds a case may run before it is an error (runner default 300; 0: no "
+                             "limit)")
     add_memory_limit_argument(parser)
     parser.set_defaults(func=run_command)
 
