@@ -5,10 +5,15 @@ group and writes its output buffer; the runner counts the wrong elements. A grou
 request's (mesh) order of its ranks, new_group(sort_ranks=False), so that a rank's group rank is
 its position in the mesh, as the case's values and block order assume.
 
-"In place" is the tensor the collective works on: torch's all_reduce and broadcast have only an
-in-place form, so out of place they run on a copy of the input; all_gather_into_tensor takes its
-input as the rank's block of the output, reduce_scatter_tensor writes its output into the rank's
-block of the input, all_to_all_single gets one tensor as input and output.
+"In place" is run only where PyTorch defines an in-place form, never by aliasing tensors that
+PyTorch takes as separate ones: all_reduce and broadcast are in place by their documentation
+("the function operates in-place"; out of place they run on a copy of the input);
+all_gather_into_tensor (all_gather_single) takes its input as the rank's block of its output,
+the form PyTorch's own fully_shard issues (torch/distributed/fsdp/_fully_shard/
+_fsdp_collectives.py, all_gather_copy_in: the input is output.narrow(0, numel * rank, numel)).
+all_to_all_single and reduce_scatter_tensor define no in-place form (separate output and input
+tensors, and no use or documentation of aliasing them in torch): a case with in-place rows of
+those is unsupported, with the reason in IN_PLACE_UNDEFINED.
 
 Each call starts after a barrier of the case's ranks and its time is the slowest rank's, as
 meshgate's own collective kind times it."""
@@ -32,12 +37,29 @@ _REFUSALS = ("not supported", "unsupported", "does not support", "not implemente
              "cannot use reduceop", "can't be cast")
 
 
+# Ops whose in-place rows the adapter does not run, and why: aliasing tensors that PyTorch's API
+# takes as separate ones tests the adapter's misuse, not PyTorch.
+IN_PLACE_UNDEFINED = {
+    "all_to_all": (
+        "in place: torch.distributed.all_to_all_single defines no in-place form (it takes "
+        "separate output and input tensors; NCCL defines no in-place alltoall and MPI allows "
+        "aliasing only through MPI_IN_PLACE), so the adapter does not run it on one tensor"),
+    "reduce_scatter": (
+        "in place: torch.distributed.reduce_scatter_tensor defines no in-place form (it takes "
+        "separate output and input tensors and documents no aliasing of the output with the "
+        "rank's block of the input, NCCL's in-place reduce_scatter), so the adapter does not "
+        "alias them"),
+}
+
+
 class TorchRefused(Exception):
     """torch.distributed refused the collective for its dtype or reduce op."""
 
 
 def handle(request: dict, perf: dict | None, directory: str):
     spec = _read_request(request)
+    if spec["op"] in IN_PLACE_UNDEFINED and any(row["inplace"] for row in spec["sizes"]):
+        raise protocol.Unsupported(IN_PLACE_UNDEFINED[spec["op"]])
     spec["perf"] = perf
     spec["dir"] = directory
     _check_group_order(spec["groups"])
@@ -201,12 +223,14 @@ def _prepare(spec: dict, row: dict, group, ranks: list, position: int, rank: int
             block.copy_(source)
         run = lambda: dist.all_gather_into_tensor(output, block if inplace else source,
                                                   group=group)
+    elif op in IN_PLACE_UNDEFINED and inplace:
+        # handle() refuses these before any rank runs; never alias them.
+        raise AssertionError(f"{op} in place reached a rank")
     elif op == "reduce_scatter":
-        output = (source[position * count:(position + 1) * count] if inplace
-                  else _unwritten(count, dtype))
+        output = _unwritten(count, dtype)
         run = lambda: dist.reduce_scatter_tensor(output, source, op=reduce, group=group)
     else:
-        output = source if inplace else _unwritten(count * n, dtype)
+        output = _unwritten(count * n, dtype)
         run = lambda: dist.all_to_all_single(output, source, group=group)
     return guarded(run), output, send
 
