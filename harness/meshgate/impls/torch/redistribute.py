@@ -50,6 +50,7 @@ def handle(request: dict, perf: dict | None, directory: str):
         raise protocol.Unsupported(f"api {common['api']!r} (known: internal, public)")
     if common["planner"] not in ("greedy", "min_cost"):
         raise protocol.Unsupported(f"planner {common['planner']!r} (known: greedy, min_cost)")
+    _require_apis(common)
     workers = world.get(size).size
     arguments = []
     for rank in range(workers):
@@ -79,6 +80,36 @@ def handle(request: dict, perf: dict | None, directory: str):
         samples = [r["time_s"] for r in results if r is not None and r.get("time_s")]
         time_s = [max(column) for column in zip(*samples)] if samples else []
     return {"comms": comms, "outputs": outputs, "warnings": warnings}, time_s
+
+
+def _require_apis(common: dict) -> None:
+    """Unsupported, naming each missing function, on a torch release that lacks what the
+    adapter records or what the case asks for. A release without the merge pass
+    (_optimize_transform_infos) runs unmerged: `optimize: false` then changes nothing."""
+    import torch
+    import torch.distributed._functional_collectives as funcol
+    import torch.distributed.tensor._redistribute as redistribute
+    import torch.distributed.tensor.placement_types as placement_types
+    gather, scatter = _gather_scatter_names(funcol)
+    needed = [(funcol, gather), (funcol, scatter), (placement_types, "shard_dim_alltoall")]
+    if common["planner"] == "min_cost":
+        needed.append((redistribute, "use_min_cost_redistribution_plan"))
+    if not common["optimize"] and hasattr(redistribute, "_optimize_transform_infos"):
+        needed.append((redistribute, "disable_redistribute_transform_optimization"))
+    missing = [f"{module.__name__}.{name}" for module, name in needed if not hasattr(module, name)]
+    if missing:
+        release = torch.__version__.split("+")[0]
+        raise protocol.Unsupported(f"torch {release} lacks {', '.join(missing)}, which the "
+                                   f"adapter needs for this case")
+
+
+def _gather_scatter_names(funcol) -> tuple[str, str]:
+    """The functional collectives DTensor's placement code calls to gather and to scatter:
+    all_gather_single / reduce_scatter_single, or on releases before them (2.11 and older)
+    all_gather_tensor / reduce_scatter_tensor, which take the same arguments."""
+    return ("all_gather_single" if hasattr(funcol, "all_gather_single") else "all_gather_tensor",
+            "reduce_scatter_single" if hasattr(funcol, "reduce_scatter_single")
+            else "reduce_scatter_tensor")
 
 
 def _torch_dtype(name: str):
@@ -143,25 +174,26 @@ class _Recorder:
         import torch.distributed.tensor._redistribute as redistribute
         import torch.distributed.tensor.placement_types as placement_types
 
+        gather, scatter = _gather_scatter_names(funcol)
         originals = {
-            (funcol, "all_gather_single"): funcol.all_gather_single,
-            (funcol, "reduce_scatter_single"): funcol.reduce_scatter_single,
+            (funcol, gather): getattr(funcol, gather),
+            (funcol, scatter): getattr(funcol, scatter),
             (placement_types, "shard_dim_alltoall"): placement_types.shard_dim_alltoall,
-            (redistribute, "_optimize_transform_infos"): redistribute._optimize_transform_infos,
-            (redistribute, "_warn_flatten_optimization_not_possible"):
-                redistribute._warn_flatten_optimization_not_possible,
         }
+        # The merge pass and its warning, where this torch has them.
+        for name in ("_optimize_transform_infos", "_warn_flatten_optimization_not_possible"):
+            if hasattr(redistribute, name):
+                originals[(redistribute, name)] = getattr(redistribute, name)
         recorder = self
 
         def all_gather_single(tensor, gather_dim, group, *args, **kwargs):
             recorder.pending_dims.append(("all_gather", (gather_dim, gather_dim)))
-            return originals[(funcol, "all_gather_single")](tensor, gather_dim, group, *args,
-                                                             **kwargs)
+            return originals[(funcol, gather)](tensor, gather_dim, group, *args, **kwargs)
 
         def reduce_scatter_single(tensor, reduce_op, scatter_dim, group, *args, **kwargs):
             recorder.pending_dims.append(("reduce_scatter", (scatter_dim, scatter_dim)))
-            return originals[(funcol, "reduce_scatter_single")](tensor, reduce_op, scatter_dim,
-                                                                 group, *args, **kwargs)
+            return originals[(funcol, scatter)](tensor, reduce_op, scatter_dim, group, *args,
+                                                **kwargs)
 
         def shard_dim_alltoall(tensor, gather_dim, shard_dim, mesh, mesh_dim):
             # On gloo the all_gather inside stands for this all_to_all (see the module's doc).
@@ -189,14 +221,15 @@ class _Recorder:
                 reason)
 
         replacements = {
-            (funcol, "all_gather_single"): all_gather_single,
-            (funcol, "reduce_scatter_single"): reduce_scatter_single,
+            (funcol, gather): all_gather_single,
+            (funcol, scatter): reduce_scatter_single,
             (placement_types, "shard_dim_alltoall"): shard_dim_alltoall,
             (redistribute, "_optimize_transform_infos"): optimize,
             (redistribute, "_warn_flatten_optimization_not_possible"): warn,
         }
         for (module, name), function in replacements.items():
-            setattr(module, name, function)
+            if (module, name) in originals:
+                setattr(module, name, function)
         try:
             yield
         finally:
@@ -335,7 +368,7 @@ def run_rank(rank: int, world_size: int, arg: dict):
 def _planning(arg: dict):
     from torch.distributed.tensor import _redistribute as redistribute
     with contextlib.ExitStack() as stack:
-        if not arg["optimize"]:
+        if not arg["optimize"] and hasattr(redistribute, "_optimize_transform_infos"):
             stack.enter_context(redistribute.disable_redistribute_transform_optimization(True))
         if arg["planner"] == "min_cost":
             stack.enter_context(redistribute.use_min_cost_redistribution_plan(True))
