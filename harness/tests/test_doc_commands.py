@@ -15,15 +15,16 @@ repository's root, an example's README from its folder.
 
 The reader's side is a scratch one: `$P`, the install prefix of the documents, is a scratch
 folder; README.md runs with a fresh virtual environment first on PATH (its `pip install .`
-installs there); git commits carry a test identity. The runner and planner are the ones this
-build made (MESHGATE_RUNNER, MESHGATE_PLAN), so `./meshgate run` does not build while other
-tests use the build folder.
+installs there); git commits carry a test identity; the preset is this build's
+(MESHGATE_PRESET), so `./meshgate run` finds its runner built and `$(ci/preset)` names this
+build folder.
 
 Runs only with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_* set both);
 the README's commands take minutes."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -100,13 +101,14 @@ def commands_of(body: str, first_line: int) -> list[Command]:
 
 def script_of(document: Path, blocks: list[Block]) -> str:
     """One bash script: every command, each followed by the check of its exit code."""
+    name = str(document.relative_to(REPO)) if document.is_relative_to(REPO) else document.name
     lines = ["set -o pipefail"]
     for block in blocks:
         if block.skip:
-            lines.append(f"echo 'doc-test: {document.name}:{block.line}: skipped, {block.skip}'")
+            lines.append(f"echo 'doc-test: {name}:{block.line}: skipped, {block.skip}'")
             continue
         for command in block.commands:
-            where = f"{document.name}:{command.line}"
+            where = f"{name}:{command.line}"
             if command.text.split("#", 1)[0].strip() == THE_TEST_ITSELF:
                 lines.append(f"echo 'doc-test: {where}: {THE_TEST_ITSELF} is the run this test "
                              f"belongs to; not run again'")
@@ -144,10 +146,9 @@ class DocumentCase(unittest.TestCase):
         self.assertTrue(any(b.commands for b in blocks), f"{self.document} has no command block")
         scratch = Path(tempfile.mkdtemp(prefix="meshgate-doc-"))
         self.addCleanup(shutil.rmtree, scratch, ignore_errors=True)
-        runner_dir = Path(BUILD_DIR) / "harness" / "runner"
-        env = dict(os.environ, P=str(scratch / "prefix"),
-                   MESHGATE_RUNNER=str(runner_dir / "meshgate-runner"),
-                   MESHGATE_PLAN=str(runner_dir / "meshgate-plan"))
+        env = {k: v for k, v in os.environ.items() if k not in ("MESHGATE_RUNNER", "MESHGATE_PLAN")}
+        # The preset of this build: `./meshgate run` and `$(ci/preset)` then use its folder.
+        env.update(P=str(scratch / "prefix"), MESHGATE_PRESET=Path(BUILD_DIR).name)
         for role in ("AUTHOR", "COMMITTER"):
             env.setdefault(f"GIT_{role}_NAME", "meshgate doc-test")
             env.setdefault(f"GIT_{role}_EMAIL", "doc-test@meshgate.invalid")
@@ -162,6 +163,12 @@ class DocumentCase(unittest.TestCase):
 
 class Readme(DocumentCase):
     document = REPO / "README.md"
+
+    def setUp(self):
+        # This interpreter is build/venv/main, which the README's PyTorch commands use.
+        if ENABLED and importlib.util.find_spec("torch") is None:
+            self.skipTest("the environment has no torch (MESHGATE_NO_TORCH=1 ci/bootstrap): the "
+                          "README's PyTorch commands cannot run")
 
     def reader_env(self, scratch: Path, env: dict) -> dict:
         """A fresh environment of the reader's, first on PATH (made by this interpreter, which
