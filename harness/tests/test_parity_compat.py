@@ -50,6 +50,37 @@ class ParityList(unittest.TestCase):
         self.assertEqual([e["case"] for e in stale], ["s/fixed", "s/gone"])
         self.assertEqual([r["id"] for r in errors], ["s/broken"])
 
+    def test_a_run_of_some_cases_judges_only_the_listed_cases_it_ran(self):
+        listed = {"disagreements": [{"case": "s/listed", "class": "by-design", "why": "x"},
+                                    {"case": "s/fixed", "class": "by-design", "why": "x"},
+                                    {"case": "s/elsewhere", "class": "by-design", "why": "x"}]}
+        rows = [row("s/listed", "fail"), row("s/fixed", "pass")]
+        _, stale, _ = parity.check(rows, listed, whole=False)
+        self.assertEqual([e["case"] for e in stale], ["s/fixed"])
+        _, stale, _ = parity.check(rows, listed, whole=True)
+        self.assertEqual([e["case"] for e in stale], ["s/fixed", "s/elsewhere"])
+
+    def test_a_listed_disagreement_shows_as_known_with_its_class(self):
+        from meshgate.commands.parity import _KnownDisagreements
+
+        class Recorder:
+            def __init__(self):
+                self.lines = []
+
+            def finished(self, tally, case_id, status, seconds, message):
+                self.lines.append((case_id, status, message))
+
+        listed = {"disagreements": [{"case": "s/bug", "class": "pytorch-bug"},
+                                    {"case": "s/design", "class": "by-design"}]}
+        view = _KnownDisagreements(Recorder(), listed)
+        for case_id, status in (("s/bug", "fail"), ("s/design", "fail"), ("s/new", "fail"),
+                                ("s/ok", "pass")):
+            view.finished(None, case_id, status, 0.1, "expected x, got y")
+        self.assertEqual(view.view.lines, [("s/bug", "known (pytorch-bug)", ""),
+                                           ("s/design", "known (by-design)", ""),
+                                           ("s/new", "fail", "expected x, got y"),
+                                           ("s/ok", "pass", "expected x, got y")])
+
     def test_the_table_counts_disagreements_by_class(self):
         listed = {"disagreements": [{"case": "s/a", "class": "pytorch-bug", "bug": "b",
                                      "damage": "d", "why": "w"}]}

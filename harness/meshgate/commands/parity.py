@@ -12,7 +12,8 @@ from pathlib import Path
 from ..core import files
 from ..core import results
 from ..gate import parity
-from ..gate.parity import ListError, check, default_list, load_list, render
+from ..gate.parity import ListError, check, default_list, known_class, load_list, render
+from ..run import report
 from ..system import build, implementations, launch
 from ..system.launch import RunnerSetup
 from ..system.progress import Tally, make_view
@@ -29,7 +30,7 @@ def register(subparsers) -> None:
                     "(default: baselines/<impl>-parity.json). Exit 0 when they match, 1 on an "
                     "unlisted disagreement, a listed one that no longer happens or an error "
                     "row, 2 on unusable input.")
-    add_selection_arguments(parser)
+    add_selection_arguments(parser, default="every case under cases/")
     parser.add_argument("--impl", default="torch", metavar="NAME",
                         help="the implementation to compare (default: torch; see run --impl)")
     parser.add_argument("--list", metavar="FILE",
@@ -38,6 +39,24 @@ def register(subparsers) -> None:
     parser.add_argument("--preset", metavar="P", help="CMake preset of the runner (default: ci/preset)")
     parser.add_argument("--json", metavar="F", help="also write the tally and the findings as JSON")
     parser.set_defaults(func=parity_command)
+
+
+class _KnownDisagreements:
+    """The progress view, with a listed disagreement shown as `known (<class>)` instead of
+    `fail`: the list says it is expected, and a screen of `fail` lines above a PASS misleads."""
+
+    def __init__(self, view, listed: dict):
+        self.view = view
+        self.listed = listed
+
+    def finished(self, tally, case_id, status, seconds, message) -> None:
+        cls = known_class(self.listed, case_id) if status in parity.DISAGREEING else None
+        if cls is not None:
+            status, message = f"known ({cls})", ""
+        self.view.finished(tally, case_id, status, seconds, message)
+
+    def __getattr__(self, name):
+        return getattr(self.view, name)
 
 
 def parity_command(args: argparse.Namespace) -> int:
@@ -62,7 +81,7 @@ def parity_command(args: argparse.Namespace) -> int:
                                                 + time.strftime("%Y%m%d-%H%M%S", time.gmtime()))
     out_dir.mkdir(parents=True, exist_ok=True)
     setup = RunnerSetup(runner=runner, impl=impl)
-    view = make_view()
+    view = _KnownDisagreements(make_view(), listed)
     view.heading(f"meshgate parity: {impl.name} on {' '.join(selection.args())} -> {out_dir}")
     try:
         outcome = launch.run_with_recovery(setup, selection, out_dir, run_id, view, Tally())
@@ -80,7 +99,12 @@ def parity_command(args: argparse.Namespace) -> int:
         version = str(header.get("impls", {}).get(impl.name, {}).get("version"))
     except Exception:  # a killed runner leaves no header; the rows still say everything else
         version = "?"
-    unlisted, stale, errors = check(rows, listed)
+    whole = not (args.cases or args.suite or args.tag or args.case)
+    unlisted, stale, errors = check(rows, listed, whole=whole)
+    try:
+        report.render_run_dir(out_dir)
+    except Exception as e:  # the verdict below stands without the reports
+        print(f"meshgate parity: no report.md/html for {out_dir}: {e}", file=sys.stderr)
     seconds = time.monotonic() - started
     text = render(rows, listed, seconds, impl.name, version)
     problems = parity.problems(unlisted, stale, errors, listed, impl.name, version)

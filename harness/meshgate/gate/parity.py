@@ -84,15 +84,26 @@ def _reason(message: str) -> str:
     return first if len(first) <= 160 else first[:157] + "..."
 
 
-def check(rows: list[dict], listed: dict) -> tuple[list[dict], list[dict], list[dict]]:
-    """(unlisted disagreements, listed ones that no longer happen, error rows)."""
+def check(rows: list[dict], listed: dict, whole: bool = True) -> tuple[list[dict], list[dict], list[dict]]:
+    """(unlisted disagreements, listed ones that no longer happen, error rows). With `whole`
+    (every case ran) a listed case that did not run is stale too (renamed or removed); a run of
+    some of the cases judges only the listed cases it ran."""
     by_case = {entry["case"]: entry for entry in listed.get("disagreements", [])}
     statuses = {row["id"]: row for row in rows}
     unlisted = [row for row in rows if row.get("status") in DISAGREEING and row["id"] not in by_case]
     stale = [entry for case, entry in by_case.items()
-             if statuses.get(case, {}).get("status") not in DISAGREEING]
+             if (whole or case in statuses)
+             and statuses.get(case, {}).get("status") not in DISAGREEING]
     errors = [row for row in rows if row.get("status") == "error"]
     return unlisted, stale, errors
+
+
+def known_class(listed: dict, case_id: str) -> str | None:
+    """The class of a listed disagreement ('pytorch-bug', 'by-design'), None when unlisted."""
+    for entry in listed.get("disagreements", []):
+        if entry["case"] == case_id:
+            return entry["class"]
+    return None
 
 
 def render(rows: list[dict], listed: dict, seconds: float, impl_name: str, version: str) -> str:
