@@ -454,11 +454,15 @@ class MeshCase final : public PreparedCase {
       const auto it = by_rank.find(rank);
       return it == by_rank.end() ? nlohmann::json() : it->second;
     };
-    for (const auto& [rank, expected] : expect.coordinates) {
+    // The ranks are copied out of the map entries: clang 14 (the fuzz preset) cannot capture a
+    // structured binding.
+    for (const auto& entry : expect.coordinates) {
+      const std::int64_t rank = entry.first;
       out.push_back({"coordinates of rank " + std::to_string(rank),
                      [rank, at](const Observed& o) { return at(o.coordinates, rank); }});
     }
-    for (const auto& [rank, expected] : expect.mesh_for_rank) {
+    for (const auto& entry : expect.mesh_for_rank) {
+      const std::int64_t rank = entry.first;
       out.push_back({"mesh_for_rank of rank " + std::to_string(rank),
                      [rank, at](const Observed& o) { return at(o.mesh_for_rank, rank); }});
     }
