@@ -363,6 +363,17 @@ class Matrix(unittest.TestCase):
         self.assertIn("- 2.9.1: skip x1: torch 2.9.1 has no torch.distributed._mesh_layout", text)
         self.assertIn("- 2.9.1: error x1: rank 0 raised", text)
 
+    def test_skip_reasons_group_by_case_file(self):
+        message = ("torch: meshgate rejects the case's values while reading the case file, before "
+                   "any implementation runs: /w/cases/mesh/errors.yaml:{}:57: case 'mesh-errors/{}'"
+                   ": key 'mesh': bad")
+        run = table.ReleaseRun("2.15.0", rows=[row(f"mesh/{n}", "skip", message=message.format(n, n))
+                                              for n in (19, 28)] + [row("mesh/c", "skip", message="x")])
+        text = table.markdown(table.matrix([run]), "x")
+        self.assertIn("- 2.15.0: skip x2: torch: meshgate rejects the case's values while reading "
+                      "the case file, before any implementation runs: errors.yaml: ...", text)
+        self.assertIn("- 2.15.0: skip x1: x", text)
+
     def test_no_change_says_so(self):
         same = [table.ReleaseRun(v, rows=[row("mesh/a", "pass")]) for v in ("2.13.0", "2.15.0")]
         doc = table.matrix(same)

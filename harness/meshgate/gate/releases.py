@@ -19,6 +19,7 @@ The command, which makes the environments and runs the cases, is commands/releas
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import dataclass, field
 
 from ..core.markup import first_line, format_clock, md_cell, md_code, visible
@@ -227,9 +228,15 @@ def markdown(document: dict, cases_text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A case file's location and what follows it ("/path/cases/mesh/errors.yaml:19:57: case ..."):
+# one per case, so reasons that name it group by the file instead.
+_CASE_LOCATION = re.compile(r"\S*?([^/\s]+\.ya?ml):\d+(?::\d+)?:.*$")
+
+
 def _reason(message: str) -> str:
-    """A skip or error message cut to a length that groups the rows giving the same reason."""
-    text = visible(message) or "no reason given"
+    """A skip or error message cut to what groups the rows giving the same reason: a case
+    file's location becomes the file's name, and the text at most 160 characters."""
+    text = _CASE_LOCATION.sub(r"\1: ...", visible(message)) or "no reason given"
     return text if len(text) <= 160 else text[:157] + "..."
 
 
