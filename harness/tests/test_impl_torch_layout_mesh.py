@@ -169,3 +169,17 @@ class TorchLayoutAndMesh(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@requires_torch_runner
+class MissingPrivateModules(unittest.TestCase):
+    """A release without one of torch's private layout modules (2.9.1 has neither _pycute nor
+    _mesh_layout) skips the case, naming the module, instead of answering a rejection."""
+
+    def test_a_missing_module_is_unsupported_naming_it(self):
+        from meshgate.impls import protocol
+        from meshgate.impls.torch import layout
+
+        with self.assertRaisesRegex(protocol.Unsupported, r"has no torch\.distributed\._no_such_module"):
+            layout._module("torch.distributed._no_such_module")
+        self.assertTrue(hasattr(layout._module("torch.distributed._pycute"), "Layout"))

@@ -86,9 +86,20 @@ def int_tuple_value(t: IntTuple):
 
 # ---- which layout model this torch has ----
 
+def _module(name: str):
+    """torch's private module `name`; Unsupported, naming it, on a release without it (2.9.1
+    has neither torch.distributed._pycute nor _mesh_layout): a case then skips instead of
+    reading as PyTorch's rejection."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        import torch
+        raise protocol.Unsupported(f"torch {torch.__version__} has no {name}") from e
+
+
 def mesh_layout_module():
-    import torch.distributed._mesh_layout as ml
-    return ml
+    return _module("torch.distributed._mesh_layout")
 
 
 def has_two_level() -> bool:
@@ -143,8 +154,7 @@ def flat_text(flat) -> str:
 # ---- the ops ----
 
 def _pycute():
-    import torch.distributed._pycute as pycute
-    return pycute
+    return _module("torch.distributed._pycute")
 
 
 def _layout(text: str):
