@@ -467,23 +467,27 @@ if __name__ == "__main__":
     unittest.main()
 
 
+def _options(parser, prefix):
+    """(command, action) for every option and argument of every command, subcommands walked."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, f"{prefix} {name}")
+        else:
+            yield prefix, action
+
+
 class HelpTextTest(unittest.TestCase):
     def test_every_option_of_every_command_has_help(self):
         import argparse
 
         from meshgate import cli
 
-        missing = []
-
-        def walk(parser, prefix):
-            for action in parser._actions:
-                if isinstance(action, argparse._SubParsersAction):
-                    for name, sub in action.choices.items():
-                        walk(sub, f"{prefix} {name}")
-                elif not isinstance(action, argparse._HelpAction) and not action.help:
-                    missing.append(f"{prefix}: {action.option_strings or action.dest}")
-
-        walk(cli.build_parser(), "meshgate")
+        missing = [f"{prefix}: {action.option_strings or action.dest}"
+                   for prefix, action in _options(cli.build_parser(), "meshgate")
+                   if not isinstance(action, argparse._HelpAction) and not action.help]
         self.assertEqual(missing, [])
 
     def test_rendered_help_shows_single_percent_signs(self):
@@ -555,17 +559,8 @@ class UsageErrorTest(unittest.TestCase):
 
         from meshgate import cli
 
-        helps = []
-
-        def walk(parser, prefix):
-            for action in parser._actions:
-                if isinstance(action, argparse._SubParsersAction):
-                    for name, sub in action.choices.items():
-                        walk(sub, f"{prefix} {name}")
-                elif "--case-timeout" in action.option_strings:
-                    helps.append((prefix, action.help))
-
-        walk(cli.build_parser(), "meshgate")
+        helps = [(prefix, action.help) for prefix, action in _options(cli.build_parser(), "meshgate")
+                 if "--case-timeout" in action.option_strings]
         self.assertGreaterEqual(len(helps), 3, helps)
         for prefix, text in helps:
             self.assertIn("0: no limit", text, prefix)
