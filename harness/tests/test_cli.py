@@ -555,8 +555,6 @@ class UsageErrorTest(unittest.TestCase):
                 self.assertEqual(lines[1], f"(see meshgate {argv[0]} --help)")
 
     def test_case_timeout_help_says_what_0_means(self):
-        import argparse
-
         from meshgate import cli
 
         helps = [(prefix, action.help) for prefix, action in _options(cli.build_parser(), "meshgate")
