@@ -20,6 +20,7 @@ from meshgate.commands import compare as compare_command
 from meshgate.commands import options
 from meshgate.core import files
 from meshgate.gate import checks, compare, render, store, verdict
+from tests.test_signals import results_doc, row as signal_row
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "gate"
 
@@ -342,9 +343,10 @@ class CompareCliTest(unittest.TestCase):
     def test_separate_runs_never_fail_on_timing_alone(self):
         # Two separate runs of the same code whose medians differ by the machine's drift: the
         # rule would call it a regression, compare of separate runs holds it back.
-        base = {"schema": "meshgate.results/1", "run": {"id": "20261126-101500-59fa4d3"},
-                "cases": [{"id": "s/a", "status": "pass",
-                           "samples": {"time_s": [[1.0 + 0.001 * i] for i in range(9)]}}]}
+        case = signal_row("s/a", "collective")
+        case["samples"] = {"time_s": [[1.0 + 0.001 * i] for i in range(9)]}
+        base = results_doc([case])
+        base["run"]["id"] = "20261126-101500-59fa4d3"
         new = json.loads(json.dumps(base))
         new["run"]["id"] = "20261126-111500-59fa4d3"
         new["cases"][0]["samples"]["time_s"] = [[1.06 + 0.001 * i] for i in range(9)]

@@ -146,10 +146,12 @@ def problems(env: Path, python_version: str, pins: tuple, lock: Lock | None) -> 
     python = python_of(env)
     if not python.exists():
         return [f"{env} does not exist"]
-    found = []
     if sees_system_site(env):
-        found.append(f"{env} sees its interpreter's site-packages (include-system-site-packages "
-                     f"= {pyvenv_cfg(env).get('include-system-site-packages')})")
+        # Such an environment is made again whatever it holds; running it would import from
+        # outside the environment.
+        return [f"{env} sees its interpreter's site-packages (include-system-site-packages "
+                f"= {pyvenv_cfg(env).get('include-system-site-packages')})"]
+    found = []
     version = interpreter_version(python)
     if version != python_version:
         found.append(f"{env} runs Python {version}, not {python_version}")
