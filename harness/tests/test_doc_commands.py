@@ -114,10 +114,11 @@ def script_of(document: Path, blocks: list[Block]) -> str:
                              f"belongs to; not run again'")
                 continue
             lines.append(f"echo 'doc-test: {where}: $ '{quote(command.text)}")
+            lines.append("SECONDS=0")
             lines.append(command.text)
             allowed = " ".join(str(c) for c in command.exit_codes)
             said = " or ".join(str(c) for c in command.exit_codes)
-            lines.append(f"__rc=$?; case \" {allowed} \" in *\" $__rc \"*) ;; *) echo 'doc-test: "
+            lines.append(f"__rc=$?; echo \"doc-test: {where}: took ${{SECONDS}} s\" >&2; case \" {allowed} \" in *\" $__rc \"*) ;; *) echo 'doc-test: "
                          f"{where}: exit '$__rc', expected {said}' >&2; exit 1;; esac")
     lines.append("echo 'doc-test: every command ran as written'")
     return "\n".join(lines) + "\n"
@@ -157,6 +158,10 @@ class DocumentCase(unittest.TestCase):
         proc = subprocess.run(["bash", "-c", script], cwd=self.working_directory(), env=env,
                               capture_output=True, text=True, timeout=self.timeout)
         output = proc.stdout + proc.stderr
+        # Where the time went, shown by `ctest -V` and unittest -v: the slowest commands first.
+        took = [line for line in proc.stderr.splitlines() if line.endswith(" s") and ": took " in line]
+        took.sort(key=lambda line: -int(line.rsplit(" ", 2)[1]))
+        print("\n".join(took[:10]), file=sys.stderr)
         self.assertEqual(proc.returncode, 0, output[-6000:])
         self.assertIn("doc-test: every command ran as written", proc.stdout)
 
