@@ -5,7 +5,8 @@ baselines/torch-parity.json (which meshgate parity then reports as no longer hap
 this list need updating. Exit 2 means the script could not tell (a rank raised, or its control
 redistribution was wrong too).
 
-Each script starts a gloo world of processes, so these run only where the torch tests run
+The redistribution scripts start a gloo world of processes (the mesh ones use PyTorch's fake
+process group in one process), so these run only where the torch tests run
 (MESHGATE_TORCH_TESTS=1, torch importable), as the adapter's tests do."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ BUGS = Path(__file__).resolve().parents[2] / "docs" / "torch-bugs"
 REPROS = {
     "reduce_scatter_merge_after_chunk.py": "redistribute-upstream-bugs/rs-after-chunk-meshgate",
     "sum_avg_merge_size_one_avg.py": "redistribute-upstream-bugs/sum-avg-size-one-avg-meshgate",
+    "slice_flattened_name_from_root_copy.py": "mesh-slice/slice-flattened-name-from-a-copy-of-the-root",
+    "unflatten_negative_dim.py": "mesh-unflatten/unflatten-negative-dim-last-where-pytorch-splices-wrongly",
 }
 
 
@@ -47,6 +50,12 @@ class TorchBugRepros(unittest.TestCase):
 
     def test_sum_avg_merge_size_one_avg(self):
         self.run_repro("sum_avg_merge_size_one_avg.py")
+
+    def test_slice_flattened_name_from_root_copy(self):
+        self.run_repro("slice_flattened_name_from_root_copy.py")
+
+    def test_unflatten_negative_dim(self):
+        self.run_repro("unflatten_negative_dim.py")
 
 
 if __name__ == "__main__":
