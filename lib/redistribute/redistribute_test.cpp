@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 
@@ -204,6 +205,56 @@ TEST(HostTensor, DivideRoundsOnceToTheDtype) {
   std::int64_t got = 0;
   std::memcpy(&got, big.data.data(), 8);
   EXPECT_EQ(got, large / 3);
+}
+
+// Partial contributions differ along every Partial dim, avg dims included, and reduce exactly
+// to the global tensor: an avg that kept the local value (or reduced by max) would be caught.
+TEST(Reference, PartialContributionsDifferAndReduceExactly) {
+  const std::vector<std::int64_t> ms = {2, 4};
+  const HostTensor g = make_global_tensor({3, 5}, DType::f32, 8);
+  const Placement Ps = Placement::partial(ReduceOp::sum);
+  const Placement Pa = Placement::partial(ReduceOp::avg);
+  const Placement Pmx = Placement::partial(ReduceOp::max);
+  const Placement Pmn = Placement::partial(ReduceOp::min);
+  for (const std::vector<Placement>& ps : std::vector<std::vector<Placement>>{
+           {Pa, Pa}, {Ps, Pa}, {Pa, Ps}, {Ps, Ps}, {Pmx, Pmx}, {Pmn, Pmn}}) {
+    SCOPED_TRACE(to_string(ps));
+    std::vector<HostTensor> locals;
+    for (std::int64_t a = 0; a < 2; ++a) {
+      for (std::int64_t b = 0; b < 4; ++b) {
+        const std::vector<std::int64_t> coord = {a, b};
+        locals.push_back(source_local_tensor(g, ms, ps, coord, 8));
+      }
+    }
+    std::set<std::vector<double>> distinct;
+    for (const HostTensor& t : locals) {
+      std::vector<double> v;
+      for (std::int64_t i = 0; i < t.numel(); ++i) v.push_back(t.get(i));
+      distinct.insert(v);
+    }
+    EXPECT_GT(distinct.size(), 1u);
+    for (std::int64_t i = 0; i < g.numel(); ++i) {
+      // Reduce dim B (inner) first, then dim A, each by its own op.
+      double outer = 0;
+      for (std::int64_t a = 0; a < 2; ++a) {
+        double inner = ps[1].reduce_op() == ReduceOp::max   ? -1e30
+                       : ps[1].reduce_op() == ReduceOp::min ? 1e30
+                                                            : 0;
+        for (std::int64_t b = 0; b < 4; ++b) {
+          const double x = locals[static_cast<std::size_t>(a * 4 + b)].get(i);
+          if (ps[1].reduce_op() == ReduceOp::max) inner = std::max(inner, x);
+          else if (ps[1].reduce_op() == ReduceOp::min) inner = std::min(inner, x);
+          else inner += x;
+        }
+        if (ps[1].reduce_op() == ReduceOp::avg) inner /= 4;
+        if (ps[0].reduce_op() == ReduceOp::max) outer = a == 0 ? inner : std::max(outer, inner);
+        else if (ps[0].reduce_op() == ReduceOp::min) outer = a == 0 ? inner : std::min(outer, inner);
+        else outer += inner;
+      }
+      if (ps[0].reduce_op() == ReduceOp::avg) outer /= 2;
+      EXPECT_EQ(outer, g.get(i)) << "element " << i;
+    }
+  }
 }
 
 TEST(CommLog, ContractStrings) {

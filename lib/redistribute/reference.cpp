@@ -67,17 +67,23 @@ HostTensor source_local_tensor(const HostTensor& global, std::span<const std::in
   if (!any_partial) return local;
   const std::int64_t n = local.numel();
   if (op == ReduceOp::sum) {
-    // Sum dims split the value; avg dims repeat it (the average of equal values is the value).
+    // Sum dims split the value; avg dims add +scale at the group's first rank and -scale at its
+    // second, which cancel in the average (and in the sum a merged sum/avg run takes before it
+    // divides), so that contributions differ along avg dims too: an avg that keeps the local
+    // value, or reduces by another op, gives wrong values.
     const auto [k, g] = index_over(mesh_shape, placements, coordinate, [](const Placement& p) {
       return p.is_partial() && p.reduce_op() == ReduceOp::sum;
     });
-    if (g == 1) return local;
-    const double offset = k == 0   ? static_cast<double>(scale)
-                          : k == 1 ? -static_cast<double>(scale)
-                                   : 0.0;
+    const auto [ka, ga] = index_over(mesh_shape, placements, coordinate, [](const Placement& p) {
+      return p.is_partial() && p.reduce_op() == ReduceOp::avg;
+    });
+    if (g == 1 && ga == 1) return local;
+    const auto s = static_cast<double>(scale);
+    const double offset = g == 1 ? 0.0 : k == 0 ? s : k == 1 ? -s : 0.0;
+    const double avg_offset = ga == 1 ? 0.0 : ka == 0 ? s : ka == 1 ? -s : 0.0;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto v = static_cast<std::int64_t>(local.get(i));
-      local.set(i, static_cast<double>(v / g) + offset);
+      local.set(i, static_cast<double>(v / g) + offset + avg_offset);
     }
     return local;
   }

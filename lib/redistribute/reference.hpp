@@ -23,7 +23,9 @@ HostTensor make_global_tensor(const Shape& shape, comm::DType dtype, std::int64_
 // dims gives `global` exactly:
 //   sum:  the value split into integers (v/g plus or minus a small offset) over the sum dims'
 //         group of size g, so that they add up exactly;
-//   avg:  every rank holds its sum-split value (avg dims do not split it);
+//   avg:  every rank holds its sum-split value plus an offset along the avg dims: +scale at
+//         the avg group's first rank, -scale at its second, 0 elsewhere (they cancel in the
+//         average, so contributions differ but reduce exactly);
 //   max:  the group's first rank holds the value, the others the value minus `scale`;
 //   min:  likewise plus `scale`; product: the first rank the value, the others 1.
 // Requires the global values to be multiples of the sum dims' group size (make_global_tensor).
