@@ -214,11 +214,12 @@ def problems(spec: EnvSpec) -> list[str]:
     """How the environment differs from what its spec makes; empty when it matches."""
     if not spec.python.exists():
         return [f"{spec.path} does not exist"]
-    found = []
     cfg = pyvenv_cfg(spec.path)
     if cfg.get("include-system-site-packages", "false").lower() != "false":
-        found.append(f"{spec.path} sees its interpreter's site-packages "
-                     f"(include-system-site-packages = {cfg['include-system-site-packages']})")
+        # Made again whatever it holds; running it would import from outside the environment.
+        return [f"{spec.path} sees its interpreter's site-packages "
+                f"(include-system-site-packages = {cfg['include-system-site-packages']})"]
+    found = []
     if interpreter_version(str(spec.python)) != spec.version:
         found.append(f"{spec.path} runs Python {interpreter_version(str(spec.python))}, not "
                      f"{spec.version}")
