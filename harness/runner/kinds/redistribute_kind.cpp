@@ -29,6 +29,7 @@
 // happens. The plan meshgate would issue is reported beside it (`meshgate_plan`).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +69,17 @@ struct FlattenDims {
   std::vector<std::string> dims;
   std::optional<std::string> name;
 };
+
+// `reduce: {op: OP, dim: D}`: a reduction of the source DTensor, as torch computes it.
+struct ReduceSpec {
+  std::string op;
+  std::optional<std::int64_t> dim;
+};
+
+const std::vector<std::string>& reduce_ops() {
+  static const std::vector<std::string> ops = {"sum", "mean", "amax", "amin", "vector_norm"};
+  return ops;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out = "[";
@@ -179,6 +191,15 @@ class RedistributeCase final : public PreparedCase {
   // How many different comm lists the plans of the mesh's ranks issue (1: every rank the same).
   std::optional<std::int64_t> expect_distinct_plans;
   std::optional<std::vector<std::string>> steps;  // a plan written out, replacing planning
+  // `api: full_tensor`: DTensor.full_tensor(), planned as the public api to all-Replicate.
+  bool full_tensor = false;
+  // `reduce:` an op on the source DTensor (torch.sum, torch.amax, ...), then full_tensor();
+  // meshgate has no sharding propagation, so only another implementation runs it.
+  std::optional<ReduceSpec> reduce;
+  std::optional<std::vector<std::string>> expect_placements;  // the op's result, with reduce
+  // An integer avg in a case that expects a rejection: raised when the case runs rather than
+  // while it is read, so that another implementation is asked too.
+  std::optional<std::string> deferred_rejection;
   std::int64_t expect_wrong_shapes = 0;           // ranks
   std::int64_t expect_wrong_elements = 0;
   nlohmann::json params_json;
@@ -233,6 +254,17 @@ class RedistributeCase final : public PreparedCase {
   }
 
   Outcome run(RunContext& ctx) override {
+    if (deferred_rejection) throw Error(ErrorKind::runtime, *deferred_rejection);
+    if (reduce) {
+      Outcome o;
+      o.status = Status::skip;
+      o.message = "meshgate does not model torch." + reduce->op +
+                  " on a DTensor (it has no sharding propagation, only redistribution); the "
+                  "case is judged on another implementation (--impl torch) by signals alone: "
+                  "its values against a single-process torch reference, the collectives it "
+                  "issues and its result's placements";
+      return o;
+    }
     const int n = ranks();
     const std::optional<PerfSpec> perf = ctx.perf();
     states_.clear();
@@ -335,7 +367,7 @@ class RedistributeCase final : public PreparedCase {
     std::vector<std::string> from, to;
     for (const Placement& p : specs.src.placements) from.push_back(to_string(p));
     for (const Placement& p : specs.dst.placements) to.push_back(to_string(p));
-    return nlohmann::json{
+    nlohmann::json request{
         {"mesh",
          {{"shape", mesh_shape},
           {"names", mesh_spec.names.empty() ? nlohmann::json() : nlohmann::json(mesh_spec.names)},
@@ -346,10 +378,21 @@ class RedistributeCase final : public PreparedCase {
         {"from", from},
         {"to", to},
         {"optimize", options.optimize},
-        {"api", std::string(to_string(options.api))},
+        {"api", api_name()},
         {"planner", std::string(to_string(options.planner))},
         {"world", case_ranks},
         {"inputs", inputs}};
+    if (reduce) {
+      request["reduce"] = {{"op", reduce->op},
+                           {"dim", reduce->dim ? nlohmann::json(*reduce->dim) : nlohmann::json()}};
+      request["global"] = write_tensor_file(dir / "global.bin", dtype_name, global.shape,
+                                            global.data.data(), global.bytes());
+    }
+    return request;
+  }
+
+  std::string api_name() const {
+    return full_tensor ? "full_tensor" : std::string(to_string(options.api));
   }
 
   // Judges another implementation's comms and outputs with the checks run() makes: judge_rank
@@ -357,6 +400,7 @@ class RedistributeCase final : public PreparedCase {
   // expect.distinct_plans over every mesh rank's comm list.
   Outcome check_observables(const nlohmann::json& observables,
                             const std::filesystem::path& dir) override {
+    if (reduce) return check_reduce(observables, dir);
     const Specs specs = build();
     const DeviceMesh& mesh = specs.mesh;
     const std::vector<std::int64_t> mesh_shape = mesh.shape();
@@ -493,6 +537,162 @@ class RedistributeCase final : public PreparedCase {
       for (std::size_t k = 0; k < c.size(); ++k) c[k] += rank_counts[k];
     }
     const std::vector<std::string> problems = this->problems(c, r);
+    if (!problems.empty()) {
+      o.status = Status::fail;
+      for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
+    }
+    return o;
+  }
+
+  // A `reduce` case, judged by signals alone: every mesh rank's full_tensor() of the op's result
+  // against the single-process torch reference the implementation computed from the global
+  // tensor (same dtype and shape; values within the dtype's tolerance, exact for integers),
+  // every rank's result bitwise equal to the lowest rank's, and `expect` (comms, placements,
+  // local_shape, warnings, distinct_plans) against what the implementation reported. Observables:
+  // {"comms", "outputs", "warnings"?, "placements": {rank: [..]}, "reference": TENSOR}.
+  Outcome check_reduce(const nlohmann::json& observables, const std::filesystem::path& dir) const {
+    const DeviceMesh mesh = build().mesh;
+    if (!observables.is_object()) throw ImplFailure("answered observables that are not an object");
+    for (const char* key : {"comms", "outputs", "placements"}) {
+      if (!observables.contains(key) || !observables[key].is_object()) {
+        throw ImplFailure(std::string("answered no '") + key + "' object of rank -> value");
+      }
+    }
+    if (!observables.contains("reference")) {
+      throw ImplFailure("answered no 'reference' tensor (the op on the global tensor, computed "
+                        "in one process)");
+    }
+    const TensorFile ref_file = read_tensor_file(observables["reference"], dir, "reference");
+    const auto to_host = [](const TensorFile& f) {
+      HostTensor t;
+      t.shape = f.shape;
+      t.dtype = comm::parse_dtype(f.dtype);
+      t.data.resize(f.bytes.size());
+      if (!f.bytes.empty()) std::memcpy(t.data.data(), f.bytes.data(), f.bytes.size());
+      return t;
+    };
+    const HostTensor reference = to_host(ref_file);
+    // Relative to max(1, |reference|): the op reduces in another order on each side.
+    double tolerance = 0;
+    if (comm::is_floating(reference.dtype)) {
+      tolerance = reference.dtype == comm::DType::f64   ? 1e-12
+                  : reference.dtype == comm::DType::f32 ? 1e-5
+                  : reference.dtype == comm::DType::f16 ? 2e-3
+                                                        : 1.6e-2;
+    }
+    const nlohmann::json* warnings_json =
+        observables.contains("warnings") && observables["warnings"].is_object()
+            ? &observables["warnings"]
+            : nullptr;
+    Report r;
+    std::set<std::vector<std::string>> lists;
+    std::vector<std::string> placements;
+    std::int64_t wrong_shapes = 0, wrong_elements = 0, replica_ranks = 0;
+    std::vector<std::string> wrong_dtypes;
+    std::optional<HostTensor> first;
+    for (int rank = 0; rank < ranks(); ++rank) {
+      if (!mesh.coordinate(rank)) continue;
+      const std::string key = std::to_string(rank);
+      const nlohmann::json& comms = observables["comms"];
+      if (!comms.contains(key) || !comms[key].is_array()) {
+        throw ImplFailure("answered no list of collectives for rank " + key + " (comms." + key +
+                          ")");
+      }
+      std::vector<std::string> issued;
+      for (const nlohmann::json& item : comms[key]) {
+        if (!item.is_string()) {
+          throw ImplFailure("answered comms." + key + " with an entry that is not a string");
+        }
+        issued.push_back(item.get<std::string>());
+      }
+      lists.insert(issued);
+      const nlohmann::json& ps = observables["placements"];
+      if (!ps.contains(key) || !ps[key].is_array()) {
+        throw ImplFailure("answered no list of placements for rank " + key + " (placements." +
+                          key + ")");
+      }
+      std::vector<std::string> rank_placements;
+      for (const nlohmann::json& item : ps[key]) {
+        if (!item.is_string()) {
+          throw ImplFailure("answered placements." + key + " with an entry that is not a string");
+        }
+        rank_placements.push_back(item.get<std::string>());
+      }
+      if (!observables["outputs"].contains(key)) {
+        throw ImplFailure("answered no output tensor for rank " + key + " (outputs." + key + ")");
+      }
+      const TensorFile file = read_tensor_file(observables["outputs"][key], dir, "outputs." + key);
+      std::int64_t warnings = 0;
+      if (warnings_json && warnings_json->contains(key) &&
+          (*warnings_json)[key].is_number_integer()) {
+        warnings = (*warnings_json)[key].get<std::int64_t>();
+      }
+      if (rank == reference_rank) {
+        r.issued = issued;
+        r.local_shape = file.shape;
+        r.warnings = static_cast<std::size_t>(std::max<std::int64_t>(0, warnings));
+        placements = rank_placements;
+      }
+      if (file.dtype != ref_file.dtype) {
+        wrong_dtypes.push_back("rank " + key + " holds " + file.dtype);
+        continue;
+      }
+      const HostTensor out = to_host(file);
+      if (out.shape != reference.shape) {
+        ++wrong_shapes;
+        continue;
+      }
+      for (std::int64_t i = 0; i < out.numel(); ++i) {
+        const double want = reference.get(i);
+        const double got = out.get(i);
+        const bool same = std::isnan(want) ? std::isnan(got)
+                                           : std::abs(got - want) <=
+                                                 tolerance * std::max(1.0, std::abs(want));
+        if (!same) ++wrong_elements;
+      }
+      if (!first) {
+        first = out;
+      } else if (first->data != out.data) {
+        ++replica_ranks;
+      }
+    }
+    r.distinct_plans = lists.size();
+
+    Outcome o;
+    o.plan = r.issued;
+    o.metrics["collectives"] = r.issued.size();
+    o.metrics["warnings"] = warnings_json ? nlohmann::json(r.warnings) : nlohmann::json();
+    o.metrics["distinct_plans"] = r.distinct_plans;
+    o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
+    o.metrics["result_placements"] = placements;
+    o.metrics["meshgate_plan"] = "meshgate does not model torch." + reduce->op + " on a DTensor";
+    o.metrics["wrong_elements"] = wrong_elements;
+    std::vector<std::string> problems;
+    if (!wrong_dtypes.empty()) {
+      problems.push_back("the outputs' dtype is not the reference's " + ref_file.dtype + ": " +
+                         join(wrong_dtypes));
+    }
+    if (wrong_shapes) {
+      problems.push_back(std::to_string(wrong_shapes) +
+                         " rank(s) ended with another shape than the reference's " +
+                         shape_text(reference.shape));
+    }
+    if (wrong_elements) {
+      problems.push_back(std::to_string(wrong_elements) +
+                         " wrong element(s) against the single-process torch reference");
+    }
+    if (replica_ranks) {
+      problems.push_back(std::to_string(replica_ranks) +
+                         " rank(s) hold a full_tensor() that differs bitwise from the lowest "
+                         "rank's");
+    }
+    std::vector<std::int64_t> c(count_slots, 0);
+    check_reference(r, c, warnings_json != nullptr);
+    for (const std::string& p : this->problems(c, r)) problems.push_back(p);
+    if (expect_placements && placements != *expect_placements) {
+      problems.push_back("expect.placements " + join(*expect_placements) + " but rank " +
+                         std::to_string(reference_rank) + "'s result has " + join(placements));
+    }
     if (!problems.empty()) {
       o.status = Status::fail;
       for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
@@ -813,7 +1013,24 @@ std::string placements_text(const std::vector<std::string>& items) {
 // parse as steps do, name dims of the mesh and tensor dims of the tensor, be collectives, and
 // be written as issued, e.g. with their dims in ascending order).
 void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh& mesh) {
-  if (c.expect_local_shape) {
+  if (c.expect_local_shape && c.reduce) {
+    // The op's result, gathered: the tensor's shape without the reduced dim (all dims: []).
+    Shape reduced;
+    if (c.reduce->dim) {
+      const auto rank = static_cast<std::int64_t>(c.shape.size());
+      const std::int64_t dim = *c.reduce->dim < 0 ? *c.reduce->dim + rank : *c.reduce->dim;
+      for (std::int64_t d = 0; d < rank; ++d) {
+        if (d != dim) reduced.push_back(c.shape[static_cast<std::size_t>(d)]);
+      }
+    }
+    if (*c.expect_local_shape != reduced) {
+      expect.fail("local_shape", shape_text(*c.expect_local_shape) + " is not the shape of " +
+                                     c.reduce->op + " over " +
+                                     (c.reduce->dim ? "dim " + std::to_string(*c.reduce->dim)
+                                                    : std::string("every dim")) +
+                                     " of " + shape_text(c.shape) + ", " + shape_text(reduced));
+    }
+  } else if (c.expect_local_shape) {
     const Shape& want = *c.expect_local_shape;
     if (want.size() != c.shape.size()) {
       expect.fail("local_shape",
@@ -898,16 +1115,35 @@ const std::vector<std::string>& redistribute_case_keys() {
     for (std::string key :
          {"flatten", "tensor", "tensor.shape", "tensor.dtype", "from", "to", "optimize", "api",
           "planner", "expect", "expect.comms", "expect.local_shape", "expect.warnings",
-          "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps"})
+          "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps",
+          "reduce", "reduce.op", "reduce.dim", "expect.placements"})
       k.push_back(std::move(key));
     return k;
   }();
   return keys;
 }
 
-std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*expect_error*/) {
+std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error) {
   auto c = std::make_unique<RedistributeCase>();
   c->mesh_spec = read_mesh_spec(node);
+
+  if (node.has("reduce")) {
+    CaseNode reduce = node.child("reduce");
+    ReduceSpec spec;
+    spec.op = reduce.required<std::string>("op");
+    const std::vector<std::string>& ops = reduce_ops();
+    if (std::find(ops.begin(), ops.end(), spec.op) == ops.end()) {
+      reduce.fail("op", "unknown reduction '" + spec.op + "' (known: " + join(ops) + ")");
+    }
+    spec.dim = reduce.optional<std::int64_t>("dim");
+    for (const char* key : {"to", "api", "steps", "perf"}) {
+      if (node.has(key)) {
+        node.fail(key, "does not apply to a `reduce` case, whose result is gathered with "
+                       "full_tensor(): remove it");
+      }
+    }
+    c->reduce = std::move(spec);
+  }
 
   if (YAML::Node v = node.raw("flatten"); v && !v.IsNull()) {
     if (!v.IsSequence())
@@ -949,16 +1185,23 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
   YAML::Node from = node.raw("from");
   YAML::Node to = node.raw("to");
   if (!from) node.fail("from", "is required (a list of placements)");
-  if (!to) node.fail("to", "is required (a list of placements)");
+  if (!to && !c->reduce) node.fail("to", "is required (a list of placements)");
   c->from_text = placements_text(read_placements_text(from, node, "from"));
-  c->to_text = placements_text(read_placements_text(to, node, "to"));
+  if (to) c->to_text = placements_text(read_placements_text(to, node, "to"));
 
   c->options.optimize = node.optional<bool>("optimize").value_or(true);
   if (auto api = node.optional<std::string>("api")) {
-    try {
-      c->options.api = parse_api(*api);
-    } catch (const meshgate::Error& err) {
-      reject_value(node, "api", err.what());
+    if (*api == "full_tensor") {
+      // DTensor.full_tensor(): redistribute to Replicate on every dim through the public api.
+      c->full_tensor = true;
+      c->options.api = Api::public_;
+    } else {
+      try {
+        c->options.api = parse_api(*api);
+      } catch (const meshgate::Error& err) {
+        reject_value(node, "api",
+                     std::string(err.what()) + "; or full_tensor (DTensor.full_tensor())");
+      }
     }
   }
   if (auto planner = node.optional<std::string>("planner")) {
@@ -983,6 +1226,11 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
     }
     if (c->expect_warnings && *c->expect_warnings < 0) {
       expect.fail("warnings", "must be a count >= 0, got " + std::to_string(*c->expect_warnings));
+    }
+    c->expect_placements = expect.optional<std::vector<std::string>>("placements");
+    if (c->expect_placements && !c->reduce) {
+      expect.fail("placements", "describes the result of `reduce`; a redistribution ends at "
+                                "`to`");
     }
     c->expect_distinct_plans = expect.optional<std::int64_t>("distinct_plans");
     if (c->expect_distinct_plans && *c->expect_distinct_plans < 1) {
@@ -1035,6 +1283,30 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
   }
   c->case_ranks = case_world_size(node, highest);
   c->reference_rank = lowest;
+  const std::size_t mesh_dims = mesh->shape().size();
+  if (c->reduce) {
+    // The op's result is gathered with full_tensor(): Replicate on every dim.
+    c->to_text = placements_text(std::vector<std::string>(mesh_dims, "R"));
+    if (c->reduce->dim && (*c->reduce->dim >= static_cast<std::int64_t>(c->shape.size()) ||
+                           *c->reduce->dim < -static_cast<std::int64_t>(c->shape.size()))) {
+      CaseNode reduce = node.child("reduce");
+      reduce.fail("dim", "dim " + std::to_string(*c->reduce->dim) + " is outside the tensor's " +
+                             std::to_string(c->shape.size()) + " dims");
+    }
+  }
+  if (c->full_tensor) {
+    const std::vector<std::string> all_r(mesh_dims, "R");
+    const std::vector<Placement> want = parse_placements(placements_text(all_r));
+    std::vector<Placement> got;
+    try {
+      got = parse_placements(c->to_text);
+    } catch (const meshgate::Error&) {
+    }
+    if (got != want) {
+      node.fail("to", "api full_tensor gathers to Replicate on every mesh dim: `to` must be " +
+                          join(all_r));
+    }
+  }
   const auto es = static_cast<std::int64_t>(comm::element_size(c->dtype));
   for (const auto& [key, text] : {std::pair{"from", c->from_text}, std::pair{"to", c->to_text}}) {
     try {
@@ -1059,7 +1331,14 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
       reject_value(node, "steps", err.what());
     }
   }
-  check_avg_dtype(*c, tensor, *mesh);
+  try {
+    check_avg_dtype(*c, tensor, *mesh);
+  } catch (const ValueRejection& rejection) {
+    // A case that expects the rejection runs, and raises it then, so that another
+    // implementation is asked whether it refuses too; otherwise the case cannot run.
+    if (!expect_error) throw;
+    c->deferred_rejection = rejection.what();
+  }
   if (expect_node) check_expect(*c, *expect_node, *mesh);
 
   nlohmann::json flat = nlohmann::json::array();
@@ -1071,9 +1350,14 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool /*exp
       {"from", c->from_text},
       {"to", c->to_text},
       {"optimize", c->options.optimize},
-      {"api", std::string(to_string(c->options.api))},
+      {"api", c->api_name()},
       {"planner", std::string(to_string(c->options.planner))}};
   if (c->steps) c->params_json["steps"] = *c->steps;
+  if (c->reduce) {
+    c->params_json["reduce"] = {
+        {"op", c->reduce->op},
+        {"dim", c->reduce->dim ? nlohmann::json(*c->reduce->dim) : nlohmann::json()}};
+  }
   return c;
 }
 

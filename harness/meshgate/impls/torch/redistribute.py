@@ -2,7 +2,12 @@
 registers the case's flattened meshes, wraps its source local tensor in a DTensor and
 redistributes it as the case's api says: `internal` is redistribute_local_tensor (R -> P is a
 local partition), `public` is DTensor.redistribute (which refuses Partial targets it would have
-to create). The collectives are counted as PyTorch's own tests count them, with CommDebugMode,
+to create), `full_tensor` is DTensor.full_tensor() (the case's target is Replicate on every
+dim). A case with `reduce` applies a reduction (torch.sum, mean, amax, amin,
+torch.linalg.vector_norm) to the source DTensor instead, records its result's placements and
+gathers it with full_tensor(); the collectives of both are recorded, and the adapter answers
+the same reduction of the global tensor computed in this one process as `reference`, against
+which meshgate-runner judges every rank's full tensor. The collectives are counted as PyTorch's own tests count them, with CommDebugMode,
 and each is written in meshgate's comm-string form from the functional collective's arguments:
 its process group names the mesh dims (a flattened mesh's group the dims of the merged
 transform that uses it), the reduce op is the collective's, and the tensor dims are those that
@@ -44,10 +49,18 @@ def handle(request: dict, perf: dict | None, directory: str):
         "optimize": bool(request.get("optimize", True)),
         "api": request.get("api", "internal"),
         "planner": request.get("planner", "greedy"),
+        "reduce": request.get("reduce"),
         "perf": perf,
     }
-    if common["api"] not in ("internal", "public"):
-        raise protocol.Unsupported(f"api {common['api']!r} (known: internal, public)")
+    if common["api"] not in ("internal", "public", "full_tensor"):
+        raise protocol.Unsupported(f"api {common['api']!r} (known: internal, public, "
+                                   f"full_tensor)")
+    reference = None
+    if common["reduce"] is not None:
+        if perf is not None:
+            raise protocol.Unsupported("timing a reduction of a DTensor")
+        reference = _write_tensor(_reduce(_read_tensor(request["global"]), common["reduce"]),
+                                  os.path.join(directory, "reference.bin"))
     if common["planner"] not in ("greedy", "min_cost"):
         raise protocol.Unsupported(f"planner {common['planner']!r} (known: greedy, min_cost)")
     _require_apis(common)
@@ -68,13 +81,18 @@ def handle(request: dict, perf: dict | None, directory: str):
     if rejected:
         error, message = rejected[0]["rejected"]
         raise protocol.Rejected(error, message)
-    comms, outputs, warnings = {}, {}, {}
+    comms, outputs, warnings, placements = {}, {}, {}, {}
     for rank, result in enumerate(results):
         if result is None or "output" not in result:
             continue
         comms[str(rank)] = result["comms"]
         outputs[str(rank)] = result["output"]
         warnings[str(rank)] = result["warnings"]
+        if "placements" in result:
+            placements[str(rank)] = result["placements"]
+    if reference is not None:
+        return {"comms": comms, "outputs": outputs, "warnings": warnings,
+                "placements": placements, "reference": reference}, None
     time_s = None
     if perf is not None:
         samples = [r["time_s"] for r in results if r is not None and r.get("time_s")]
@@ -137,6 +155,41 @@ def _placement(text: str):
     if kind == "R":
         return Replicate()
     return Partial(arg or "sum")
+
+
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "vector_norm")
+
+
+def _reduce(tensor, reduce: dict):
+    """The case's reduction of `tensor` (a DTensor or a plain tensor): op over every dim, or
+    over `dim` when the case names one."""
+    import torch
+    op, dim = reduce["op"], reduce.get("dim")
+    if op not in _REDUCTIONS:
+        raise protocol.Unsupported(f"reduction {op!r} (known: {', '.join(_REDUCTIONS)})")
+    if op == "vector_norm":
+        return torch.linalg.vector_norm(tensor) if dim is None else \
+            torch.linalg.vector_norm(tensor, dim=dim)
+    function = getattr(torch, op)
+    return function(tensor) if dim is None else function(tensor, dim=dim)
+
+
+def _placement_text(placement) -> str:
+    """S(d), R, P(op) as the case files write them; a Partial subclass (vector_norm's
+    _NormPartial) adds its class and norm: _NormPartial(sum, norm=2)."""
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    if isinstance(placement, Shard) and type(placement) is Shard:
+        return f"S({placement.dim})"
+    if isinstance(placement, Replicate):
+        return "R"
+    if type(placement) is Partial:
+        return f"P({placement.reduce_op})"
+    if isinstance(placement, Partial):
+        norm = getattr(placement, "norm_type", None)
+        extra = "" if norm is None else f", norm={norm:g}" if isinstance(norm, (int, float)) \
+            else f", norm={norm}"
+        return f"{type(placement).__name__}({placement.reduce_op}{extra})"
+    return repr(placement)
 
 
 def _read_tensor(descriptor: dict):
@@ -340,8 +393,14 @@ def run_rank(rank: int, world_size: int, arg: dict):
                 dtensor = DTensor.from_local(local, mesh, src, run_check=False,
                                              shape=global_shape, stride=stride)
                 mode = recorder.comm_mode()
+                placements = None
                 with mode:
-                    out = _redistribute(dtensor, mesh, dst, arg["api"])
+                    if arg.get("reduce") is not None:
+                        reduced = _reduce(dtensor, arg["reduce"])
+                        placements = [_placement_text(p) for p in reduced.placements]
+                        out = reduced.full_tensor()
+                    else:
+                        out = _redistribute(dtensor, mesh, dst, arg["api"])
         except Exception as e:  # PyTorch refusing the redistribution
             result = {"rejected": (type(e).__name__, str(e))}
         else:
@@ -353,6 +412,8 @@ def run_rank(rank: int, world_size: int, arg: dict):
                                    f"{mode.get_total_counts()}")
             result = {"comms": comms, "warnings": len(recorder.warnings),
                       "output": _write_tensor(out, arg["output"])}
+            if placements is not None:
+                result["placements"] = placements
     # Every rank returns before the timing starts, so a rejection on one rank is not followed
     # by its peers waiting in a barrier.
     gathered = [None] * world_size
@@ -380,6 +441,8 @@ def _redistribute(dtensor, mesh, dst, api: str):
     from torch.distributed.tensor._dtensor_spec import DTensorSpec
     if api == "public":
         return dtensor.redistribute(mesh, dst).to_local()
+    if api == "full_tensor":
+        return dtensor.full_tensor()
     target = DTensorSpec(mesh, dst, tensor_meta=dtensor._spec.tensor_meta)
     return redistribute.redistribute_local_tensor(dtensor._local_tensor, dtensor._spec, target)
 
