@@ -204,7 +204,8 @@ def _read_tensor(descriptor: dict):
 def _write_tensor(tensor, path: str) -> dict:
     import torch
     t = tensor.detach().contiguous().cpu()
-    raw = t.view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+    # reshape(-1): a 0-dim tensor (a full reduction) cannot be viewed as bytes
+    raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
     with open(path, "wb") as f:
         f.write(raw.numpy().tobytes())
     return {"path": path, "dtype": _dtype_name(t.dtype), "shape": list(t.shape)}
