@@ -197,9 +197,10 @@ class RedistributeCase final : public PreparedCase {
   // meshgate has no sharding propagation, so only another implementation runs it.
   std::optional<ReduceSpec> reduce;
   std::optional<std::vector<std::string>> expect_placements;  // the op's result, with reduce
-  // An integer avg in a case that expects a rejection: raised when the case runs rather than
-  // while it is read, so that another implementation is asked too.
-  std::optional<std::string> deferred_rejection;
+  // A rejection of the case's values (an integer avg, Partial placements of different reduce
+  // ops) in a case that expects a rejection: raised when the case runs rather than while it is
+  // read, so that another implementation is asked too.
+  std::optional<Error> deferred_rejection;
   std::int64_t expect_wrong_shapes = 0;           // ranks
   std::int64_t expect_wrong_elements = 0;
   nlohmann::json params_json;
@@ -254,7 +255,7 @@ class RedistributeCase final : public PreparedCase {
   }
 
   Outcome run(RunContext& ctx) override {
-    if (deferred_rejection) throw Error(ErrorKind::runtime, *deferred_rejection);
+    if (deferred_rejection) throw *deferred_rejection;
     if (reduce) {
       Outcome o;
       o.status = Status::skip;
@@ -331,8 +332,12 @@ class RedistributeCase final : public PreparedCase {
             "another implementation plans the redistribution itself";
       return std::nullopt;
     }
-    const Specs specs = build();
-    const DeviceMesh& mesh = specs.mesh;
+    // Placements without specs: a case whose rejection is deferred to its run (mixed reduce
+    // ops) holds no valid spec, and is handed over as written.
+    DeviceMesh mesh = mesh_spec.build();
+    for (const FlattenDims& f : flatten) mesh.slice(f.dims).flatten(f.name);
+    const std::vector<Placement> src_placements = parse_placements(from_text);
+    const std::vector<Placement> dst_placements = parse_placements(to_text);
     const std::vector<std::int64_t> mesh_shape = mesh.shape();
     // The ranks of every row (dim 0's groups hold every rank of every row).
     std::vector<std::int64_t> all_ranks;
@@ -354,7 +359,7 @@ class RedistributeCase final : public PreparedCase {
       for (std::size_t d = 0; d < coord.size(); ++d) flat = flat * mesh_shape[d] + coord[d];
       rank_map.at(static_cast<std::size_t>(flat)) = rank;
       const HostTensor source =
-          source_local_tensor(global, mesh_shape, specs.src.placements, coord, mesh.size());
+          source_local_tensor(global, mesh_shape, src_placements, coord, mesh.size());
       inputs[std::to_string(rank)] =
           write_tensor_file(dir / ("in-" + std::to_string(rank) + ".bin"), dtype_name,
                             source.shape, source.data.data(), source.bytes());
@@ -365,8 +370,8 @@ class RedistributeCase final : public PreparedCase {
                            {"name", f.name ? nlohmann::json(*f.name) : nlohmann::json()}});
     }
     std::vector<std::string> from, to;
-    for (const Placement& p : specs.src.placements) from.push_back(to_string(p));
-    for (const Placement& p : specs.dst.placements) to.push_back(to_string(p));
+    for (const Placement& p : src_placements) from.push_back(to_string(p));
+    for (const Placement& p : dst_placements) to.push_back(to_string(p));
     nlohmann::json request{
         {"mesh",
          {{"shape", mesh_shape},
@@ -1309,13 +1314,30 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
   }
   const auto es = static_cast<std::int64_t>(comm::element_size(c->dtype));
   for (const auto& [key, text] : {std::pair{"from", c->from_text}, std::pair{"to", c->to_text}}) {
+    std::vector<Placement> placements;
     try {
-      DTensorSpec::create(*mesh, parse_placements(text), c->shape, es);
+      placements = parse_placements(text);
     } catch (const meshgate::Error& err) {
       reject_value(node, key, err.what());
     }
+    try {
+      DTensorSpec::create(*mesh, placements, c->shape, es);
+    } catch (const meshgate::Error& err) {
+      // Partial placements of different reduce ops are a spec DTensor refuses, as a user would
+      // see it: a case that expects the refusal runs (and raises it), so that another
+      // implementation is asked too. The spec's other checks stay input errors.
+      bool mixed = false;
+      try {
+        check_no_mixed_partial_types(placements);
+      } catch (const meshgate::Error&) {
+        mixed = true;
+      }
+      if (!mixed || !expect_error) reject_value(node, key, err.what());
+      if (!c->deferred_rejection) c->deferred_rejection = err;
+    }
   }
-  if (c->steps) {
+  // Nothing more can be checked of a spec that does not exist.
+  if (c->steps && !c->deferred_rejection) {
     const DTensorSpec src =
         DTensorSpec::create(*mesh, parse_placements(c->from_text), c->shape, es);
     try {
@@ -1332,14 +1354,14 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     }
   }
   try {
-    check_avg_dtype(*c, tensor, *mesh);
+    if (!c->deferred_rejection) check_avg_dtype(*c, tensor, *mesh);
   } catch (const ValueRejection& rejection) {
     // A case that expects the rejection runs, and raises it then, so that another
     // implementation is asked whether it refuses too; otherwise the case cannot run.
     if (!expect_error) throw;
-    c->deferred_rejection = rejection.what();
+    c->deferred_rejection = Error(ErrorKind::runtime, rejection.what());
   }
-  if (expect_node) check_expect(*c, *expect_node, *mesh);
+  if (expect_node && !c->deferred_rejection) check_expect(*c, *expect_node, *mesh);
 
   nlohmann::json flat = nlohmann::json::array();
   for (const FlattenDims& f : c->flatten) flat.push_back(f.dims);
