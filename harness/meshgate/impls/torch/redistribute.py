@@ -7,9 +7,9 @@ dim). A case with `reduce` applies a reduction (torch.sum, mean, amax, amin,
 torch.linalg.vector_norm) to the source DTensor instead, records its result's placements and
 gathers it with full_tensor(); the collectives of both are recorded, and the adapter answers
 the same reduction of the global tensor computed in this one process as `reference`, against
-which meshgate-runner judges every rank's full tensor. The collectives are counted as PyTorch's own tests count them, with CommDebugMode,
-and each is written in meshgate's comm-string form from the functional collective's arguments:
-its process group names the mesh dims (a flattened mesh's group the dims of the merged
+which meshgate-runner judges every rank's full tensor. The collectives are counted as PyTorch's
+own tests count them, with CommDebugMode, and each is written in meshgate's comm-string form
+from the functional collective's arguments: its process group names the mesh dims (a flattened mesh's group the dims of the merged
 transform that uses it), the reduce op is the collective's, and the tensor dims are those that
 DTensor's placement code passed to the functional collective it called.
 
