@@ -9,9 +9,10 @@ gathers it with full_tensor(); the collectives of both are recorded, and the ada
 the same reduction of the global tensor computed in this one process as `reference`, against
 which meshgate-runner judges every rank's full tensor. The collectives are counted as PyTorch's
 own tests count them, with CommDebugMode, and each is written in meshgate's comm-string form
-from the functional collective's arguments: its process group names the mesh dims (a flattened mesh's group the dims of the merged
-transform that uses it), the reduce op is the collective's, and the tensor dims are those that
-DTensor's placement code passed to the functional collective it called.
+from the functional collective's arguments: its process group names the mesh dims (a flattened
+mesh's group the dims of the merged transform that uses it), the reduce op is the collective's,
+and the tensor dims are those that DTensor's placement code passed to the functional collective
+it called.
 
 Gloo has no alltoall, so on CPU DTensor's shard_dim_alltoall gathers and chunks instead; that
 all_gather is recorded as the all_to_all it stands for (what PyTorch issues on NCCL), so that
