@@ -80,6 +80,15 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def once(why: str):
+    """For a measurement over many simulated sessions, a run at scale or an analysis of the
+    source: the run on the oldest supported Python (CTest python_driver_oldest sets
+    MESHGATE_COMPAT_RUN=1), which is there for the language and library differences between
+    interpreters, leaves it to the main run, whose faster tests on the same code it repeats."""
+    return unittest.skipIf(os.environ.get("MESHGATE_COMPAT_RUN") == "1",
+                           f"runs once, on the main Python: {why}")
+
+
 def torch_tests_skip_reason() -> str | None:
     """Why the tests of --impl torch do not run here, or None when they do. They run from the
     CTest torch_impl (MESHGATE_TORCH_TESTS=1), not from the driver's unit tests, since each one

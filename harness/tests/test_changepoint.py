@@ -9,6 +9,7 @@ import unittest
 
 from meshgate.timeline import changepoint
 
+from .support import once
 from .synthetic import noisy
 
 
@@ -78,6 +79,7 @@ class EDivisiveTest(unittest.TestCase):
         self.assertTrue(changepoint.e_divisive(values, permutations=99, p_threshold=0.05))
 
 
+@once("simulated series")
 class FilterTest(unittest.TestCase):
     def test_slow_drift_is_not_a_change(self):
         # 0.1 %/point over 150 points is 15 % in all: E-divisive splits it, the step filter must not
@@ -119,6 +121,7 @@ if __name__ == "__main__":
     unittest.main()
 
 
+@once("simulated series")
 class ShortSideTest(unittest.TestCase):
     """The second test, for splits whose short side the permutation test cannot judge."""
 

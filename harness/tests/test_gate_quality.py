@@ -23,6 +23,7 @@ import unittest
 
 from meshgate.gate import ab, calibrate, compare, stats
 from meshgate.system import repeats
+from tests.support import once
 
 ITERS = 20
 OUTLIER_RATE = 0.02
@@ -65,6 +66,7 @@ def verdict_rates(factor: float, noise: float, trials: int, seed: int, k: int = 
     return {key: c / trials for key, c in counts.items()}
 
 
+@once("simulated sessions")
 class HonestVerdictsTest(unittest.TestCase):
     def test_quiet_no_change_passes(self):
         for calibrated in (False, True):
@@ -109,6 +111,7 @@ class HonestVerdictsTest(unittest.TestCase):
         self.assertGreater(v.runs_needed, 9)
 
 
+@once("simulated sessions")
 class TiesTest(unittest.TestCase):
     def test_tied_four_against_four_rarely_flags(self):
         # A coarse timer: per-run medians fall on a few values, so ties are everywhere.
@@ -123,6 +126,7 @@ class TiesTest(unittest.TestCase):
         self.assertLessEqual(flagged / trials, 0.01)
 
 
+@once("simulated sessions")
 class QualityBarTest(unittest.TestCase):
     def test_no_change_is_rarely_flagged(self):
         # Each direction is a one-sided test at alpha = 0.01, so each is bounded separately.
@@ -161,6 +165,7 @@ class QualityBarTest(unittest.TestCase):
         self.assertLessEqual(flagged / trials, 0.01)
 
 
+@once("simulated sessions")
 class ConfirmedAaSessionsTest(unittest.TestCase):
     def test_aa_sessions_confirm_neither_regressions_nor_improvements(self):
         # Noise of 3 % with no calibration: single batches flag now and then in each direction;
@@ -190,6 +195,7 @@ if __name__ == "__main__":
     unittest.main()
 
 
+@once("simulated sessions")
 class QuietPassRateTest(unittest.TestCase):
     """Quiet no-change A/Bs at 1 % noise (about 1 % per run): the gate's CI is the exact
     distribution-free interval of the Mann-Whitney test, not the percentile bootstrap of the

@@ -24,6 +24,7 @@ from meshgate.system import gbench
 from meshgate.system.launch import Selection
 from meshgate.system.repeats import Side
 from meshgate.timeline import bisection
+from tests.support import once
 
 FAKE_GBENCH = pathlib.Path(__file__).parent / "fixtures" / "gate" / "fake_gbench.py"
 TARGET = "fake_bench"
@@ -39,6 +40,7 @@ def side(label, factor, *extra):
                 runner=[sys.executable, str(FAKE_GBENCH), "--factor", str(factor), *extra], env=dict(os.environ))
 
 
+@once("real benchmark binaries, timed")
 class LauncherTest(unittest.TestCase):
     def setUp(self):
         tmp = tempfile.TemporaryDirectory()
@@ -174,6 +176,7 @@ def run_cli(register, argv):
     return code, stdout.getvalue(), stderr.getvalue()
 
 
+@once("real builds and benchmark runs")
 class CommandEndToEndTest(unittest.TestCase):
     """Both commands through worktrees, cmake --build --target TARGET and the fake binary."""
 

@@ -11,6 +11,7 @@ import tempfile
 import unittest
 
 from meshgate.gate import signal_report, signals
+from tests.support import once
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -34,6 +35,7 @@ def runner() -> pathlib.Path:
 
 
 @unittest.skipUnless(runner().exists(), "meshgate-runner is not built (set MESHGATE_RUNNER)")
+@once("simulated split-K sums")
 class SplitKDriftTest(unittest.TestCase):
     def run_case(self, folder: pathlib.Path, extra: str) -> dict:
         case = folder / "drift.yaml"

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from tests.support import once
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -288,6 +289,7 @@ EXECUTABLE = Path("/bin/true")
 
 @unittest.skipUnless(all(shutil.which(t) for t in ("ldd", "strip", "objdump", "bash"))
                      and EXECUTABLE.is_file(), "needs ldd, binutils and bash")
+@once("assembles and checks a whole bundle")
 class AssembleAndCheck(unittest.TestCase):
     """assemble and check on a fake build directory whose binaries are copies of /bin/true
     (glibc only, so no library travels)."""

@@ -12,7 +12,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from .support import FakeRunner, option_values
+from .support import FakeRunner, option_values, once
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu" / "h100-gemm-cuda-results.json"
@@ -57,6 +57,7 @@ class GpuSummaryTest(unittest.TestCase):
 
 
 @unittest.skipUnless(shutil.which("bash"), "needs bash")
+@once("every case of cases/ through the real runner")
 class CasesInPartsTest(unittest.TestCase):
     IDS = [f"gemm-cuda/{n:02d}-case" for n in range(1, 6)]
     ONE_RANK = [{"id": "collectives-one-rank/all-reduce-float32-avg", "kind": "collective",

@@ -25,6 +25,7 @@ from meshgate.timeline import history
 from meshgate.timeline import series as timeline_series
 
 from .synthetic import runs_at
+from tests.support import once
 
 MACHINE = {"host": "ci-1", "cpu": "AMD EPYC 7763 64-Core Processor", "cores": 16, "gpus": [],
            "fingerprint": "f00d"}
@@ -97,6 +98,7 @@ class HistoryTestCase(unittest.TestCase):
 # Detection rates through add + changes
 
 
+@once("40 simulated nights of 200 cases")
 class DetectionRateTest(HistoryTestCase):
     """Steps of 10 % and 5 % (half of them up, half down) and flat cases, 40 nights each, on a
     machine drifting +0.05 % per night; 5 runs per night with 2 % run-to-run noise and 1 %

@@ -8,12 +8,13 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 
-from .support import DriverRun
+from .support import DriverRun, once
 
 CASES = 20000
 CPU_BOUND_S = 60.0
 
 
+@once("twenty thousand cases")
 class LargeRunTest(DriverRun):
     def test_twenty_thousand_cases_run_and_report_in_linear_time(self):
         scenario = {"cases": [

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import unittest
 from pathlib import Path
+from tests.support import once
 
 PACKAGE = Path(__file__).resolve().parents[1] / "meshgate"
 LAYERS = ("core", "system", "gate", "run", "timeline", "commands", "cli")
@@ -166,6 +167,7 @@ def where(module: Module, line: int) -> str:
     return f"meshgate/{module.path.relative_to(PACKAGE)}:{line}"
 
 
+@once("an analysis of the source, the same on every Python")
 class LayersTest(unittest.TestCase):
     def test_the_package_is_in_layers(self):
         self.assertTrue({"core.results", "system.launch", "gate.verdict", "run.session", "timeline.nightly",

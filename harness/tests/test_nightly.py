@@ -18,6 +18,7 @@ from meshgate.run import session
 from meshgate.timeline import nightly
 
 from .test_signals import REPO, base_rows, by_id, results_doc, with_timing
+from tests.support import once
 
 HEAD = "c" * 40
 LAST_GOOD = "a" * 40
@@ -290,6 +291,7 @@ class FakeBisect:
         return self.code, {"good": good, "bad": bad, "culprit": bad if self.code == 0 else None}
 
 
+@once("nights of real runs and a bisection")
 class HistoryTest(NightlyTestCase):
     """Night after night through history: a step in one case becomes a change point once, is
     bisected once between its last good and first bad commit, and fails that night."""

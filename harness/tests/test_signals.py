@@ -18,6 +18,7 @@ from meshgate import cli
 from meshgate.core.results import suite_of
 from meshgate.gate import checks, signal_report, signals, store
 from meshgate.run import report, session
+from tests.support import once
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "baselines" / "signals"
@@ -504,6 +505,7 @@ SMALL_SUITES = ["layout-coalesce", "mesh-slice", "compat-fsdp-hsdp", "collective
 @unittest.skipUnless(REAL_RUNNER and pathlib.Path(REAL_RUNNER).resolve() != FAKE_RUNNER.resolve(),
                      "MESHGATE_RUNNER is not set: build meshgate-runner and run through CTest "
                      "(or export MESHGATE_RUNNER=build/<preset>/harness/runner/meshgate-runner)")
+@once("real runs of whole suites")
 class CommittedSignalsMatchRealRunnerTest(unittest.TestCase):
     def test_a_fresh_run_of_small_suites_matches_the_committed_signals(self):
         with tempfile.TemporaryDirectory(prefix="meshgate-signals-real-") as tmp:
