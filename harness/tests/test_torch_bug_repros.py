@@ -24,6 +24,7 @@ BUGS = Path(__file__).resolve().parents[2] / "docs" / "torch-bugs"
 REPROS = {
     "reduce_scatter_merge_after_chunk.py": "redistribute-upstream-bugs/rs-after-chunk-meshgate",
     "sum_avg_merge_size_one_avg.py": "redistribute-upstream-bugs/sum-avg-size-one-avg-meshgate",
+    "integer_avg_merge.py": "redistribute-partial-ops/int-P(sum),P(avg)-merged-to-rr-internal-rejected",
     "slice_flattened_name_from_root_copy.py": "mesh-slice/slice-flattened-name-from-a-copy-of-the-root",
     "unflatten_negative_dim.py": "mesh-unflatten/unflatten-negative-dim-last-where-pytorch-splices-wrongly",
 }
@@ -50,6 +51,9 @@ class TorchBugRepros(unittest.TestCase):
 
     def test_sum_avg_merge_size_one_avg(self):
         self.run_repro("sum_avg_merge_size_one_avg.py")
+
+    def test_integer_avg_merge(self):
+        self.run_repro("integer_avg_merge.py")
 
     def test_slice_flattened_name_from_root_copy(self):
         self.run_repro("slice_flattened_name_from_root_copy.py")
