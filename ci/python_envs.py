@@ -248,6 +248,10 @@ def problems(spec: EnvSpec) -> list[str]:
 
 
 def pip(python: Path, *args: str) -> None:
+    # No bytecode at install time: compiling every module of torch takes longer than unpacking
+    # it, and Python compiles what it imports on first use.
+    if args and args[0] == "install":
+        args = ("install", "--no-compile", *args[1:])
     command = [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args]
     if subprocess.run(command, env=clean_env()).returncode != 0:
         raise EnvError(f"'{' '.join(command)}' failed (see above)")

@@ -193,7 +193,11 @@ def create(interpreter: str, env: Path) -> None:
 
 def pip(python: Path, *args: str) -> None:
     """`python -m pip ARGS`, its output shown; EnvError when it fails. No cache: the wheels of
-    PyTorch are GBs, and an environment that matches its lock is never installed again."""
+    PyTorch are GBs, and an environment that matches its lock is never installed again. An
+    install writes no bytecode (--no-compile): compiling every module of torch takes longer
+    than the unpacking, and Python compiles what it imports on first use."""
+    if args and args[0] == "install":
+        args = ("install", "--no-compile", *args[1:])
     command = [str(python), "-m", "pip", "--disable-pip-version-check", "--no-cache-dir", "-q",
                *args]
     try:
