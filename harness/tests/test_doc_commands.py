@@ -19,13 +19,19 @@ installs there); git commits carry a test identity; the preset is this build's
 (MESHGATE_PRESET), so `./meshgate run` finds its runner built and `$(ci/preset)` names this
 build folder.
 
+After a document ran, its case checks what the commands left, where an exit code says too
+little: the example projects' cases all pass, and the cpp-kind example's A/B and bisection name
+the planted slowdown and its commit.
+
 Runs only with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_* set both);
 the README's commands take minutes."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import time
 import re
 import shutil
 import subprocess
@@ -140,6 +146,9 @@ class DocumentCase(unittest.TestCase):
     def reader_env(self, scratch: Path, env: dict) -> dict:
         return env
 
+    def check_outcome(self, scratch: Path, output: str, started: float) -> None:
+        """What the commands left, beyond their exit codes (none by default)."""
+
     def test_commands_run_as_written(self):
         if not ENABLED:
             self.skipTest("runs with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_*)")
@@ -155,6 +164,7 @@ class DocumentCase(unittest.TestCase):
             env.setdefault(f"GIT_{role}_EMAIL", "doc-test@meshgate.invalid")
         env = self.reader_env(scratch, env)
         script = script_of(self.document, blocks)
+        started = time.time()
         proc = subprocess.run(["bash", "-c", script], cwd=self.working_directory(), env=env,
                               capture_output=True, text=True, timeout=self.timeout)
         output = proc.stdout + proc.stderr
@@ -164,6 +174,19 @@ class DocumentCase(unittest.TestCase):
         print("\n".join(took[:10]), file=sys.stderr)
         self.assertEqual(proc.returncode, 0, output[-6000:])
         self.assertIn("doc-test: every command ran as written", proc.stdout)
+        self.check_outcome(scratch, output, started)
+
+
+def results_since(folder: Path, started: float) -> list[dict]:
+    """The results.json of the runs in `folder` (folder/<run>/results.json) written since
+    `started`, oldest first."""
+    paths = [p for p in folder.glob("*/results.json") if p.stat().st_mtime >= started]
+    return [json.loads(p.read_text()) for p in sorted(paths, key=lambda p: p.stat().st_mtime)]
+
+
+def git_output(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 class Readme(DocumentCase):
@@ -193,12 +216,49 @@ class CppKindExample(DocumentCase):
     def working_directory(self) -> Path:
         return self.document.parent
 
+    def reader_env(self, scratch: Path, env: dict) -> dict:
+        # The README's scratch repository (mktemp -d) then lies under the test's scratch folder.
+        (scratch / "tmp").mkdir()
+        return dict(env, TMPDIR=str(scratch / "tmp"))
+
+    def check_outcome(self, scratch: Path, output: str, started: float) -> None:
+        # The smoke cases: every one passes and their plans match the committed signals.
+        smoke = [doc for doc in results_since(self.document.parent / "reports", started)
+                 if len(doc["cases"]) == 12]
+        self.assertTrue(smoke, "no run of the 12 smoke cases")
+        self.assertEqual({row["status"] for row in smoke[0]["cases"]}, {"pass"})
+        self.assertTrue(all(row["id"].startswith("ring-allreduce/ring-") for row in smoke[0]["cases"]))
+        self.assertIn("signals baselines/signals: no change (exit 0)", output)
+        # The scratch repository: the A/B flags the perf case, the bisection names main~1.
+        (repo,) = scratch.glob("tmp/*/ring")
+        planted = git_output(repo, "rev-parse", "main~1")
+        (comparison,) = repo.glob("reports/ab-*/comparison.json")
+        verdicts = {c["id"]: c["verdict"] for c in json.loads(comparison.read_text())["cases"]}
+        self.assertEqual(verdicts["ring-allreduce/ring-4-perf"], "regression", verdicts)
+        (bisect,) = repo.glob("reports/bisect-*/bisect.json")
+        self.assertEqual(json.loads(bisect.read_text())["culprit"], planted)
+        self.assertIn(f"culprit: {planted}", output)
+
 
 class PythonCommandExample(DocumentCase):
     document = REPO / "examples" / "python-command" / "README.md"
 
     def working_directory(self) -> Path:
         return self.document.parent
+
+    def check_outcome(self, scratch: Path, output: str, started: float) -> None:
+        # Inside this checkout, the installed driver keeps its reports in the checkout's.
+        every = [doc for doc in results_since(REPO / "reports", started)
+                 if len(doc["cases"]) == 4]
+        self.assertTrue(every, "no run of the example's four cases")
+        rows = {row["id"]: row for row in every[-1]["cases"]}
+        self.assertEqual(set(rows), {"python-allreduce/allreduce-1", "python-allreduce/allreduce-3",
+                                     "python-allreduce/allreduce-sockets-2",
+                                     "python-allreduce/allreduce-perf-2"})
+        self.assertEqual({row["status"] for row in rows.values()}, {"pass"})
+        self.assertEqual(rows["python-allreduce/allreduce-sockets-2"]["metrics"]["used_torch"], 0)
+        perf = rows["python-allreduce/allreduce-perf-2"]
+        self.assertEqual(len(perf["samples"]["time_s"]), 3, "one sample list per launch")
 
 
 class Parsing(unittest.TestCase):

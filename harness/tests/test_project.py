@@ -2,7 +2,7 @@
 by the reader older Pythons use, the project file's keys and their errors, the runner built by
 its steps (for `meshgate run` and for every revision of ab and bisect), its cases as the
 default, and `meshgate run --runner`. The steps here are small Python scripts; the example projects
-under examples/ are built for real by tests/test_examples_e2e.py."""
+under examples/ are built for real by their READMEs' commands (tests/test_doc_commands.py)."""
 
 from __future__ import annotations
 
