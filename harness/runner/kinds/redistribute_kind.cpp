@@ -39,7 +39,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,15 +72,74 @@ struct FlattenDims {
   std::optional<std::string> name;
 };
 
-// `reduce: {op: OP, dim: D}`: a reduction of the source DTensor, as torch computes it.
+// `reduce: {op: OP, dim: D, other: [..]}`: an op on the source DTensor, as torch computes it:
+// a reduction (over every dim, or over `dim`), the transpose `t`, `mm` with a second operand
+// (the tensor's transpose, placed as `other` says) or `full_tensor` (the source itself).
 struct ReduceSpec {
   std::string op;
   std::optional<std::int64_t> dim;
+  std::vector<std::string> other;  // mm's second operand's placements, as written
 };
 
 const std::vector<std::string>& reduce_ops() {
-  static const std::vector<std::string> ops = {"sum", "mean", "amax", "amin", "vector_norm"};
+  static const std::vector<std::string> ops = {"sum", "mean", "amax", "amin", "vector_norm",
+                                               "t", "mm", "full_tensor"};
   return ops;
+}
+
+bool is_reduction(const std::string& op) {
+  return op != "t" && op != "mm" && op != "full_tensor";
+}
+
+// The op as called, for messages: torch.sum on a DTensor, DTensor.t(), torch.mm on DTensors,
+// DTensor.full_tensor().
+std::string op_call(const std::string& op) {
+  if (op == "t") return "DTensor.t()";
+  if (op == "full_tensor") return "DTensor.full_tensor()";
+  if (op == "mm") return "torch.mm on DTensors";
+  return "torch." + op + " on a DTensor";
+}
+
+// Splits a placement list as written ("SS(0,2),S(0)" or items) at the commas outside brackets.
+std::vector<std::string> split_placement_items(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& text : items) {
+    int depth = 0;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= text.size(); ++i) {
+      if (i < text.size() && (text[i] == '(' || text[i] == '[')) ++depth;
+      if (i < text.size() && (text[i] == ')' || text[i] == ']')) --depth;
+      if (i == text.size() || (text[i] == ',' && depth == 0)) {
+        std::string item = text.substr(start, i - start);
+        const auto b = item.find_first_not_of(" \t");
+        const auto e = item.find_last_not_of(" \t");
+        out.push_back(b == std::string::npos ? std::string() : item.substr(b, e - b + 1));
+        start = i + 1;
+      }
+    }
+  }
+  return out;
+}
+
+// `SS(d,k)`: PyTorch's _StridedShard(dim d, split_factor k). meshgate models no strided shard;
+// the runner hands such a case to another implementation and maps it to S(d) where it only
+// validates the case. Returns {d, k}, nullopt for another placement; throws a message for an
+// SS(..) it cannot read.
+std::optional<std::pair<std::int64_t, std::int64_t>> parse_strided(const std::string& item) {
+  static const std::regex form(R"(^SS\(\s*(-?[0-9]+)\s*,\s*(-?[0-9]+)\s*\)$)");
+  if (item.rfind("SS(", 0) != 0 && item.rfind("SS ", 0) != 0) return std::nullopt;
+  std::smatch m;
+  if (!std::regex_match(item, m, form)) {
+    throw std::runtime_error("cannot parse '" + item +
+                             "': a strided shard is written SS(dim, split_factor), e.g. SS(0,2)");
+  }
+  const std::int64_t dim = std::stoll(m[1].str());
+  const std::int64_t factor = std::stoll(m[2].str());
+  if (factor < 1) {
+    throw std::runtime_error("'" + item + "': the split factor must be >= 1, got " +
+                             std::to_string(factor));
+  }
+  return std::pair{dim, factor};
 }
 
 std::string join(const std::vector<std::string>& items) {
@@ -196,6 +257,10 @@ class RedistributeCase final : public PreparedCase {
   // `reduce:` an op on the source DTensor (torch.sum, torch.amax, ...), then full_tensor();
   // meshgate has no sharding propagation, so only another implementation runs it.
   std::optional<ReduceSpec> reduce;
+  // `from` names a strided shard (SS(d,k)): from_text holds S(d) in its place for the checks
+  // meshgate can make, from_written the placements as written, handed to an implementation.
+  bool strided = false;
+  std::vector<std::string> from_written;
   std::optional<std::vector<std::string>> expect_placements;  // the op's result, with reduce
   // A rejection of the case's values (an integer avg, Partial placements of different reduce
   // ops) in a case that expects a rejection: raised when the case runs rather than while it is
@@ -259,11 +324,17 @@ class RedistributeCase final : public PreparedCase {
     if (reduce) {
       Outcome o;
       o.status = Status::skip;
-      o.message = "meshgate does not model torch." + reduce->op +
-                  " on a DTensor (it has no sharding propagation, only redistribution); the "
-                  "case is judged on another implementation (--impl torch) by signals alone: "
-                  "its values against a single-process torch reference, the collectives it "
-                  "issues and its result's placements";
+      const std::string judged =
+          "; the case is judged on another implementation (--impl torch) by signals alone: "
+          "its values against a single-process torch reference, the collectives it issues and "
+          "its result's placements";
+      if (strided) {
+        o.message = "meshgate has no strided shard (PyTorch's _StridedShard, written SS(d,k)) "
+                    "and does not model " + op_call(reduce->op) + judged;
+      } else {
+        o.message = "meshgate does not model " + op_call(reduce->op) +
+                    " (it has no sharding propagation, only redistribution)" + judged;
+      }
       return o;
     }
     const int n = ranks();
@@ -353,11 +424,22 @@ class RedistributeCase final : public PreparedCase {
     const HostTensor global = make_global_tensor(shape, dtype, mesh.size());
     nlohmann::json inputs = nlohmann::json::object();
     const std::string dtype_name(comm::to_string(dtype));
+    // meshgate cannot shard by a strided shard: every rank's input is then the global tensor,
+    // which the implementation distributes itself (torch: distribute_tensor).
+    nlohmann::json global_file;
+    if (reduce) {
+      global_file = write_tensor_file(dir / "global.bin", dtype_name, global.shape,
+                                      global.data.data(), global.bytes());
+    }
     for (std::int64_t rank : all_ranks) {
       const std::vector<std::int64_t> coord = *mesh.coordinate(rank);
       std::int64_t flat = 0;
       for (std::size_t d = 0; d < coord.size(); ++d) flat = flat * mesh_shape[d] + coord[d];
       rank_map.at(static_cast<std::size_t>(flat)) = rank;
+      if (strided) {
+        inputs[std::to_string(rank)] = global_file;
+        continue;
+      }
       const HostTensor source =
           source_local_tensor(global, mesh_shape, src_placements, coord, mesh.size());
       inputs[std::to_string(rank)] =
@@ -371,6 +453,7 @@ class RedistributeCase final : public PreparedCase {
     }
     std::vector<std::string> from, to;
     for (const Placement& p : src_placements) from.push_back(to_string(p));
+    if (strided) from = from_written;
     for (const Placement& p : dst_placements) to.push_back(to_string(p));
     nlohmann::json request{
         {"mesh",
@@ -390,8 +473,8 @@ class RedistributeCase final : public PreparedCase {
     if (reduce) {
       request["reduce"] = {{"op", reduce->op},
                            {"dim", reduce->dim ? nlohmann::json(*reduce->dim) : nlohmann::json()}};
-      request["global"] = write_tensor_file(dir / "global.bin", dtype_name, global.shape,
-                                            global.data.data(), global.bytes());
+      if (reduce->op == "mm") request["reduce"]["other"] = reduce->other;
+      request["global"] = global_file;
     }
     return request;
   }
@@ -556,7 +639,8 @@ class RedistributeCase final : public PreparedCase {
   // local_shape, warnings, distinct_plans) against what the implementation reported. Observables:
   // {"comms", "outputs", "warnings"?, "placements": {rank: [..]}, "reference": TENSOR}.
   Outcome check_reduce(const nlohmann::json& observables, const std::filesystem::path& dir) const {
-    const DeviceMesh mesh = build().mesh;
+    DeviceMesh mesh = mesh_spec.build();
+    for (const FlattenDims& f : flatten) mesh.slice(f.dims).flatten(f.name);
     if (!observables.is_object()) throw ImplFailure("answered observables that are not an object");
     for (const char* key : {"comms", "outputs", "placements"}) {
       if (!observables.contains(key) || !observables[key].is_object()) {
@@ -670,7 +754,7 @@ class RedistributeCase final : public PreparedCase {
     o.metrics["distinct_plans"] = r.distinct_plans;
     o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
     o.metrics["result_placements"] = placements;
-    o.metrics["meshgate_plan"] = "meshgate does not model torch." + reduce->op + " on a DTensor";
+    o.metrics["meshgate_plan"] = "meshgate does not model " + op_call(reduce->op);
     o.metrics["wrong_elements"] = wrong_elements;
     std::vector<std::string> problems;
     if (!wrong_dtypes.empty()) {
@@ -1019,9 +1103,16 @@ std::string placements_text(const std::vector<std::string>& items) {
 // be written as issued, e.g. with their dims in ascending order).
 void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh& mesh) {
   if (c.expect_local_shape && c.reduce) {
-    // The op's result, gathered: the tensor's shape without the reduced dim (all dims: []).
+    // The op's result, gathered: the tensor's shape without the reduced dim (all dims: []);
+    // t reverses the 2-D shape, mm of [n, k] with its transpose is [n, n], full_tensor keeps it.
     Shape reduced;
-    if (c.reduce->dim) {
+    if (c.reduce->op == "t") {
+      reduced = {c.shape.at(1), c.shape.at(0)};
+    } else if (c.reduce->op == "mm") {
+      reduced = {c.shape.at(0), c.shape.at(0)};
+    } else if (c.reduce->op == "full_tensor") {
+      reduced = c.shape;
+    } else if (c.reduce->dim) {
       const auto rank = static_cast<std::int64_t>(c.shape.size());
       const std::int64_t dim = *c.reduce->dim < 0 ? *c.reduce->dim + rank : *c.reduce->dim;
       for (std::int64_t d = 0; d < rank; ++d) {
@@ -1029,11 +1120,15 @@ void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh&
       }
     }
     if (*c.expect_local_shape != reduced) {
+      const std::string what =
+          !is_reduction(c.reduce->op)
+              ? op_call(c.reduce->op)
+              : c.reduce->op + " over " +
+                    (c.reduce->dim ? "dim " + std::to_string(*c.reduce->dim)
+                                   : std::string("every dim"));
       expect.fail("local_shape", shape_text(*c.expect_local_shape) + " is not the shape of " +
-                                     c.reduce->op + " over " +
-                                     (c.reduce->dim ? "dim " + std::to_string(*c.reduce->dim)
-                                                    : std::string("every dim")) +
-                                     " of " + shape_text(c.shape) + ", " + shape_text(reduced));
+                                     what + " of " + shape_text(c.shape) + ", " +
+                                     shape_text(reduced));
     }
   } else if (c.expect_local_shape) {
     const Shape& want = *c.expect_local_shape;
@@ -1121,7 +1216,7 @@ const std::vector<std::string>& redistribute_case_keys() {
          {"flatten", "tensor", "tensor.shape", "tensor.dtype", "from", "to", "optimize", "api",
           "planner", "expect", "expect.comms", "expect.local_shape", "expect.warnings",
           "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps",
-          "reduce", "reduce.op", "reduce.dim", "expect.placements"})
+          "reduce", "reduce.op", "reduce.dim", "reduce.other", "expect.placements"})
       k.push_back(std::move(key));
     return k;
   }();
@@ -1141,6 +1236,20 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       reduce.fail("op", "unknown reduction '" + spec.op + "' (known: " + join(ops) + ")");
     }
     spec.dim = reduce.optional<std::int64_t>("dim");
+    if (spec.dim && !is_reduction(spec.op)) {
+      reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm), not to " +
+                             spec.op + ": remove it");
+    }
+    if (spec.op == "mm") {
+      if (!reduce.has("other")) {
+        reduce.fail("op", "mm needs `other`: the placements of its second operand, the "
+                          "tensor's transpose, e.g. other: [S(0), R]");
+      }
+      spec.other = split_placement_items(read_placements_text(reduce.raw("other"), reduce,
+                                                              "other"));
+    } else if (reduce.has("other")) {
+      reduce.fail("other", "is the second operand of mm, not of " + spec.op + ": remove it");
+    }
     for (const char* key : {"to", "api", "steps", "perf"}) {
       if (node.has(key)) {
         node.fail(key, "does not apply to a `reduce` case, whose result is gathered with "
@@ -1191,8 +1300,45 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
   YAML::Node to = node.raw("to");
   if (!from) node.fail("from", "is required (a list of placements)");
   if (!to && !c->reduce) node.fail("to", "is required (a list of placements)");
-  c->from_text = placements_text(read_placements_text(from, node, "from"));
-  if (to) c->to_text = placements_text(read_placements_text(to, node, "to"));
+  c->from_written = split_placement_items(read_placements_text(from, node, "from"));
+  {
+    // A strided shard stands as S(d) in from_text, for the checks meshgate can make.
+    std::vector<std::string> model;
+    for (const std::string& item : c->from_written) {
+      std::optional<std::pair<std::int64_t, std::int64_t>> ss;
+      try {
+        ss = parse_strided(item);
+      } catch (const std::runtime_error& err) {
+        reject_value(node, "from", err.what());
+      }
+      c->strided = c->strided || ss.has_value();
+      model.push_back(ss ? "S(" + std::to_string(ss->first) + ")" : item);
+    }
+    c->from_text = placements_text(model);
+    if (c->strided) {
+      if (!c->reduce) {
+        node.fail("from", "a strided shard (SS(d,k)) is the source of a `reduce:` op only: "
+                          "meshgate has no strided shard to redistribute, so nothing could "
+                          "judge the target's shards");
+      }
+      for (const std::string& item : model) {
+        if (item.rfind("P", 0) == 0) {
+          node.fail("from", "a source with a strided shard is built from the global tensor "
+                            "(distribute_tensor), which takes no Partial placement");
+        }
+      }
+    }
+  }
+  if (to) {
+    const std::vector<std::string> items = read_placements_text(to, node, "to");
+    for (const std::string& item : split_placement_items(items)) {
+      if (item.rfind("SS", 0) == 0) {
+        node.fail("to", "meshgate has no strided shard (SS(d,k)) to redistribute to; a strided "
+                        "shard is the source of a `reduce:` op only");
+      }
+    }
+    c->to_text = placements_text(items);
+  }
 
   c->options.optimize = node.optional<bool>("optimize").value_or(true);
   if (auto api = node.optional<std::string>("api")) {
@@ -1292,6 +1438,41 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
   if (c->reduce) {
     // The op's result is gathered with full_tensor(): Replicate on every dim.
     c->to_text = placements_text(std::vector<std::string>(mesh_dims, "R"));
+    if ((c->reduce->op == "t" || c->reduce->op == "mm") && c->shape.size() != 2) {
+      CaseNode reduce = node.child("reduce");
+      reduce.fail("op", c->reduce->op + " takes a 2-D tensor; tensor.shape " +
+                            shape_text(c->shape) + " has " + std::to_string(c->shape.size()) +
+                            " dims");
+    }
+    if (c->reduce->op == "mm") {
+      // The second operand holds the tensor's transpose, placed as `other` says.
+      CaseNode reduce = node.child("reduce");
+      if (c->reduce->other.size() != mesh_dims) {
+        reduce.fail("other", std::to_string(c->reduce->other.size()) + " placement(s) for a " +
+                                 std::to_string(mesh_dims) + "-D mesh");
+      }
+      std::vector<std::string> model;
+      for (const std::string& item : c->reduce->other) {
+        std::optional<std::pair<std::int64_t, std::int64_t>> ss;
+        try {
+          ss = parse_strided(item);
+        } catch (const std::runtime_error& err) {
+          reduce.fail("other", err.what());
+        }
+        if (!ss && item.rfind("P", 0) == 0) {
+          reduce.fail("other", "the second operand is built from the global tensor "
+                               "(distribute_tensor), which takes no Partial placement");
+        }
+        model.push_back(ss ? "S(" + std::to_string(ss->first) + ")" : item);
+      }
+      try {
+        const Shape transposed = {c->shape.at(1), c->shape.at(0)};
+        DTensorSpec::create(*mesh, parse_placements(placements_text(model)), transposed,
+                            static_cast<std::int64_t>(comm::element_size(c->dtype)));
+      } catch (const meshgate::Error& err) {
+        reduce.fail("other", err.what());
+      }
+    }
     if (c->reduce->dim && (*c->reduce->dim >= static_cast<std::int64_t>(c->shape.size()) ||
                            *c->reduce->dim < -static_cast<std::int64_t>(c->shape.size()))) {
       CaseNode reduce = node.child("reduce");
@@ -1369,7 +1550,7 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       {"mesh", yaml_to_json(node.node()["mesh"])},
       {"flatten", flat},
       {"tensor", {{"shape", c->shape}, {"dtype", std::string(comm::to_string(c->dtype))}}},
-      {"from", c->from_text},
+      {"from", c->strided ? placements_text(c->from_written) : c->from_text},
       {"to", c->to_text},
       {"optimize", c->options.optimize},
       {"api", c->api_name()},
@@ -1379,6 +1560,7 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     c->params_json["reduce"] = {
         {"op", c->reduce->op},
         {"dim", c->reduce->dim ? nlohmann::json(*c->reduce->dim) : nlohmann::json()}};
+    if (c->reduce->op == "mm") c->params_json["reduce"]["other"] = c->reduce->other;
   }
   return c;
 }

@@ -3,16 +3,20 @@ registers the case's flattened meshes, wraps its source local tensor in a DTenso
 redistributes it as the case's api says: `internal` is redistribute_local_tensor (R -> P is a
 local partition), `public` is DTensor.redistribute (which refuses Partial targets it would have
 to create), `full_tensor` is DTensor.full_tensor() (the case's target is Replicate on every
-dim). A case with `reduce` applies a reduction (torch.sum, mean, amax, amin,
-torch.linalg.vector_norm) to the source DTensor instead, records its result's placements and
-gathers it with full_tensor(); the collectives of both are recorded, and the adapter answers
-the same reduction of the global tensor computed in this one process as `reference`, against
-which meshgate-runner judges every rank's full tensor. The collectives are counted as PyTorch's
-own tests count them, with CommDebugMode, and each is written in meshgate's comm-string form
-from the functional collective's arguments: its process group names the mesh dims (a flattened
-mesh's group the dims of the merged transform that uses it), the reduce op is the collective's,
-and the tensor dims are those that DTensor's placement code passed to the functional collective
-it called.
+dim). A case with `reduce` applies an op to the source DTensor instead (a reduction:
+torch.sum, mean, amax, amin, torch.linalg.vector_norm; the transpose t; mm with a second
+operand, the tensor's transpose placed as `other` says; or full_tensor, the source itself),
+records its result's placements and gathers it with full_tensor(); the collectives of both are
+recorded, and the adapter answers the same op on the global tensor computed in this one process
+as `reference`, against which meshgate-runner judges every rank's full tensor. A strided shard,
+SS(d,k), is _StridedShard(d, split_factor=k): a source (or mm's second operand) with one is
+built from the global tensor, which the runner then sends as every rank's input, as a user
+builds it: distribute_tensor to Replicate, then DTensor.redistribute to the placements. The
+collectives are counted as PyTorch's own tests count them, with CommDebugMode, and each is
+written in meshgate's comm-string form from the functional collective's arguments: its process
+group names the mesh dims (a flattened mesh's group the dims of the merged transform that uses
+it), the reduce op is the collective's, and the tensor dims are those that DTensor's placement
+code passed to the functional collective it called.
 
 Gloo has no alltoall, so on CPU DTensor's shard_dim_alltoall gathers and chunks instead; that
 all_gather is recorded as the all_to_all it stands for (what PyTorch issues on NCCL), so that
@@ -29,6 +33,7 @@ from .. import protocol
 from . import world
 
 _PLACEMENT = re.compile(r"^(S|R|P)(?:\((\w+)\))?$")
+_STRIDED = re.compile(r"^SS\(\s*(-?\d+)\s*,\s*(\d+)\s*\)$")
 
 
 def handle(request: dict, perf: dict | None, directory: str):
@@ -51,6 +56,7 @@ def handle(request: dict, perf: dict | None, directory: str):
         "api": request.get("api", "internal"),
         "planner": request.get("planner", "greedy"),
         "reduce": request.get("reduce"),
+        "global": request.get("global"),
         "perf": perf,
     }
     if common["api"] not in ("internal", "public", "full_tensor"):
@@ -60,7 +66,9 @@ def handle(request: dict, perf: dict | None, directory: str):
     if common["reduce"] is not None:
         if perf is not None:
             raise protocol.Unsupported("timing a reduction of a DTensor")
-        reference = _write_tensor(_reduce(_read_tensor(request["global"]), common["reduce"]),
+        whole = _read_tensor(request["global"])
+        other = whole.t().contiguous() if common["reduce"]["op"] == "mm" else None
+        reference = _write_tensor(_reduce(whole, common["reduce"], other),
                                   os.path.join(directory, "reference.bin"))
     if common["planner"] not in ("greedy", "min_cost"):
         raise protocol.Unsupported(f"planner {common['planner']!r} (known: greedy, min_cost)")
@@ -115,6 +123,8 @@ def _require_apis(common: dict) -> None:
         needed.append((redistribute, "use_min_cost_redistribution_plan"))
     if not common["optimize"] and hasattr(redistribute, "_optimize_transform_infos"):
         needed.append((redistribute, "disable_redistribute_transform_optimization"))
+    if _is_strided(common["from"]) or _is_strided((common.get("reduce") or {}).get("other")):
+        needed.append((placement_types, "_StridedShard"))
     missing = [f"{module.__name__}.{name}" for module, name in needed if not hasattr(module, name)]
     if missing:
         release = torch.__version__.split("+")[0]
@@ -145,11 +155,19 @@ def _dtype_name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def _is_strided(placements) -> bool:
+    return any(_STRIDED.match(p.strip()) for p in placements or [])
+
+
 def _placement(text: str):
     from torch.distributed.tensor import Partial, Replicate, Shard
+    strided = _STRIDED.match(text.strip())
+    if strided:
+        from torch.distributed.tensor.placement_types import _StridedShard
+        return _StridedShard(int(strided.group(1)), split_factor=int(strided.group(2)))
     m = _PLACEMENT.match(text.strip())
     if not m:
-        raise ValueError(f"placement {text!r} is not of the form S(d), R, P(op)")
+        raise ValueError(f"placement {text!r} is not of the form S(d), SS(d,k), R, P(op)")
     kind, arg = m.groups()
     if kind == "S":
         return Shard(int(arg))
@@ -159,15 +177,23 @@ def _placement(text: str):
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "vector_norm")
+_OPS = _REDUCTIONS + ("t", "mm", "full_tensor")
 
 
-def _reduce(tensor, reduce: dict):
-    """The case's reduction of `tensor` (a DTensor or a plain tensor): op over every dim, or
-    over `dim` when the case names one."""
+def _reduce(tensor, reduce: dict, other=None):
+    """The case's op on `tensor` (a DTensor or a plain tensor): a reduction over every dim, or
+    over `dim` when the case names one; t; mm with `other` (the tensor's transpose); or
+    full_tensor (the tensor itself, which the caller gathers)."""
     import torch
     op, dim = reduce["op"], reduce.get("dim")
-    if op not in _REDUCTIONS:
-        raise protocol.Unsupported(f"reduction {op!r} (known: {', '.join(_REDUCTIONS)})")
+    if op not in _OPS:
+        raise protocol.Unsupported(f"op {op!r} (known: {', '.join(_OPS)})")
+    if op == "t":
+        return tensor.t()
+    if op == "mm":
+        return torch.mm(tensor, other)
+    if op == "full_tensor":
+        return tensor
     if op == "vector_norm":
         return torch.linalg.vector_norm(tensor) if dim is None else \
             torch.linalg.vector_norm(tensor, dim=dim)
@@ -181,6 +207,8 @@ def _placement_text(placement) -> str:
     from torch.distributed.tensor import Partial, Replicate, Shard
     if isinstance(placement, Shard) and type(placement) is Shard:
         return f"S({placement.dim})"
+    if type(placement).__name__ == "_StridedShard":
+        return f"SS({placement.dim},{placement.split_factor})"
     if isinstance(placement, Replicate):
         return "R"
     if type(placement) is Partial:
@@ -392,13 +420,21 @@ def run_rank(rank: int, world_size: int, arg: dict):
             stride = torch.empty(global_shape, device="meta").stride()
             redistribute._gen_transform_infos.cache_clear()
             with _planning(arg), recorder.patched():
-                dtensor = DTensor.from_local(local, mesh, src, run_check=False,
-                                             shape=global_shape, stride=stride)
+                if _is_strided(arg["from"]):
+                    dtensor = _strided(local, mesh, src)
+                else:
+                    dtensor = DTensor.from_local(local, mesh, src, run_check=False,
+                                                 shape=global_shape, stride=stride)
+                other = None
+                if (arg.get("reduce") or {}).get("op") == "mm":
+                    whole = local if _is_strided(arg["from"]) else _read_tensor(arg["global"])
+                    other = _strided(whole.t().contiguous(), mesh,
+                                     [_placement(p) for p in arg["reduce"]["other"]])
                 mode = recorder.comm_mode()
                 placements = None
                 with mode:
                     if arg.get("reduce") is not None:
-                        reduced = _reduce(dtensor, arg["reduce"])
+                        reduced = _reduce(dtensor, arg["reduce"], other)
                         placements = [_placement_text(p) for p in reduced.placements]
                         out = reduced.full_tensor()
                     else:
@@ -425,6 +461,16 @@ def run_rank(rank: int, world_size: int, arg: dict):
     if arg["perf"] is not None:
         result["time_s"] = _timed(arg, mesh, local, in_mesh)
     return result or None
+
+
+def _strided(whole, mesh, placements):
+    """A DTensor of the global tensor `whole` (meshgate cannot shard by a strided shard, so the
+    runner sends it whole) placed as a user places it: distributed as Replicate, then
+    redistributed to the placements (torch 2.15's distribute_tensor refuses an uneven strided
+    shard that DTensor.redistribute makes)."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+    replicated = distribute_tensor(whole, mesh, [Replicate()] * mesh.ndim)
+    return replicated.redistribute(mesh, placements)
 
 
 @contextlib.contextmanager
