@@ -116,6 +116,25 @@ def built_runner() -> Path | None:
     return None
 
 
+def run_cases_on_runner(case_text: str, *extra: str, env: dict | None = None):
+    """The built runner's `run` of a case file written from `case_text` (and `extra`
+    options), in a scratch folder: its exit code, its rows by case name, its output."""
+    import shutil
+    import subprocess
+
+    tmp = Path(tempfile.mkdtemp(prefix="meshgate-runner-test-"))
+    try:
+        (tmp / "c.yaml").write_text(case_text)
+        proc = subprocess.run([str(built_runner()), "run", str(tmp / "c.yaml"), "--out",
+                               str(tmp / "out"), *extra], capture_output=True, text=True,
+                              env=dict(os.environ, **(env or {})), timeout=300)
+        results = tmp / "out" / "results.json"
+        rows = json.loads(results.read_text())["cases"] if results.exists() else []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return proc.returncode, {r["name"]: r for r in rows}, proc.stdout + proc.stderr
+
+
 def requires_torch_runner(cls):
     """Skips a test class of --impl torch where those tests do not run (torch_tests_skip_reason)
     or no real runner is built."""

@@ -7,14 +7,11 @@ which a case may expect to be refused and then runs so that other implementation
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner
+from tests.support import built_runner, run_cases_on_runner
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fixtures" / "impl" / "reduce_impl.py"
@@ -71,15 +68,7 @@ cases:
 @unittest.skipIf(built_runner() is None, "no meshgate-runner binary (MESHGATE_RUNNER or build/)")
 class PartialReductions(unittest.TestCase):
     def run_runner(self, text: str, *extra: str, env: dict | None = None):
-        tmp = Path(tempfile.mkdtemp(prefix="meshgate-partial-test-"))
-        self.addCleanup(subprocess.run, ["rm", "-rf", str(tmp)])
-        (tmp / "c.yaml").write_text(text)
-        proc = subprocess.run([str(built_runner()), "run", str(tmp / "c.yaml"), "--out",
-                               str(tmp / "out"), *extra], capture_output=True, text=True,
-                              env=dict(os.environ, **(env or {})), timeout=300)
-        results = tmp / "out" / "results.json"
-        rows = json.loads(results.read_text())["cases"] if results.exists() else []
-        return proc.returncode, {r["name"]: r for r in rows}, proc.stdout + proc.stderr
+        return run_cases_on_runner(text, *extra, env=env)
 
     def run_fake(self, mode: str) -> dict:
         _, rows, output = self.run_runner(
