@@ -6,6 +6,8 @@ import contextlib
 import io
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -119,9 +121,6 @@ def built_runner() -> Path | None:
 def run_cases_on_runner(case_text: str, *extra: str, env: dict | None = None):
     """The built runner's `run` of a case file written from `case_text` (and `extra`
     options), in a scratch folder: its exit code, its rows by case name, its output."""
-    import shutil
-    import subprocess
-
     tmp = Path(tempfile.mkdtemp(prefix="meshgate-runner-test-"))
     try:
         (tmp / "c.yaml").write_text(case_text)
