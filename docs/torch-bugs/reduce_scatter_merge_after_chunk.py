@@ -83,10 +83,7 @@ def main() -> int:
         init_file = os.path.join(tmp, "init")
         result_file = os.path.join(tmp, "verdict")
         try:
-            # Ranks fork from a server that imported torch once, instead of each importing it.
-            mp.set_forkserver_preload(["torch", "torch.distributed"])
-            mp.start_processes(worker, args=(init_file, result_file), nprocs=WORLD,
-                               start_method="forkserver")
+            mp.spawn(worker, args=(init_file, result_file), nprocs=WORLD)
             with open(result_file) as f:
                 return int(f.read())
         except Exception as e:  # a rank raised: the script could not tell either way
