@@ -141,8 +141,7 @@ class World:
         self.serial = 0
         self.store = dist.TCPStore("127.0.0.1", 0, size + 1, is_master=True,
                                    wait_for_workers=False)
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["torch", "torch.distributed"])
+        context = multiprocessing.get_context("spawn")
         self.conns = []
         self.procs = []
         for rank in range(size):
