@@ -138,7 +138,7 @@ class DocumentCase(unittest.TestCase):
     """Runs one document's commands; subclasses name the document and where it runs."""
 
     document: Path
-    timeout = 1500
+    timeout = 3000
 
     def working_directory(self) -> Path:
         return REPO
