@@ -14,6 +14,9 @@ import importlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import shutil
+import signal
+import tempfile
 import time
 import traceback
 
@@ -29,6 +32,27 @@ COLLECTIVE_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_COLLECTIVE_TIMEOUT",
 START_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_START_TIMEOUT", "240"))
 
 
+# A stuck rank's error shows this many of its innermost frames, read this long after asking.
+STACK_FRAMES = 8
+STACK_DUMP_WAIT_S = 1.0
+
+
+def _main_thread_frames(dump: str) -> list[str]:
+    """The frames (innermost first) of the thread in faulthandler's dump that runs the worker's
+    loop, else of its first thread."""
+    threads, current = [], []
+    for line in dump.splitlines():
+        if line.startswith(("Thread 0x", "Current thread 0x")):
+            current = []
+            threads.append(current)
+        elif line.strip().startswith("File ") and threads:
+            current.append(line.strip())
+    for frames in threads:
+        if any("_serve" in frame for frame in frames):
+            return frames
+    return threads[0] if threads else []
+
+
 class RankError(Exception):
     """A rank raised: `error` is the exception's type name, `rank` the rank that raised."""
 
@@ -41,7 +65,17 @@ class WorldBroken(Exception):
     """A worker died or stopped answering: the world is gone and the case is an error."""
 
 
-def _worker_main(rank: int, size: int, port: int, conn) -> None:
+def _worker_main(rank: int, size: int, port: int, conn, stack_file: str) -> None:
+    import faulthandler
+
+    # A rank that stops answering is asked for its stacks (SIGUSR1): they go to the case's
+    # error, which then says where it stuck rather than only that it did.
+    with open(stack_file, "w") as stacks:
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+        _serve(rank, size, port, conn)
+
+
+def _serve(rank: int, size: int, port: int, conn) -> None:
     import torch
     import torch.distributed as dist
     # Many ranks share few cores: one compute thread each, or their thread pools fight.
@@ -56,6 +90,16 @@ def _worker_main(rank: int, size: int, port: int, conn) -> None:
             return
         if task is None:
             return
+        if task[0] == "import":
+            # Importing a case module (DTensor and all it pulls in) is not the case's work: on a
+            # loaded machine it takes a good part of the case's allowance, and every rank must
+            # hold it before any joins the case's group.
+            try:
+                importlib.import_module(task[1])
+                conn.send(("ok", None))
+            except Exception as e:
+                conn.send(("raised", type(e).__name__, str(e), traceback.format_exc()))
+            continue
         serial, module_name, function_name, argument, participants = task
         try:
             dist.init_process_group(
@@ -144,9 +188,13 @@ class World:
         context = multiprocessing.get_context("spawn")
         self.conns = []
         self.procs = []
+        self.imported: set[str] = set()
+        self.stack_dir = tempfile.mkdtemp(prefix="meshgate-torch-stacks-")
         for rank in range(size):
             parent, child = context.Pipe()
-            proc = context.Process(target=_worker_main, args=(rank, size, self.store.port, child),
+            proc = context.Process(target=_worker_main,
+                                   args=(rank, size, self.store.port, child,
+                                         self._stack_file(rank)),
                                    daemon=True, name=f"meshgate-torch-rank-{rank}")
             proc.start()
             child.close()
@@ -154,34 +202,78 @@ class World:
             self.procs.append(proc)
         self.started = False
 
-    def _wait_started(self) -> None:
-        """Waits for every worker's ready (torch imported, store reached), up to
-        START_TIMEOUT_S: starting is not yet a case's work."""
-        pending = dict(enumerate(self.conns))
-        deadline = time.monotonic() + START_TIMEOUT_S
+    def _stack_file(self, rank: int) -> str:
+        return os.path.join(self.stack_dir, f"rank-{rank}.txt")
+
+    def _collect(self, ranks: int, timeout: float, doing: str, hint: str = "") -> list:
+        """The next message of each of the first `ranks` workers, in rank order. WorldBroken when
+        a worker dies, closes its pipe, or some have not answered within `timeout` seconds: then
+        the error names them, what they were doing, and where their main threads stood."""
+        results: list = [None] * ranks
+        pending = dict(enumerate(self.conns[:ranks]))
+        deadline = time.monotonic() + timeout
         while pending:
-            left = deadline - time.monotonic()
             sentinels = {self.procs[r].sentinel: r for r in pending}
             ready = multiprocessing.connection.wait(
-                list(pending.values()) + list(sentinels), timeout=max(left, 0))
+                list(pending.values()) + list(sentinels),
+                timeout=max(deadline - time.monotonic(), 0))
             if not ready:
-                raise WorldBroken(f"ranks {sorted(pending)} of a new world of {self.size} did "
-                                  f"not start within {START_TIMEOUT_S:g} s "
-                                  f"(MESHGATE_TORCH_START_TIMEOUT)")
+                raise WorldBroken(f"ranks {sorted(pending)} {doing}: no answer within "
+                                  f"{timeout:g} s{hint}{self._stacks(sorted(pending))}")
             for item in ready:
                 if item in sentinels:
                     rank = sentinels[item]
                     if rank in pending and not pending[rank].poll():
-                        raise WorldBroken(f"the worker of rank {rank} died while starting "
+                        raise WorldBroken(f"the worker of rank {rank} died {doing} "
                                           f"(exit code {self.procs[rank].exitcode})")
                     continue
                 rank = next(r for r, c in pending.items() if c is item)
                 try:
-                    item.recv()
+                    results[rank] = item.recv()
                 except EOFError:
-                    raise WorldBroken(f"the worker of rank {rank} closed its pipe while starting")
+                    raise WorldBroken(f"the worker of rank {rank} closed its pipe {doing}")
                 del pending[rank]
+        return results
+
+    def _stacks(self, ranks: list) -> str:
+        """Where the main thread of each of `ranks` stands: the innermost STACK_FRAMES frames of
+        the Python stacks each dumps on SIGUSR1 (faulthandler, so even a rank stuck in C code
+        holding the GIL answers)."""
+        for rank in ranks:
+            try:
+                os.kill(self.procs[rank].pid, signal.SIGUSR1)
+            except OSError:
+                pass
+        time.sleep(STACK_DUMP_WAIT_S)
+        parts = []
+        for rank in ranks:
+            try:
+                with open(self._stack_file(rank)) as f:
+                    dump = f.read()
+            except OSError:
+                continue
+            frames = _main_thread_frames(dump)
+            if frames:
+                parts.append(f"rank {rank} at:\n" + "\n".join(frames[:STACK_FRAMES]))
+        return "\n" + "\n".join(parts) if parts else ""
+
+    def _wait_started(self) -> None:
+        """Waits for every worker's ready (torch imported, store reached), up to
+        START_TIMEOUT_S: starting is not yet a case's work."""
+        self._collect(self.size, START_TIMEOUT_S, f"of a new world of {self.size} starting",
+                      " (MESHGATE_TORCH_START_TIMEOUT)")
         self.started = True
+
+    def _import(self, module_name: str) -> None:
+        """Has every worker import `module_name`, up to START_TIMEOUT_S, before its first case."""
+        for conn in self.conns:
+            conn.send(("import", module_name))
+        results = self._collect(self.size, START_TIMEOUT_S, f"importing {module_name}",
+                                " (MESHGATE_TORCH_START_TIMEOUT)")
+        for rank, result in enumerate(results):
+            if result[0] == "raised":
+                raise RankError(rank, result[1], result[2], result[3])
+        self.imported.add(module_name)
 
     def run(self, module_name: str, function_name: str, arguments: list) -> list:
         """Calls module.function(rank, n, arguments[rank]) on the first n = len(arguments) ranks,
@@ -190,33 +282,16 @@ class World:
         Raises RankError for the rank whose error caused the others' (see _first_cause)."""
         if not self.started:
             self._wait_started()
+        if module_name not in self.imported:
+            self._import(module_name)
         participants = len(arguments)
         self.serial += 1
         for rank in range(participants):
             self.conns[rank].send((self.serial, module_name, function_name, arguments[rank],
                                    participants))
-        results: list = [None] * participants
-        pending = dict(enumerate(self.conns[:participants]))
-        while pending:
-            sentinels = {self.procs[r].sentinel: r for r in pending}
-            ready = multiprocessing.connection.wait(
-                list(pending.values()) + list(sentinels), timeout=COLLECTIVE_TIMEOUT_S * 2)
-            if not ready:
-                raise WorldBroken(f"ranks {sorted(pending)} gave no answer within "
-                                  f"{COLLECTIVE_TIMEOUT_S * 2:g} s")
-            for item in ready:
-                if item in sentinels:
-                    rank = sentinels[item]
-                    if rank in pending and not pending[rank].poll():
-                        raise WorldBroken(f"the worker of rank {rank} died "
-                                          f"(exit code {self.procs[rank].exitcode})")
-                    continue
-                rank = next(r for r, c in pending.items() if c is item)
-                try:
-                    results[rank] = item.recv()
-                except EOFError:
-                    raise WorldBroken(f"the worker of rank {rank} closed its pipe")
-                del pending[rank]
+        results = self._collect(participants, COLLECTIVE_TIMEOUT_S * 2,
+                                f"running {module_name}.{function_name}",
+                                " (twice MESHGATE_TORCH_COLLECTIVE_TIMEOUT)")
         for rank, result in enumerate(results):
             if result[0] == "broken":
                 raise WorldBroken(f"rank {rank} could not join the case's process group: "
@@ -237,6 +312,7 @@ class World:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
+        shutil.rmtree(self.stack_dir, ignore_errors=True)
 
 
 _world: World | None = None
