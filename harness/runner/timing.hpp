@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "case_kind.hpp"
-#include "validate.hpp"
 
 namespace meshgate::runner {
 
