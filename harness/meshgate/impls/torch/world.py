@@ -5,7 +5,8 @@ Each task runs one function on the first n ranks, n being what the case needs: t
 join a fresh default process group of n ranks for it (a prefix of one TCPStore the adapter
 hosts), call the function, and destroy every group afterwards, so that no case sees another's
 groups, gloo's connections do not pile up, and a small case pays for a small group however
-large the world has grown. A world too small for a case is replaced by a larger one."""
+large the world has grown. A world too small for a case grows: new workers join, those running
+keep their rank and what they imported."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -65,22 +67,22 @@ class WorldBroken(Exception):
     """A worker died or stopped answering: the world is gone and the case is an error."""
 
 
-def _worker_main(rank: int, size: int, port: int, conn, stack_file: str) -> None:
+def _worker_main(rank: int, port: int, conn, stack_file: str) -> None:
     import faulthandler
 
     # A rank that stops answering is asked for its stacks (SIGUSR1): they go to the case's
     # error, which then says where it stuck rather than only that it did.
     with open(stack_file, "w") as stacks:
         faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-        _serve(rank, size, port, conn)
+        _serve(rank, port, conn)
 
 
-def _serve(rank: int, size: int, port: int, conn) -> None:
+def _serve(rank: int, port: int, conn) -> None:
     import torch
     import torch.distributed as dist
     # Many ranks share few cores: one compute thread each, or their thread pools fight.
     torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, size, is_master=False,
+    store = dist.TCPStore("127.0.0.1", port, is_master=False,
                           timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     conn.send(("ready",))
     while True:
@@ -149,8 +151,10 @@ def _release_case_state() -> None:
 
     global _cases_since_full_collection
 
-    try:
-        from torch.distributed.tensor import _redistribute
+    # Only what a case imported can hold its state: importing DTensor here would put its import
+    # (seconds, and sympy with it) into the first case of every kind that does not use it.
+    _redistribute = sys.modules.get("torch.distributed.tensor._redistribute")
+    if _redistribute is not None:
         clear = getattr(_redistribute, "clear_redistribute_planner_cache", None)
         if clear is not None:
             clear()
@@ -158,18 +162,15 @@ def _release_case_state() -> None:
             cache_clear = getattr(getattr(_redistribute, name, None), "cache_clear", None)
             if cache_clear is not None:
                 cache_clear()
-        # torch 2.9 keeps each root mesh's flattened meshes in a process-wide map keyed by mesh
-        # equality: the next case's equal root mesh would get this case's flattened mesh, whose
-        # groups died with this case's process group ("Could not resolve the process group").
-        from torch.distributed import device_mesh
-        resources = getattr(device_mesh, "_mesh_resources", None)
-        for name in ("child_to_root_mapping", "root_to_flatten_mapping",
-                     "flatten_name_to_root_dims"):
-            mapping = getattr(resources, name, None)
-            if isinstance(mapping, dict):
-                mapping.clear()
-    except ImportError:
-        pass
+    # torch 2.9 keeps each root mesh's flattened meshes in a process-wide map keyed by mesh
+    # equality: the next case's equal root mesh would get this case's flattened mesh, whose
+    # groups died with this case's process group ("Could not resolve the process group").
+    device_mesh = sys.modules.get("torch.distributed.device_mesh")
+    resources = getattr(device_mesh, "_mesh_resources", None)
+    for name in ("child_to_root_mapping", "root_to_flatten_mapping", "flatten_name_to_root_dims"):
+        mapping = getattr(resources, name, None)
+        if isinstance(mapping, dict):
+            mapping.clear()
     _cases_since_full_collection += 1
     if _cases_since_full_collection >= FULL_COLLECTION_EVERY:
         gc.collect()
@@ -181,36 +182,41 @@ def _release_case_state() -> None:
 class World:
     def __init__(self, size: int):
         import torch.distributed as dist
-        self.size = size
+        self.size = 0
         self.serial = 0
-        self.store = dist.TCPStore("127.0.0.1", 0, size + 1, is_master=True,
-                                   wait_for_workers=False)
-        context = multiprocessing.get_context("spawn")
+        # No count of workers to wait for: the store serves a world that grows.
+        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         self.conns = []
         self.procs = []
-        self.imported: set[str] = set()
+        self.imported: dict[str, int] = {}  # module -> how many workers, from rank 0, hold it
         self.stack_dir = tempfile.mkdtemp(prefix="meshgate-torch-stacks-")
-        for rank in range(size):
+        self.started = 0  # the workers, from rank 0, known to have started
+        self.grow(size)
+
+    def grow(self, size: int) -> None:
+        """Adds workers up to `size` ranks: those running keep torch imported and their rank,
+        so that a suite whose worlds grow 5, 8, 16 starts 16 workers, not 29."""
+        context = multiprocessing.get_context("spawn")
+        for rank in range(self.size, size):
             parent, child = context.Pipe()
             proc = context.Process(target=_worker_main,
-                                   args=(rank, size, self.store.port, child,
-                                         self._stack_file(rank)),
+                                   args=(rank, self.store.port, child, self._stack_file(rank)),
                                    daemon=True, name=f"meshgate-torch-rank-{rank}")
             proc.start()
             child.close()
             self.conns.append(parent)
             self.procs.append(proc)
-        self.started = False
+        self.size = max(self.size, size)
 
     def _stack_file(self, rank: int) -> str:
         return os.path.join(self.stack_dir, f"rank-{rank}.txt")
 
-    def _collect(self, ranks: int, timeout: float, doing: str, hint: str = "") -> list:
-        """The next message of each of the first `ranks` workers, in rank order. WorldBroken when
-        a worker dies, closes its pipe, or some have not answered within `timeout` seconds: then
-        the error names them, what they were doing, and where their main threads stood."""
-        results: list = [None] * ranks
-        pending = dict(enumerate(self.conns[:ranks]))
+    def _collect(self, ranks: range, timeout: float, doing: str, hint: str = "") -> list:
+        """The next message of each worker of `ranks`, in rank order. WorldBroken when a worker
+        dies, closes its pipe, or some have not answered within `timeout` seconds: then the error
+        names them, what they were doing, and where their main threads stood."""
+        results: dict = {}
+        pending = {rank: self.conns[rank] for rank in ranks}
         deadline = time.monotonic() + timeout
         while pending:
             sentinels = {self.procs[r].sentinel: r for r in pending}
@@ -233,7 +239,7 @@ class World:
                 except EOFError:
                     raise WorldBroken(f"the worker of rank {rank} closed its pipe {doing}")
                 del pending[rank]
-        return results
+        return [results[rank] for rank in ranks]
 
     def _stacks(self, ranks: list) -> str:
         """Where the main thread of each of `ranks` stands: the innermost STACK_FRAMES frames of
@@ -258,38 +264,41 @@ class World:
         return "\n" + "\n".join(parts) if parts else ""
 
     def _wait_started(self) -> None:
-        """Waits for every worker's ready (torch imported, store reached), up to
+        """Waits for the new workers' ready (torch imported, store reached), up to
         START_TIMEOUT_S: starting is not yet a case's work."""
-        self._collect(self.size, START_TIMEOUT_S, f"of a new world of {self.size} starting",
+        self._collect(range(self.started, self.size), START_TIMEOUT_S,
+                      f"of a world growing to {self.size} starting",
                       " (MESHGATE_TORCH_START_TIMEOUT)")
-        self.started = True
+        self.started = self.size
 
     def _import(self, module_name: str) -> None:
-        """Has every worker import `module_name`, up to START_TIMEOUT_S, before its first case."""
-        for conn in self.conns:
-            conn.send(("import", module_name))
-        results = self._collect(self.size, START_TIMEOUT_S, f"importing {module_name}",
+        """Has every worker that lacks `module_name` import it, up to START_TIMEOUT_S, before
+        its first case there."""
+        ranks = range(self.imported.get(module_name, 0), self.size)
+        for rank in ranks:
+            self.conns[rank].send(("import", module_name))
+        results = self._collect(ranks, START_TIMEOUT_S, f"importing {module_name}",
                                 " (MESHGATE_TORCH_START_TIMEOUT)")
-        for rank, result in enumerate(results):
+        for rank, result in zip(ranks, results):
             if result[0] == "raised":
                 raise RankError(rank, result[1], result[2], result[3])
-        self.imported.add(module_name)
+        self.imported[module_name] = self.size
 
     def run(self, module_name: str, function_name: str, arguments: list) -> list:
         """Calls module.function(rank, n, arguments[rank]) on the first n = len(arguments) ranks,
         which form the case's default process group of n ranks (the others sit this case out,
         so that a small case pays for a small group), and returns the results in rank order.
         Raises RankError for the rank whose error caused the others' (see _first_cause)."""
-        if not self.started:
+        if self.started < self.size:
             self._wait_started()
-        if module_name not in self.imported:
+        if self.imported.get(module_name, 0) < self.size:
             self._import(module_name)
         participants = len(arguments)
         self.serial += 1
         for rank in range(participants):
             self.conns[rank].send((self.serial, module_name, function_name, arguments[rank],
                                    participants))
-        results = self._collect(participants, COLLECTIVE_TIMEOUT_S * 2,
+        results = self._collect(range(participants), COLLECTIVE_TIMEOUT_S * 2,
                                 f"running {module_name}.{function_name}",
                                 " (twice MESHGATE_TORCH_COLLECTIVE_TIMEOUT)")
         for rank, result in enumerate(results):
@@ -319,15 +328,16 @@ _world: World | None = None
 
 
 def get(size: int) -> World:
-    """A world of at least `size` ranks: the current one, or a new one replacing it."""
+    """A world of at least `size` ranks: the current one, grown where it is smaller."""
     global _world
     if size > MAX_RANKS:
         from ..protocol import Unsupported
         raise Unsupported(f"needs {size} gloo ranks, more than MESHGATE_TORCH_MAX_RANKS="
                           f"{MAX_RANKS} worker processes")
-    if _world is None or _world.size < size:
-        shutdown()
+    if _world is None:
         _world = World(size)
+    elif _world.size < size:
+        _world.grow(size)
     return _world
 
 
