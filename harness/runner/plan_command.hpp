@@ -1,6 +1,6 @@
 #pragma once
 // `meshgate-plan ...` (what `meshgate plan` runs): explains a redistribution without running it
-// (DESIGN.md, command line): the greedy transforms, the merge pass's decision for each run and why,
+// (harness/README.md): the greedy transforms, the merge pass's decision for each run and why,
 // warnings, bytes and modeled cost per step, and the min_cost plan when asked. The planner reads
 // layouts only, but the mesh is built as PyTorch builds it, rank map and all, so meshes are limited
 // to 2^22 ranks (a usage error above that).

@@ -1,8 +1,8 @@
 #pragma once
-// CPU implementations for the harness to time against each other (spec/gemm.md sections 3-4):
-// the fp32 GEMM core is OpenBLAS's sgemm; fp16/bf16 inputs are upcast exactly to fp32 first, so
-// every dtype accumulates in fp32 like the GPU paths, and the output is rounded where each
-// implementation's GPU counterpart rounds.
+// CPU implementations for the harness to time against each other (docs/kinds.md, GEMM:
+// Implementations): the fp32 GEMM core is OpenBLAS's sgemm; fp16/bf16 inputs are upcast exactly to
+// fp32 first, so every dtype accumulates in fp32 like the GPU paths, and the output is rounded
+// where each implementation's GPU counterpart rounds.
 #include <cstdint>
 #include <string>
 #include <string_view>

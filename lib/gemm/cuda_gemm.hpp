@@ -1,8 +1,8 @@
 #pragma once
-// CUDA implementations (spec/gemm.md sections 2-3): lt_epilogue, lt_beta_bias and unfused on
-// cuBLASLt, cublas on cublasGemmEx, on device-resident copies of one problem's inputs. Only
-// declared when meshgate was built with CUDA (MESHGATE_GEMM_CUDA); gemm::cuda_device_count() tells
-// whether a GPU is present.
+// CUDA implementations (docs/kinds.md, GEMM: Implementations): lt_epilogue, lt_beta_bias and
+// unfused on cuBLASLt, cublas on cublasGemmEx, on device-resident copies of one problem's inputs.
+// Only declared when meshgate was built with CUDA (MESHGATE_GEMM_CUDA); gemm::cuda_device_count()
+// tells whether a GPU is present.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

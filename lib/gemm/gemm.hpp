@@ -1,8 +1,8 @@
 #pragma once
-// Bias-fused GEMM as PyTorch sees it (spec/gemm.md): Y[M,N] = act(alpha * op(X) * op(W) + bias[N]),
-// every matrix row-major (packed or with a padded leading dimension), optionally a strided batch
-// of such GEMMs sharing one bias, fp32 accumulation for every dtype. This header holds the
-// problem description, its validation, host tensors and deterministic inputs; the fp64
+// Bias-fused GEMM as PyTorch sees it (docs/kinds.md, GEMM): Y[M,N] = act(alpha * op(X) * op(W) +
+// bias[N]), every matrix row-major (packed or with a padded leading dimension), optionally a
+// strided batch of such GEMMs sharing one bias, fp32 accumulation for every dtype. This header
+// holds the problem description, its validation, host tensors and deterministic inputs; the fp64
 // reference and the comparison live in gemm/reference.hpp, the CPU implementations in
 // gemm/cpu_gemm.hpp and the cuBLASLt ones in gemm/cuda_gemm.hpp.
 #include <cstddef>

@@ -26,7 +26,7 @@ enum class LtEpilogue : std::uint32_t {
 };
 std::string_view to_string(LtEpilogue e);
 
-// cuBLASLt kernels may assume a 16-byte aligned bias (spec/gemm.md section 2, precondition 2).
+// cuBLASLt kernels may assume a 16-byte aligned bias.
 inline constexpr std::uint64_t kLtBiasAlignment = 16;
 
 struct LtPlan {

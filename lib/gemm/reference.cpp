@@ -189,10 +189,10 @@ Tolerance tolerance_for(DType d, std::int64_t k) {
 
 Tolerance tolerance_for(const GemmProblem& p) {
   if (!p.tf32) return tolerance_for(p.dtype, p.k);
-  // spec/gemm.md section 5: atol = rtol = 5e-3 sqrt(K / 1024), never below its K = 1024 value.
-  // The inputs keep outputs O(1) (W scaled by sqrt(3/K)), so a single product of TF32-rounded
-  // inputs is already off by up to 2^-10 of its size at K = 1: the error does not shrink with
-  // K, and a bound that did would fail correct results.
+  // docs/kinds.md, GEMM: Correctness: atol = rtol = 5e-3 sqrt(K / 1024), never below its K = 1024
+  // value. The inputs keep outputs O(1) (W scaled by sqrt(3/K)), so a single product of
+  // TF32-rounded inputs is already off by up to 2^-10 of its size at K = 1: the error does not
+  // shrink with K, and a bound that did would fail correct results.
   const double t = 5e-3 * std::sqrt(std::max<double>(static_cast<double>(p.k), 1024.0) / 1024.0);
   return {t, t, t, 0.9999};
 }

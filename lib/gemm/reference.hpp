@@ -1,5 +1,6 @@
 #pragma once
-// The fp64 reference (spec/gemm.md section 5) and the comparisons every implementation is held to.
+// The fp64 reference (docs/kinds.md, GEMM: Correctness) and the comparisons every implementation is
+// held to.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -32,7 +33,7 @@ struct Tolerance {
   double max_mean_rel = 1;     // mean |y - ref| / mean |ref|, checked from 64 elements on
   double min_cosine = 0.9999;  // per output row
 };
-// Per-dtype bounds of spec/gemm.md section 5 (fp16 relaxed beyond K = 4096).
+// Per-dtype bounds of docs/kinds.md, GEMM: Correctness (fp16 relaxed beyond K = 4096).
 Tolerance tolerance_for(DType d, std::int64_t k);
 // The same, with the TF32 bound when the problem asks for TF32: 5e-3 sqrt(K / 1024), 5e-3 at
 // K <= 1024.

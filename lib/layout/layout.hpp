@@ -1,7 +1,7 @@
 #pragma once
 // Layout = (shape, stride), two IntTuples of identical nesting; a function from coordinates
 // (or linear indices, split lexicographically) to integers. The CuTe algebra as free functions,
-// following PyTorch's _pycute (lexicographic variant). See spec/layout.md sections 1-2.
+// following PyTorch's _pycute (lexicographic variant). See docs/kinds.md, Layouts.
 #include <cstddef>
 #include <cstdint>
 #include <span>

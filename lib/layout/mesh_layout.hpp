@@ -1,6 +1,7 @@
 #pragma once
 // PyTorch's 1-level _MeshLayout operations (torch/distributed/_mesh_layout.py on main) and the
-// 2-level model of PR #172089 (_FlatLayout / _MeshLayout of axes). See spec/layout.md 3-4.
+// 2-level model of PR #172089 (_FlatLayout / _MeshLayout of axes). See docs/kinds.md, Mesh layouts
+// and The 2-level model.
 #include <cstdint>
 #include <span>
 #include <vector>

@@ -2,7 +2,7 @@
 // DeviceMesh on layouts, as PyTorch's torch/distributed/device_mesh.py: a layout over the
 // positions of a rank map, optional dim names, and (on the root) the registry of flattened
 // dims. Two layout models side by side: one_level (PyTorch main) and two_level (PR #172089).
-// See spec/layout.md sections 4-5. Nothing here talks to other ranks.
+// See docs/kinds.md, DeviceMesh. Nothing here talks to other ranks.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,8 +72,8 @@ class DeviceMesh {
   static void check_distinct_ranks(const Layout& layout, std::span<const std::int64_t> rank_map,
                                    std::optional<std::int64_t> current_rank = std::nullopt);
 
-  // The layout in the model's own form: one_level as stored; two_level with every top-level
-  // mode in its canonical flat form (spec 4), so equal meshes print equally.
+  // The layout in the model's own form: one_level as stored; two_level with every top-level mode in
+  // its canonical flat form (docs/kinds.md, The 2-level model), so equal meshes print equally.
   const Layout& layout() const;
   LayoutModel model() const;
   std::vector<std::int64_t> shape() const;  // top_level_sizes

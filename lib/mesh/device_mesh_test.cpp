@@ -1,4 +1,4 @@
-// DeviceMesh against the examples of spec/layout.md sections 4-5, in both layout models, with
+// DeviceMesh against the examples of docs/kinds.md (DeviceMesh), in both layout models, with
 // the points where the models differ asserted explicitly.
 #include "mesh/device_mesh.hpp"
 
@@ -587,7 +587,8 @@ TEST(ModelDifferences, SizeOneDimsDoNotBreakTheOrderInTwoLevel) {
   // Both accept a size-1 dim before an equal stride.
   EXPECT_EQ(slice(one, {"b", "a"}).shape(), (Sizes{1, 2}));
   EXPECT_EQ(slice(two, {"b", "a"}).shape(), (Sizes{1, 2}));
-  // The size-1 axis is the 0-dim canonical flat layout () of spec 4.
+  // The size-1 axis is the 0-dim canonical flat layout () of the 2-level model
+  // (docs/kinds.md).
   EXPECT_EQ(to_string(two.layout()), "((2),(),(4)):((4),(),(1))");
   EXPECT_EQ(to_string(one.layout()), "(2,1,4):(4,4,1)");
 }

@@ -1,7 +1,7 @@
 #pragma once
 // DTensor placements (torch/distributed/tensor/placement_types.py) as small immutable values,
 // the spec of a distributed tensor (mesh + placements + global shape) and torch.chunk shard
-// arithmetic. See spec/redistribute.md section 1. Pure host code: nothing enumerates ranks.
+// arithmetic. See docs/kinds.md, Placements. Pure host code: nothing enumerates ranks.
 #include <algorithm>
 #include <compare>
 #include <cstddef>

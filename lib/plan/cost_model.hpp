@@ -1,8 +1,8 @@
 #pragma once
-// An alpha-beta model of collectives on a node topology (spec/redistribute.md section 8): time
-// = latency * steps + bytes * bus_factor / bandwidth, where the group's layout over the world
-// says how many nodes it spans and how many of its ranks share a node. Pure host code; a group
-// is described by its layout, so costing a step of a 16384-rank mesh enumerates no ranks.
+// An alpha-beta model of collectives on a node topology: time = latency * steps + bytes *
+// bus_factor / bandwidth, where the group's layout over the world says how many nodes it spans and
+// how many of its ranks share a node. Pure host code; a group is described by its layout, so
+// costing a step of a 16384-rank mesh enumerates no ranks.
 #include <cstdint>
 #include <span>
 #include <string_view>

@@ -1,9 +1,9 @@
 #pragma once
 // Internal to the planner (lib/plan): the greedy planner, PyTorch's default
-// (generate_greedy_transform_infos; spec/redistribute.md section 2). One transform per mesh
-// dim whose placement changes: first, while the source is sharded, from the last mesh dim to
-// the first towards the target (or Replicate where a nested shard of the same tensor dim does
-// not line up), then from the first to the last whatever is left.
+// (generate_greedy_transform_infos; docs/kinds.md, Redistribution: Planning). One transform per
+// mesh dim whose placement changes: first, while the source is sharded, from the last mesh dim to
+// the first towards the target (or Replicate where a nested shard of the same tensor dim does not
+// line up), then from the first to the last whatever is left.
 #include <vector>
 
 #include "placement/placement.hpp"

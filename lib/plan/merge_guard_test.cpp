@@ -1,10 +1,10 @@
-// The merge pass's guards against a population of generated redistributions, checked at every
-// mesh coordinate: a run of all_gathers is merged exactly when one collective on the flattened
-// group moves every element where the run's per-dim collectives do (judged here element by
-// element, by replaying the executor's pad / concatenate / trim on index lists), a run of
-// reduce_scatters exactly when that holds and its outermost logical size divides by the group
-// (the reference's rule, spec section 4.4), and every group's ranks agree on the collectives
-// they issue.
+// The merge pass's guards against a population of generated redistributions, checked at every mesh
+// coordinate: a run of all_gathers is merged exactly when one collective on the flattened group
+// moves every element where the run's per-dim collectives do (judged here element by element, by
+// replaying the executor's pad / concatenate / trim on index lists), a run of reduce_scatters
+// exactly when that holds and its outermost logical size divides by the group (the reference's
+// rule, docs/kinds.md: uneven_tensor_shape), and every group's ranks agree on the collectives they
+// issue.
 #include <gtest/gtest.h>
 
 #include <cstdint>

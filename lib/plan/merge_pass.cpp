@@ -159,8 +159,8 @@ MergeResult try_merge(const DeviceMesh& mesh, std::span<const LayoutLeaf> dim_le
         return {std::nullopt, MergeReason::uneven_tensor_shape};
       }
     } else {
-      // The reference's rule (spec section 4.4): the outermost logical size must divide by the
-      // run's group, even where the uneven splits would coincide (7 rows over 2x4).
+      // The reference's rule (docs/kinds.md, uneven_tensor_shape): the outermost logical size must
+      // divide by the run's group, even where the uneven splits would coincide (7 rows over 2x4).
       if (outer->logical_shape[d] % n != 0) {
         return {std::nullopt, MergeReason::uneven_tensor_shape};
       }

@@ -1,10 +1,10 @@
 #pragma once
 // Internal to the planner (lib/plan): the merge pass, PyTorch's _optimize_transform_infos
-// (spec/redistribute.md section 4). A run of consecutive like-kind collectives (all_reduce,
-// reduce_scatter or all_gather, with mergeable placements) becomes one collective on the
-// registered flattened dim of its mesh dims when the reference's rules allow it and the flat
-// collective moves the same elements; otherwise the run stays as it is and the reason becomes
-// a warning (_warn_flatten_optimization_not_possible). min_cost merges with the same rules.
+// (docs/kinds.md, The flattened-mesh merge). A run of consecutive like-kind collectives
+// (all_reduce, reduce_scatter or all_gather, with mergeable placements) becomes one collective on
+// the registered flattened dim of its mesh dims when the reference's rules allow it and the flat
+// collective moves the same elements; otherwise the run stays as it is and the reason becomes a
+// warning (_warn_flatten_optimization_not_possible). min_cost merges with the same rules.
 #include <cstdint>
 #include <optional>
 #include <span>

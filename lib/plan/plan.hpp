@@ -1,10 +1,10 @@
 #pragma once
 // Redistribution planning as DTensor's _redistribute.py: the greedy planner
 // (_gen_transform_infos_non_cached), the merge pass over flattened meshes
-// (_optimize_transform_infos) and a min-cost search under the cost model. See
-// spec/redistribute.md sections 2-4 and 8. Pure host code: specs in, a plan out; planning
-// reads layouts and never enumerates ranks. The steps are declared in transform_step.hpp, their
-// text form (comm strings) in comm_string.hpp; both come with this header.
+// (_optimize_transform_infos) and a min-cost search under the cost model. See docs/kinds.md,
+// Redistribution: Planning and The flattened-mesh merge. Pure host code: specs in, a plan out;
+// planning reads layouts and never enumerates ranks. The steps are declared in transform_step.hpp,
+// their text form (comm strings) in comm_string.hpp; both come with this header.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -138,8 +138,9 @@ std::shared_ptr<const Plan> cached_plan_redistribute(const DTensorSpec& src, con
                                                      std::span<const std::int64_t> coordinate = {},
                                                      const PlanOptions& options = {});
 
-// The greedy planner alone (spec section 2) and the merge pass alone (section 4), for tests
-// and tools. `merge_flattened_runs` appends its decisions and warnings to `runs`/`warnings`.
+// The greedy planner alone (docs/kinds.md, Planning) and the merge pass alone (The flattened-mesh
+// merge), for tests and tools. `merge_flattened_runs` appends its decisions and warnings to
+// `runs`/`warnings`.
 StepList greedy_transforms(const DTensorSpec& src, const DTensorSpec& dst,
                            std::span<const std::int64_t> coordinate = {},
                            Api api = Api::internal);

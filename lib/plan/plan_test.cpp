@@ -49,7 +49,7 @@ Strings all_steps(const DeviceMesh& mesh, std::span<const TransformStep> steps) 
   return out;
 }
 
-// ---- spec section 3: every single-dim (src, dst) pair on a 1-D mesh of 4 ----
+// ---- docs/kinds.md, Planning (the step table): each single-dim (src, dst) pair, 1-D mesh of 4
 
 struct PairCase {
   const char* from;
@@ -153,7 +153,7 @@ TEST(SingleDim, SizeOneDimsIssueNothingAndRaiseNothing) {
   EXPECT_TRUE(comm_strings(plan(m, "P(sum),R", "R,R", {8}).steps, m).empty());
 }
 
-// ---- spec section 2: the greedy planner against hand-derived PyTorch plans ----
+// ---- docs/kinds.md, Planning: the greedy planner against hand-derived PyTorch plans ----
 
 TEST(Greedy, SpecExampleNestedShardOverPartials) {
   const DeviceMesh m = mesh_of({2, 2, 2}, {"A", "B", "C"});
@@ -219,7 +219,7 @@ TEST(Patterns, FsdpHsdpTp) {
   EXPECT_EQ(comms(tp, "R,S(1)", "R,S(0)", {16, 32}), (Strings{"all_to_all(tp, dim=1->0)"}));
 }
 
-// ---- spec section 4: the merge pass ----
+// ---- docs/kinds.md, The flattened-mesh merge ----
 
 TEST(Merge, PartialReplicatePartialOverFlattenedAC) {
   const DeviceMesh m = mesh_of({2, 2, 2}, {"A", "B", "C"});
@@ -375,9 +375,10 @@ TEST(Merge, UnevenAllGatherSplitsThatCoincideStillMerge) {
   EXPECT_EQ(comms(m, "S(0),S(0)", "R,R", {0}), (Strings{"all_gather(A+B, dim=0)"}));
 }
 
-// reduce_scatter follows the reference's rule (spec section 4.4): the outermost logical size
-// must divide by the run's group, even where the nested and flat splits coincide, as PyTorch
-// then issues the per-dim reduce_scatters and warns. Before, these merged without a warning.
+// reduce_scatter follows the reference's rule (docs/kinds.md, uneven_tensor_shape): the outermost
+// logical size must divide by the run's group, even where the nested and flat splits coincide, as
+// PyTorch then issues the per-dim reduce_scatters and warns. Before, these merged without a
+// warning.
 TEST(Merge, ReduceScatterRefusesEveryShapeThatDoesNotDivide) {
   // 7 rows over 2x4: nested 4 -> 1,1,1,1 and 3 -> 1,1,1,0, as flat, yet 7 % 8 != 0.
   const DeviceMesh m24 = mesh_of({2, 4}, {"A", "B"});

@@ -2,7 +2,7 @@
 // Executes a redistribution plan on one rank's local tensor through a Communicator, as
 // DTensor's redistribute_local_tensor: one step, one collective on the step's group (the
 // rank's group of the step's mesh dims; a merged step's flattened group), with torch.chunk
-// padding and trimming for uneven shards. See spec/redistribute.md sections 3, 5 and 6.
+// padding and trimming for uneven shards. See docs/kinds.md, Redistribution.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -150,12 +150,12 @@ std::string group_name(const DeviceMesh& mesh, std::span<const std::int64_t> dim
 // groups left out, sorted and without duplicates.
 std::vector<std::vector<std::int64_t>> collective_groups(std::span<const TransformStep> steps);
 
-// The group dim sets that the plans of src -> dst under any of `options` use at ANY coordinate
-// of the mesh, sorted and without duplicates. Plans depend on the rank's coordinate (uneven
-// shards give different logical shapes, hence different merge decisions, spec section 2), so
-// ranks can need different groups; this list is the same on every rank, and splitting it in
-// order (Redistributor::create_groups) before running keeps the world-wide splits paired.
-// Errors as plan_redistribute.
+// The group dim sets that the plans of src -> dst under any of `options` use at ANY coordinate of
+// the mesh, sorted and without duplicates. Plans depend on the rank's coordinate (uneven shards
+// give different logical shapes, hence different merge decisions, docs/kinds.md, Planning), so
+// ranks can need different groups; this list is the same on every rank, and splitting it in order
+// (Redistributor::create_groups) before running keeps the world-wide splits paired. Errors as
+// plan_redistribute.
 std::vector<std::vector<std::int64_t>> groups_of_all_coordinates(
     const DTensorSpec& src, const DTensorSpec& dst, std::span<const PlanOptions> options);
 

@@ -1,6 +1,6 @@
 // kind: gemm — bias-fused GEMM implementations against the fp64 reference and each other
-// (spec/gemm.md sections 5 and 7). Keys: m, n, k, dtype, epilogue, layout, impls, device, alpha,
-// bias_offset, x_offset, w_offset, ldx, ldw, ldy, batch, tf32, workspace, split_k,
+// (docs/kinds.md, GEMM: Correctness, Performance). Keys: m, n, k, dtype, epilogue, layout, impls,
+// device, alpha, bias_offset, x_offset, w_offset, ldx, ldw, ldy, batch, tf32, workspace, split_k,
 // split_k_partials, isolate.
 //
 // `workspace` and `split_k` may be lists: every implementation then runs in every combination
@@ -63,7 +63,7 @@ namespace {
 
 namespace g = meshgate::gemm;
 
-// A fused path slower than the best alternative by more than this is flagged (spec section 7).
+// A fused path slower than the best alternative by more than this is flagged (docs/kinds.md, GEMM: Performance).
 constexpr double kSlowerFusedFlag = 1.05;
 
 // The case's values as written; resolved into a problem while parsing, so that bad values are

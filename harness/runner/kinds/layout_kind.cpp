@@ -1,6 +1,6 @@
-// kind: layout — one operation of the layout algebra (spec/layout.md 1-4) on literal arguments,
-// compared structurally with `expect`. The op table below is the whole kind: name, argument
-// types, result type, and the library call.
+// kind: layout — one operation of the layout algebra (docs/kinds.md, Layouts) on literal arguments,
+// compared structurally with `expect`. The op table below is the whole kind: name, argument types,
+// result type, and the library call.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

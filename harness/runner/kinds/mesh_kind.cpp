@@ -1,9 +1,9 @@
-// kind: mesh — build a DeviceMesh (spec/layout.md 4-5), register flattened dims on the root,
-// apply slice/flatten/unflatten/concatenate/submeshes in order, and compare the current mesh
-// with `expect`. With compare_models the same configuration also runs under the other layout
-// model and every observable difference is recorded and classified (new rejection, semantic
-// change, representation change, relaxation, seen from one_level to two_level): the corpus
-// that catches a model change such as PR #172089 before it lands.
+// kind: mesh — build a DeviceMesh (docs/kinds.md, DeviceMesh), register flattened dims on the root,
+// apply slice/flatten/unflatten/concatenate/submeshes in order, and compare the current mesh with
+// `expect`. With compare_models the same configuration also runs under the other layout model and
+// every observable difference is recorded and classified (new rejection, semantic change,
+// representation change, relaxation, seen from one_level to two_level): the corpus that catches a
+// model change such as PR #172089 before it lands.
 #include <algorithm>
 #include <cstdio>
 #include <exception>

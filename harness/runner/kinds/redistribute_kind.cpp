@@ -1,10 +1,10 @@
-// kind: redistribute — plan a redistribution (spec/redistribute.md) on every rank of the mesh,
-// run it through the executor on each rank's source shard of a deterministic global tensor of
+// kind: redistribute — plan a redistribution (docs/kinds.md, Redistribution) on every rank of the
+// mesh, run it through the executor on each rank's source shard of a deterministic global tensor of
 // integers (Partial sources: exact per-rank contributions), and check on every rank the local
-// shape, the values against the global tensor's target shard, bitwise equality of replicas and
-// that the collectives it issued are its own plan's. The unmerged plan runs too; whether both
-// give the same bits is reported. Every rank checks its own shard and the counts of wrong
-// results are summed over the communicator, so the threads and mpi backends agree.
+// shape, the values against the global tensor's target shard, bitwise equality of replicas and that
+// the collectives it issued are its own plan's. The unmerged plan runs too; whether both give the
+// same bits is reported. Every rank checks its own shard and the counts of wrong results are summed
+// over the communicator, so the threads and mpi backends agree.
 //
 // The world has the mesh's highest rank + 1 ranks. Ranks the mesh leaves out (a `ranks:` list
 // that is not 0..n-1) sit idle, as DTensor's ranks outside a mesh do, joining only the
@@ -12,15 +12,15 @@
 // row, each on its own.
 //
 // Plans are made per rank coordinate, and with uneven shards they can differ between ranks
-// (spec section 2: logical shapes use the coordinate, so merge decisions can differ). Hence
-// `expect.comms`, `expect.warnings` and `expect.local_shape` describe one rank, the mesh's
-// lowest (rank 0 whenever the mesh holds it); the result row's `plan` is that rank's too, sent
-// to every rank, and `plans_differ_between_ranks` says whether another rank's plan issues other
-// collectives; `expect.distinct_plans` asserts how many different comm lists the ranks' plans
-// issue (1: all the same). Every rank splits the groups that the merged and the unmerged plans of
-// every coordinate use, in one order, before running anything, and every world-wide call here
-// (splits, count sums, the report's broadcast, timing barriers and max) is made the same number
-// of times on every rank whatever its plan.
+// (docs/kinds.md, Planning: logical shapes use the coordinate, so merge decisions can differ).
+// Hence `expect.comms`, `expect.warnings` and `expect.local_shape` describe one rank, the mesh's
+// lowest (rank 0 whenever the mesh holds it); the result row's `plan` is that rank's too, sent to
+// every rank, and `plans_differ_between_ranks` says whether another rank's plan issues other
+// collectives; `expect.distinct_plans` asserts how many different comm lists the ranks' plans issue
+// (1: all the same). Every rank splits the groups that the merged and the unmerged plans of every
+// coordinate use, in one order, before running anything, and every world-wide call here (splits,
+// count sums, the report's broadcast, timing barriers and max) is made the same number of times on
+// every rank whatever its plan.
 //
 // `steps:` replaces planning with a plan written out step by step (steps_from_text), such as
 // the plan PyTorch issues, so that a case can show what another implementation's plan does to
@@ -375,8 +375,8 @@ class RedistributeCase final : public PreparedCase {
     o.metrics["merged_equals_unmerged_bitwise"] = whole.counts[merged_unmerged_differ] == 0;
     o.metrics["merged_vs_unmerged_note"] =
         "a merged sum reduces in one order and the per-dim plan in another, so float results "
-        "need not agree bitwise (spec section 6); the integer-valued inputs here are exact in "
-        "both orders";
+        "need not agree bitwise (docs/kinds.md, The flattened-mesh merge); the integer-valued "
+        "inputs here are exact in both orders";
     if (perf) {
       o.metrics["merged_time_s"] = {{"median", whole.time_merged},
                                     {"calls_per_sample", whole.calls_merged}};

@@ -1,6 +1,6 @@
-// cuBLASLt paths of spec/gemm.md section 2. Row-major Y[M,N] = op(X) op(W) is computed as the
-// column-major Y^T[N,M] = op(W)^T-view * op(X)^T-view: A = W, B = X, D has N rows, so the bias
-// epilogue's per-row vector is exactly bias[N]. Every layout stays CUBLASLT_ORDER_COL.
+// cuBLASLt paths (docs/kinds.md, GEMM: Implementations). Row-major Y[M,N] = op(X) op(W) is computed
+// as the column-major Y^T[N,M] = op(W)^T-view * op(X)^T-view: A = W, B = X, D has N rows, so the
+// bias epilogue's per-row vector is exactly bias[N]. Every layout stays CUBLASLT_ORDER_COL.
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -137,7 +137,7 @@ T algo_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttri
   return value;
 }
 
-// Everything the heuristic's answer depends on (spec/gemm.md section 2, step 7).
+// Everything the heuristic's answer depends on.
 struct HeuristicKey {
   std::int64_t m, n, k;
   int dtype, layout;
