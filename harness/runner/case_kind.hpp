@@ -349,9 +349,23 @@ struct KindEntry {
   // Every key the kind reads, dotted below the mappings it enters with child() ("expect.shape").
   // When parse stops at a bad value, none of them is reported as an unknown key.
   std::vector<std::string> keys = {};
+  // The deterministic signals the kind's rows carry beyond the generic ones every kind may have
+  // (status, plan, collective and byte counts, modeled costs): the names under which the gate
+  // compares them with a baseline, with no statistics (docs/results.md, "Deterministic signals").
+  // For the built-in kinds, harness/meshgate/gate/signals.py reads exactly these.
+  std::vector<std::string> signals = {};
+  // Whether the kind's prepared cases can be handed to another implementation under test
+  // (`--impl`, docs/impl-protocol.md): they implement impl_request and check_observables.
+  bool impl_protocol = false;
+  // Set by the registry: true for meshgate's own kinds, false for any register_kind adds.
+  bool built_in = false;
 };
 
-// All kinds, in registry order (kinds/registry.cpp).
+// All kinds, in registry order (kinds/registry.cpp): the built-in ones, then those registered.
 const std::vector<KindEntry>& case_kinds();
+
+// Kind names are what case files write after `kind:` and result rows record: a letter, then
+// letters, digits, '_', '-' or '.' (results-1.schema.json holds rows to the same form).
+bool valid_kind_name(std::string_view name);
 
 }  // namespace meshgate::runner

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -161,11 +162,19 @@ struct Parser {
                   "print one JSON event per line (plan, start, end, done) instead of text")
         ->disable_flag_override();
 
-    list = app.add_subcommand("list", "print the selected cases, validated, without running them");
-    list->add_option("paths", list_options.paths, kPathsHelp)->required()->type_name("PATH");
+    list = app.add_subcommand("list", "print the selected cases, validated, without running them; "
+                                      "or, with --kinds, the case kinds this runner knows");
+    // Required unless --kinds: checked after parsing (list_without_paths).
+    list->add_option("paths", list_options.paths, kPathsHelp)->type_name("PATH");
     add_filters(*list, list_options.filter);
     add_memory_limit(*list, list_options.validation);
-    list->add_flag("--json", list_options.json, "print a JSON list of {id, kind, tags, ...}")
+    list->add_flag("--json", list_options.json,
+                   "print a JSON list of {id, kind, tags, ...}; with --kinds, each kind's "
+                   "description")
+        ->disable_flag_override();
+    list->add_flag("--kinds", list_options.kinds,
+                   "list the case kinds instead of cases: each kind's origin (built-in or "
+                   "registered), whether --impl can run it and its signals; no PATH")
         ->disable_flag_override();
 
     version = app.add_subcommand("version", "print the version, commit and backends");
@@ -225,6 +234,21 @@ std::string unknown_option_message(const Parser& parser, const CLI::ExtrasError&
   return "unexpected argument '" + arg + "' for " + where;
 }
 
+// A `list` that cannot be carried out: cases without a PATH, or kinds with a case selection.
+std::optional<std::string> list_usage_error(const ListOptions& options) {
+  const CaseFilter& filter = options.filter;
+  const bool selects = !options.paths.empty() || !filter.suites.empty() || !filter.tags.empty() ||
+                       !filter.case_patterns.empty();
+  if (options.kinds && selects) {
+    return "list --kinds lists the kinds this runner knows: it takes no PATH, --suite, --tag or "
+           "--case";
+  }
+  if (!options.kinds && options.paths.empty()) {
+    return "paths is required: list PATH... (or list --kinds for the case kinds)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string usage_text() {
@@ -261,7 +285,12 @@ Command parse_command_line(const std::vector<std::string>& args) {
   }
   if (parser.version_flag || parser.version->parsed()) return VersionRequest{parser.version_json};
   if (parser.run->parsed()) return std::move(parser.run_options);
-  if (parser.list->parsed()) return std::move(parser.list_options);
+  if (parser.list->parsed()) {
+    if (const std::optional<std::string> error = list_usage_error(parser.list_options)) {
+      throw UsageError(*error);
+    }
+    return std::move(parser.list_options);
+  }
   throw UsageError("missing command: run, list or version");
 }
 

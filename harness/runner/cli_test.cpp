@@ -45,6 +45,26 @@ TEST(CommandLine, Defaults) {
   const auto list = std::get<ListOptions>(parse({"list", "cases", "--json"}));
   EXPECT_TRUE(list.json);
   EXPECT_EQ(list.paths, std::vector<std::string>{"cases"});
+  EXPECT_FALSE(list.kinds);
+  const auto kinds = std::get<ListOptions>(parse({"list", "--kinds", "--json"}));
+  EXPECT_TRUE(kinds.kinds);
+  EXPECT_TRUE(kinds.json);
+  EXPECT_TRUE(kinds.paths.empty());
+}
+
+// list --kinds describes the runner, not cases: a case selection with it is a mistake, and a
+// list of cases still needs its paths.
+TEST(CommandLine, ListKindsTakesNoCaseSelection) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"list", "--kinds", "cases"},
+        std::vector<std::string>{"list", "--kinds", "--suite", "s"},
+        std::vector<std::string>{"list", "--kinds", "--case", "s/*"}}) {
+    EXPECT_EQ(usage_error(args),
+              "list --kinds lists the kinds this runner knows: it takes no PATH, --suite, --tag "
+              "or --case");
+  }
+  EXPECT_EQ(usage_error({"list"}), "paths is required: list PATH... (or list --kinds for the case kinds)");
+  EXPECT_EQ(usage_error({"list", "--json"}).find("paths is required"), 0u);
 }
 
 TEST(CommandLine, MistakesAreUsageErrorsThatSayWhatToChange) {

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "byte_size.hpp"
 #include "comm/communicator.hpp"
@@ -581,6 +584,10 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
     }
   }
   run["impls"] = backend.impls();
+  // The kinds this runner knows: a reader of the results checks every row's kind against them,
+  // so a kind registered by another project is as checkable as a built-in one.
+  run["kinds"] = nlohmann::ordered_json::array();
+  for (const KindEntry& kind : kinds) run["kinds"].push_back(kind.name);
 
   std::vector<std::string> order;
   std::vector<std::size_t> to_run;  // indexes into `cases` not kept from a previous run
@@ -667,8 +674,52 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
   return finish();
 }
 
+nlohmann::ordered_json describe_kinds(const std::vector<KindEntry>& kinds) {
+  nlohmann::ordered_json described = nlohmann::ordered_json::array();
+  for (const KindEntry& kind : kinds) {
+    described.push_back({{"name", kind.name},
+                         {"built_in", kind.built_in},
+                         {"impl_protocol", kind.impl_protocol},
+                         {"signals", kind.signals},
+                         {"keys", kind.keys}});
+  }
+  return {{"common_keys", common_case_keys()}, {"kinds", std::move(described)}};
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text.empty() ? "-" : text;
+}
+
+// One line per kind: its name, where it comes from, whether --impl can run it, its signals.
+void print_kinds(const std::vector<KindEntry>& kinds, std::ostream& out) {
+  std::size_t width = 4;
+  for (const KindEntry& kind : kinds) width = std::max(width, kind.name.size());
+  const auto pad = [width](std::string_view text) {
+    return std::string(text) + std::string(width - text.size() + 2, ' ');
+  };
+  out << pad("kind") << "origin      --impl  signals\n";
+  for (const KindEntry& kind : kinds) {
+    out << pad(kind.name) << (kind.built_in ? "built-in    " : "registered  ")
+        << (kind.impl_protocol ? "yes     " : "no      ") << joined(kind.signals) << '\n';
+  }
+}
+
+}  // namespace
+
 int list_command(const ListOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,
                  std::ostream& err) {
+  if (options.kinds) {
+    if (options.json) {
+      out << describe_kinds(kinds).dump(2) << '\n';
+    } else {
+      print_kinds(kinds, out);
+    }
+    return 0;
+  }
   std::optional<std::vector<PlannedCase>> valid =
       plan_cases(options.paths, options.filter, options.validation, kinds, err);
   if (!valid) return 2;

@@ -47,6 +47,7 @@ struct ListOptions {
   CaseFilter filter;
   bool json = false;
   ValidationOptions validation;
+  bool kinds = false;  // --kinds: the kinds this runner knows, not cases (no paths then)
 };
 
 // What running one case produced, before it becomes a result row.
@@ -223,7 +224,12 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
 int run_external(const RunOptions& options, const std::vector<KindEntry>& kinds,
                  std::ostream& out, std::ostream& err);
 
-// meshgate-runner list: the selected cases, validated; 0, or 2 on input errors.
+// What `list --kinds --json` prints: the keys the runner reads on every case, and each kind as
+// its KindEntry describes it (name, built_in, impl_protocol, signals, keys), in registry order.
+nlohmann::ordered_json describe_kinds(const std::vector<KindEntry>& kinds);
+
+// meshgate-runner list: the selected cases, validated; 0, or 2 on input errors. With --kinds,
+// the kinds instead: a table, or describe_kinds() with --json.
 int list_command(const ListOptions& options, const std::vector<KindEntry>& kinds, std::ostream& out,
                  std::ostream& err);
 

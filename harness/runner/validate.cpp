@@ -16,6 +16,16 @@ const std::vector<std::string>& common_case_keys() {
   return keys;
 }
 
+bool valid_kind_name(std::string_view name) {
+  const auto is_letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  if (name.empty() || !is_letter(name.front())) return false;
+  for (const char c : name) {
+    const bool digit = c >= '0' && c <= '9';
+    if (!is_letter(c) && !digit && c != '_' && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
 void reject_value(const CaseNode& at, std::string_view key, std::string_view message) {
   try {
     at.fail(key, message);

@@ -1,10 +1,15 @@
 // Kinds registered from outside the runner (kind_registry.hpp): MESHGATE_REGISTER_KIND adds a
 // kind after the built-in ones before main runs, its cases validate and run like any other's,
-// and register_kind refuses what would make a kind unreachable or ambiguous.
+// and register_kind refuses what would make a kind unreachable or ambiguous. Every kind
+// describes itself (its signals, whether it speaks the implementation protocol, whether it is
+// built in), and `list --kinds` prints those descriptions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +18,7 @@
 #include "kind_registry.hpp"
 #include "kinds/kind_test_support.hpp"
 #include "runner.hpp"
+#include "validate.hpp"
 
 namespace meshgate::runner {
 
@@ -22,9 +28,12 @@ std::unique_ptr<PreparedCase> parse_layout_case(CaseNode& node, bool expect_erro
 
 }  // namespace meshgate::runner
 
-// At namespace scope, as a project outside meshgate writes it.
+// At namespace scope, as a project outside meshgate writes it: with its keys only (the fields
+// that follow keep their defaults), and with every field.
 MESHGATE_REGISTER_KIND("layout_again", &meshgate::runner::parse_layout_case,
                        {"op", "args", "expect"});
+MESHGATE_REGISTER_KIND("layout.described", &meshgate::runner::parse_layout_case,
+                       {"op", "args", "expect"}, {"result"}, true);
 
 namespace meshgate::runner {
 namespace {
@@ -79,6 +88,92 @@ TEST(KindRegistry, RefusesADuplicateAnEmptyNameAndNoParseFunction) {
   EXPECT_THROW(register_kind({"", &parse_layout_case}), std::invalid_argument);
   EXPECT_THROW(register_kind({"no-parse", nullptr}), std::invalid_argument);
   EXPECT_EQ(find_kind("no-parse"), nullptr);
+}
+
+// A kind's name is written after `kind:` and recorded in every row, where the results schema
+// holds it to the same form.
+TEST(KindRegistry, RefusesANameThatIsNoKindName) {
+  for (const char* name : {"ring allreduce", "9ring", "-ring", "ring/2", "ring:x", "ring\n"}) {
+    EXPECT_FALSE(valid_kind_name(name)) << name;
+    EXPECT_THROW(register_kind({name, &parse_layout_case}), std::invalid_argument) << name;
+    EXPECT_EQ(find_kind(name), nullptr) << name;
+  }
+  for (const char* name : {"ring_allreduce", "Ring-2", "my.ring", "r"}) {
+    EXPECT_TRUE(valid_kind_name(name)) << name;
+  }
+}
+
+TEST(KindRegistry, AKindDescribesItsSignalsAndWhetherItSpeaksTheProtocol) {
+  const KindEntry* plain = find_kind("layout_again");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(plain->signals.empty());
+  EXPECT_FALSE(plain->impl_protocol);
+  EXPECT_FALSE(plain->built_in);
+  const KindEntry* described = find_kind("layout.described");
+  ASSERT_NE(described, nullptr);
+  EXPECT_EQ(described->signals, std::vector<std::string>{"result"});
+  EXPECT_TRUE(described->impl_protocol);
+  EXPECT_FALSE(described->built_in);
+  // A registration cannot pass itself off as meshgate's own.
+  KindEntry claims{"claims_built_in", &parse_layout_case};
+  claims.built_in = true;
+  register_kind(claims);
+  EXPECT_FALSE(find_kind("claims_built_in")->built_in);
+  EXPECT_TRUE(find_kind("layout")->built_in);
+  EXPECT_TRUE(find_kind("command")->built_in);
+}
+
+// One case of each built-in kind: whether the registry says the kind speaks the implementation
+// protocol is whether its case is handed to another implementation. A new built-in kind needs
+// a case here.
+TEST(KindRegistry, TheBuiltInKindsSayTrulyWhetherTheirCasesGoToAnotherImplementation) {
+  const std::map<std::string, std::string> one_case = {
+      {"layout", "{name: a, kind: layout, op: size, args: ['4:1'], expect: 4}"},
+      {"mesh", "{name: a, kind: mesh, mesh: {shape: [2, 2], names: [dp, tp]}, "
+               "expect: {shape: [2, 2]}}"},
+      {"gemm", "{name: a, kind: gemm, m: 4, n: 4, k: 4, dtype: float32, epilogue: bias}"},
+      {"collective", "{name: a, kind: collective, op: all_reduce, mesh: {shape: [2]}, "
+                     "dtype: float32, reduce: sum, bytes: [8]}"},
+      {"redistribute", "{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, "
+                       "tensor: {shape: [4]}, from: [S(0)], to: [R]}"},
+      {"command", "{name: a, kind: command, command: [\"true\"]}"},
+  };
+  const std::filesystem::path dir = std::filesystem::temp_directory_path();
+  for (const KindEntry& kind : case_kinds()) {
+    if (!kind.built_in) continue;
+    const auto sample = one_case.find(std::string(kind.name));
+    ASSERT_NE(sample, one_case.end()) << "no case of the built-in kind " << kind.name;
+    PlannedCase planned = plan_one_case(sample->second, case_kinds());
+    std::string why;
+    EXPECT_EQ(planned.prepared->impl_request(dir, why).has_value(), kind.impl_protocol)
+        << kind.name << ": " << why;
+  }
+}
+
+TEST(KindRegistry, ListKindsDescribesEveryKindInRegistryOrder) {
+  const nlohmann::ordered_json described = describe_kinds(case_kinds());
+  EXPECT_EQ(described["common_keys"], nlohmann::json(common_case_keys()));
+  ASSERT_EQ(described["kinds"].size(), case_kinds().size());
+  EXPECT_EQ(described["kinds"][0],
+            (nlohmann::ordered_json{{"name", "layout"},
+                                    {"built_in", true},
+                                    {"impl_protocol", true},
+                                    {"signals", {"result"}},
+                                    {"keys", {"op", "args", "expect"}}}));
+  for (std::size_t i = 0; i < case_kinds().size(); ++i) {
+    EXPECT_EQ(described["kinds"][i]["name"], std::string(case_kinds()[i].name));
+  }
+  std::ostringstream text, json, err;
+  ListOptions options;
+  options.kinds = true;
+  EXPECT_EQ(list_command(options, case_kinds(), text, err), 0);
+  EXPECT_NE(text.str().find("layout.described  registered  yes     result\n"), std::string::npos)
+      << text.str();
+  EXPECT_NE(text.str().find("command           built-in    no      -\n"), std::string::npos)
+      << text.str();
+  options.json = true;
+  EXPECT_EQ(list_command(options, case_kinds(), json, err), 0);
+  EXPECT_EQ(nlohmann::ordered_json::parse(json.str()), described);
 }
 
 TEST(KindRegistry, KeepsItsOwnCopyOfTheName) {

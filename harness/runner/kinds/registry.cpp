@@ -1,4 +1,6 @@
-// Every case kind, one entry each: adding a built-in kind is its file plus one line here. Kinds
+// Every case kind, one entry each: adding a built-in kind is its file plus one entry here, which
+// describes it (`meshgate-runner list --kinds --json`); tests/test_kind_registry.py then names
+// the tables of the driver that must agree (the schemas' kind lists, the gate's signals). Kinds
 // of other projects join through register_kind (kind_registry.hpp).
 #include <deque>
 #include <stdexcept>
@@ -25,15 +27,24 @@ const std::vector<std::string>& command_case_keys();
 namespace {
 
 // Built on first use, so that registrars running before main (in whatever order the static
-// initializers of the program's files run) always find it.
+// initializers of the program's files run) always find it. Each entry: name, parse, keys, the
+// signals beyond the generic ones (harness/meshgate/gate/signals.py's KIND_METRICS and
+// KIND_STRUCTURED, which tests/test_kind_registry.py holds equal to these), whether it speaks
+// the implementation protocol, built in.
 std::vector<KindEntry>& registry() {
   static std::vector<KindEntry> kinds = {
-      {"layout", &parse_layout_case, layout_case_keys()},
-      {"mesh", &parse_mesh_case, mesh_case_keys()},
-      {"gemm", &parse_gemm_case, gemm_case_keys()},
-      {"collective", &parse_collective_case, collective_case_keys()},
-      {"redistribute", &parse_redistribute_case, redistribute_case_keys()},
-      {"command", &parse_command_case, command_case_keys()},
+      {"layout", &parse_layout_case, layout_case_keys(), {"result"}, true, true},
+      {"mesh", &parse_mesh_case, mesh_case_keys(), {"layout", "shape", "model_disagreements"},
+       true, true},
+      {"gemm", &parse_gemm_case, gemm_case_keys(),
+       {"flops", "impls", "algorithm", "fingerprints", "numerics_env", "device"}, true, true},
+      {"collective", &parse_collective_case, collective_case_keys(),
+       {"group_size", "groups", "bytes", "sizes"}, true, true},
+      {"redistribute", &parse_redistribute_case, redistribute_case_keys(),
+       {"greedy_cost_s", "distinct_plans", "plans_differ_between_ranks",
+        "merged_equals_unmerged_bitwise"},
+       true, true},
+      {"command", &parse_command_case, command_case_keys(), {}, false, true},
   };
   return kinds;
 }
@@ -54,6 +65,11 @@ const std::vector<KindEntry>& case_kinds() {
 void register_kind(KindEntry entry) {
   if (entry.name.empty()) throw std::invalid_argument("register_kind: the kind has no name");
   const std::string name(entry.name);
+  if (!valid_kind_name(name)) {
+    throw std::invalid_argument("register_kind: '" + name +
+                                "' is no kind name: a letter, then letters, digits, '_', '-' "
+                                "or '.'");
+  }
   if (entry.parse == nullptr) {
     throw std::invalid_argument("register_kind: kind '" + name + "' has no parse function");
   }
@@ -64,6 +80,7 @@ void register_kind(KindEntry entry) {
     }
   }
   entry.name = registered_names().emplace_back(name);
+  entry.built_in = false;
   registry().push_back(std::move(entry));
 }
 
