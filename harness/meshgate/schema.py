@@ -1,5 +1,6 @@
 """`python3 -m meshgate.schema NAME FILE...`: validates JSON files against a shipped schema
-(the validator and the schema names are meshgate.core.schema's); exit 1 on a violation."""
+(the validator and the schema names are meshgate.core.schema's), a results document also
+against the kinds its runner registered (`run.kinds`); exit 1 on a violation."""
 
 import sys
 

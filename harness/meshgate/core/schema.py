@@ -8,7 +8,8 @@ optional dependency `schemas` (ci/bootstrap installs it). The schemas may use th
 listed in CHECKED (and annotations); any other keyword is refused, so a schema can never ask
 for more than is checked (jsonschema only annotates `format`, say). Each violation is reported
 as "<JSON path of the failing key>: <what>", e.g. `$.cases[3].status: "passed" is not one of
-["pass", "fail", "error", "skip"]`.
+["pass", "fail", "error", "skip"]`. A results document is also held to the kinds its runner
+registered (`run.kinds`): a row of another kind is a violation too.
 
 The driver itself runs on the standard library alone: jsonschema is imported only when a
 document is validated, which `python3 -m meshgate.schema` does and, with
@@ -185,12 +186,32 @@ def _shipped_validator(name: str) -> Any:
     return _validator(load(name))
 
 
-def check(document: Any, name: str, where: str | os.PathLike = "") -> None:
-    """Raises SchemaError listing (up to 10) violations of schema `name` by `document`."""
-    validator = _shipped_validator(name)
-    if validator.is_valid(document):
+def unregistered_kinds(document: Any) -> Iterator[str]:
+    """Rows of a results document whose kind the runner that wrote them did not know, as
+    messages like the schema's. The runner records its kinds, built-in and registered, in
+    `run.kinds`; a schema cannot say "one of the kinds named elsewhere in the document", so the
+    rows are checked against them here. A document without `run.kinds` (an older runner's, or
+    one `meshgate import` made of another tool's results) has nothing to check against. An
+    error row for a case the runner never described has the kind ""."""
+    run = document.get("run") if isinstance(document, dict) else None
+    kinds = run.get("kinds") if isinstance(run, dict) else None
+    cases = document.get("cases") if isinstance(document, dict) else None
+    if not isinstance(kinds, list) or not isinstance(cases, list):
         return
-    found = list(_messages(validator, document))
+    for i, row in enumerate(cases):
+        kind = row.get("kind") if isinstance(row, dict) else None
+        if isinstance(kind, str) and kind and kind not in kinds:
+            yield (f"$.cases[{i}].kind: {_describe(kind)} is not one of the kinds the runner "
+                   f"registered (run.kinds: {json.dumps(kinds)})")
+
+
+def check(document: Any, name: str, where: str | os.PathLike = "") -> None:
+    """Raises SchemaError listing (up to 10) violations of schema `name` by `document`; for
+    results-1, rows of kinds the runner did not register (unregistered_kinds) too."""
+    validator = _shipped_validator(name)
+    found = [] if validator.is_valid(document) else list(_messages(validator, document))
+    if name == "results-1":
+        found += unregistered_kinds(document)
     if found:
         shown = "\n  ".join(found[:10]) + ("\n  ..." if len(found) > 10 else "")
         raise SchemaError(f"{where or 'document'}: does not match {name}.schema.json:\n  {shown}")

@@ -43,8 +43,11 @@ GENERIC_METRICS = (
     "collectives", "kernel_launches", "kernels", "launches", "bytes_per_rank", "bytes_moved",
     "modeled_time_s", "modeled_cost_s", "warnings",
 )
-# Per kind: the deterministic metrics beyond the generic ones. Everything else in `metrics`
-# (time_s, algbw, busbw, gflops, error magnitudes, perf flags) is measured, not decided.
+# Per kind, the signals beyond the generic ones. The runner's registry describes each kind with
+# the same names (`meshgate-runner list --kinds --json`, each kind's `signals`: KIND_METRICS
+# then KIND_STRUCTURED), and tests/test_kind_registry.py holds the two equal.
+# The deterministic metrics, read as they are. Everything else in `metrics` (time_s, algbw,
+# busbw, gflops, error magnitudes, perf flags) is measured, not decided.
 KIND_METRICS = {
     "layout": ("result",),
     "mesh": ("layout", "shape", "model_disagreements"),
@@ -52,6 +55,12 @@ KIND_METRICS = {
     "redistribute": ("greedy_cost_s", "distinct_plans", "plans_differ_between_ranks",
                      "merged_equals_unmerged_bitwise"),
     "gemm": ("flops",),
+}
+# The signals made from a structure of the metrics: a collective's per-size table, a GEMM's
+# implementations (_gemm_signals).
+KIND_STRUCTURED = {
+    "collective": ("sizes",),
+    "gemm": ("impls", "algorithm", "fingerprints", "numerics_env", "device"),
 }
 COLLECTIVE_SIZE_KEYS = ("bytes", "count", "inplace", "modeled_time_s")
 UNMERGED_KEYS = ("plan", "collectives", "bytes_per_rank", "modeled_cost_s")
@@ -69,6 +78,11 @@ _CACHED = re.compile(r"\s*\(cached\)\s*$")
 
 # ---------------------------------------------------------------------------------------------
 # Extraction
+
+
+def kind_signals(kind: str) -> tuple[str, ...]:
+    """The signals of `kind` beyond the generic ones, in the registry's order."""
+    return KIND_METRICS.get(kind, ()) + KIND_STRUCTURED.get(kind, ())
 
 
 def _gpu_name(run: Optional[dict]) -> Optional[str]:
@@ -142,14 +156,14 @@ def extract(row: dict, run: Optional[dict] = None) -> dict:
     for key in GENERIC_METRICS + KIND_METRICS.get(kind, ()):
         if key in metrics and not isinstance(metrics[key], dict):
             out[key] = metrics[key]
-    if kind == "collective" and isinstance(metrics.get("sizes"), list):
+    if "sizes" in KIND_STRUCTURED.get(kind, ()) and isinstance(metrics.get("sizes"), list):
         out["sizes"] = [{k: s[k] for k in COLLECTIVE_SIZE_KEYS if k in s}
                         for s in metrics["sizes"] if isinstance(s, dict)]
     if isinstance(metrics.get("unmerged"), dict):
         unmerged = {k: metrics["unmerged"][k] for k in UNMERGED_KEYS if k in metrics["unmerged"]}
         if unmerged:
             out["unmerged"] = unmerged
-    if kind == "gemm":
+    if "impls" in KIND_STRUCTURED.get(kind, ()):
         _gemm_signals(metrics, run, out)
     return out
 
