@@ -21,7 +21,9 @@ build folder.
 
 After a document ran, its case checks what the commands left, where an exit code says too
 little: the example projects' cases all pass, and the cpp-kind example's A/B and bisection name
-the planted slowdown and its commit.
+the planted slowdown and its commit. The cpp-kind example's commands run with
+MESHGATE_CHECK_SCHEMA=1, so every results.json of its runner (rows of its own kind,
+`ring_allreduce`) is validated against the results schema and the kinds the runner registered.
 
 Runs only with MESHGATE_DOC_COMMANDS=1 and MESHGATE_BUILD_DIR (CTest's doc_commands_* set both);
 the README's commands take minutes."""
@@ -40,6 +42,8 @@ import tempfile
 import unittest
 from dataclasses import dataclass
 from pathlib import Path
+
+from meshgate.core import schema
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = os.environ.get("MESHGATE_BUILD_DIR", "")
@@ -219,7 +223,9 @@ class CppKindExample(DocumentCase):
     def reader_env(self, scratch: Path, env: dict) -> dict:
         # The README's scratch repository (mktemp -d) then lies under the test's scratch folder.
         (scratch / "tmp").mkdir()
-        return dict(env, TMPDIR=str(scratch / "tmp"))
+        # Every results.json the driver takes from the example's runner or writes is checked
+        # against the results schema, rows of the project's own kind included.
+        return dict(env, TMPDIR=str(scratch / "tmp"), MESHGATE_CHECK_SCHEMA="1")
 
     def check_outcome(self, scratch: Path, output: str, started: float) -> None:
         # The smoke cases: every one passes and their plans match the committed signals.
@@ -228,6 +234,11 @@ class CppKindExample(DocumentCase):
         self.assertTrue(smoke, "no run of the 12 smoke cases")
         self.assertEqual({row["status"] for row in smoke[0]["cases"]}, {"pass"})
         self.assertTrue(all(row["id"].startswith("ring-allreduce/ring-") for row in smoke[0]["cases"]))
+        # A kind of the project's own is a first-class one: the runner records it among its
+        # kinds, and the results validate against the schema and those kinds.
+        self.assertIn("ring_allreduce", smoke[0]["run"]["kinds"])
+        self.assertEqual({row["kind"] for row in smoke[0]["cases"]}, {"ring_allreduce"})
+        schema.check(smoke[0], "results-1")
         self.assertIn("signals baselines/signals: no change (exit 0)", output)
         # The scratch repository: the A/B flags the perf case, the bisection names main~1.
         (repo,) = scratch.glob("tmp/*/ring")
