@@ -2,10 +2,10 @@
 """The Python environments the tests run in: one virtual environment per interpreter under
 build/venv/, made from the pins of pyproject.toml and nothing else.
 
-  main     the python3 on PATH: the build backend ([build-system] requires), the `schemas` extra
-           and, unless MESHGATE_NO_TORCH=1, the `torch` extra
+  main     the python3 on PATH: the build backend ([build-system] requires), the `schemas` and
+           `test` extras and, unless MESHGATE_NO_TORCH=1, the `torch` extra
   oldest   the oldest Python the driver supports (requires-python), where one is installed: the
-           `schemas` extra
+           `schemas` and `test` extras
 
 Each environment is isolated from its interpreter's own site-packages (no
 --system-site-packages), so nothing installed by hand into an interpreter can reach a test.
@@ -140,13 +140,13 @@ def specs() -> list[EnvSpec]:
         raise EnvError("no python3 on PATH (ci/bootstrap installs Debian's)")
     main = real_interpreter(python3)
     main_version = interpreter_version(main)
-    extras = ["schemas"] + ([] if os.environ.get("MESHGATE_NO_TORCH") == "1" else ["torch"])
+    extras = ["schemas", "test"] + ([] if os.environ.get("MESHGATE_NO_TORCH") == "1" else ["torch"])
     result = [EnvSpec("main", main, main_version, pins_of(extras, build_backend=True))]
     oldest = oldest_version()
     if oldest != main_version:
         found = find_oldest(oldest)
         if found:
-            result.append(EnvSpec("oldest", found, oldest, pins_of(["schemas"], build_backend=False)))
+            result.append(EnvSpec("oldest", found, oldest, pins_of(["schemas", "test"], build_backend=False)))
         else:
             print(f"python-envs: no Python {oldest} installed: the driver's tests run on "
                   f"{main_version} only", file=sys.stderr)

@@ -15,7 +15,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "ci" / "examples"
 
 try:
-    import yaml  # PyYAML: present with the system Python here; the workflows need a YAML parser
+    import yaml  # PyYAML: the `test` extra, in every environment ci/bootstrap makes
 except ImportError:  # pragma: no cover
     yaml = None
 

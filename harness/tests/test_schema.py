@@ -22,7 +22,7 @@ GATE = pathlib.Path(__file__).resolve().parent / "fixtures" / "gate"
 
 try:
     import yaml
-except ImportError:  # PyYAML is not part of the standard library
+except ImportError:  # PyYAML: the `test` extra, in every environment ci/bootstrap makes
     yaml = None
 
 
