@@ -143,9 +143,11 @@ def requires_torch_runner(cls):
     return unittest.skip(reason)(cls) if reason else cls
 
 
-def run_on_torch(args: list, out: Path, timeout: float = 900, **env: str) -> dict:
-    """meshgate-runner run ARGS --impl torch --out OUT on the built runner: the results
-    document. AssertionError with the runner's output when it wrote none."""
+def run_on_torch(args: list, out: Path, timeout: float = 900, world: str = "gloo",
+                 **env: str) -> dict:
+    """meshgate-runner run ARGS --impl torch --out OUT on the built runner (`world` local:
+    --impl torch-local): the results document. AssertionError with the runner's output when it
+    wrote none."""
     import subprocess
 
     runner = built_runner()
@@ -154,8 +156,10 @@ def run_on_torch(args: list, out: Path, timeout: float = 900, **env: str) -> dic
     environ = dict(os.environ, PYTHONPATH=str(harness) + os.pathsep
                    + os.environ.get("PYTHONPATH", ""), **env)
     proc = subprocess.run(
-        [str(runner), "run", *[str(a) for a in args], "--impl", "torch",
-         "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch"]),
+        [str(runner), "run", *[str(a) for a in args],
+         "--impl", "torch" if world == "gloo" else f"torch-{world}",
+         "--impl-command", json.dumps([sys.executable, "-m", "meshgate.impls.torch",
+                                       "--world", world]),
          "--out", str(out)],
         cwd=harness.parent, env=environ, capture_output=True, text=True, timeout=timeout)
     results = Path(out) / "results.json"

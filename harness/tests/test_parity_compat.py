@@ -39,6 +39,48 @@ class ParityList(unittest.TestCase):
         with self.assertRaisesRegex(parity.ListError, "listed twice"):
             parity.load_list(self.write({"disagreements": [entry, entry]}))
 
+    def test_a_list_extends_another_and_overrides_its_entries(self):
+        folder = self.write({"disagreements": [
+            {"case": "s/both", "class": "pytorch-bug", "bug": "b", "damage": "d", "why": "w"},
+            {"case": "s/gloo-only", "class": "by-design", "why": "gloo"}]}).parent
+        (folder / "local.json").write_text(json.dumps({"extends": "list.json", "disagreements": [
+            {"case": "s/gloo-only", "class": "by-design", "why": "local"},
+            {"case": "s/local-only", "class": "by-design", "why": "local"}]}))
+        listed = parity.load_list(folder / "local.json")
+        by_case = {e["case"]: e for e in listed["disagreements"]}
+        self.assertEqual(sorted(by_case), ["s/both", "s/gloo-only", "s/local-only"])
+        self.assertEqual(by_case["s/gloo-only"]["why"], "local")
+        self.assertTrue(by_case["s/both"].get("inherited"))
+        self.assertFalse(by_case["s/local-only"].get("inherited"))
+        # An inherited entry whose case the world skips is not stale; one it passes is.
+        rows = [row("s/both", "skip", message="torch-local: timing"), row("s/gloo-only", "pass"),
+                row("s/local-only", "fail")]
+        _, stale, _ = parity.check(rows, listed)
+        self.assertEqual([e["case"] for e in stale], ["s/gloo-only"])
+        rows[0] = row("s/both", "pass")
+        _, stale, _ = parity.check(rows, listed)
+        self.assertEqual(sorted(e["case"] for e in stale), ["s/both", "s/gloo-only"])
+
+    def test_extends_names_an_existing_list_of_one_level(self):
+        folder = self.write({"extends": "missing.json", "disagreements": []}).parent
+        with self.assertRaisesRegex(parity.ListError, "missing.json, which does not exist"):
+            parity.load_list(folder / "list.json")
+        (folder / "base.json").write_text(json.dumps({"extends": "list.json",
+                                                      "disagreements": []}))
+        (folder / "top.json").write_text(json.dumps({"extends": "base.json",
+                                                     "disagreements": []}))
+        with self.assertRaisesRegex(parity.ListError, "extends another list in turn"):
+            parity.load_list(folder / "top.json")
+
+    def test_the_committed_local_world_list_extends_the_gloo_one(self):
+        root = Path(__file__).resolve().parents[2] / "baselines"
+        local = parity.load_list(root / "torch-local-parity.json")
+        gloo = parity.load_list(root / "torch-parity.json")
+        self.assertEqual({e["case"] for e in gloo["disagreements"]}
+                         - {e["case"] for e in local["disagreements"]}, set())
+        own = [e for e in local["disagreements"] if not e.get("inherited")]
+        self.assertTrue(own)
+
     def test_unlisted_stale_and_error_rows_are_found(self):
         listed = {"disagreements": [{"case": "s/listed", "class": "by-design", "why": "x"},
                                     {"case": "s/fixed", "class": "by-design", "why": "x"},
@@ -146,6 +188,14 @@ class ImplNames(unittest.TestCase):
         self.assertEqual(toy.command, ("python3", "toy.py", "--mode", "a b"))
         self.assertEqual(toy.runner_args()[:2], ["--impl", "toy"])
         self.assertEqual(json.loads(toy.runner_args()[3]), ["python3", "toy.py", "--mode", "a b"])
+
+    def test_torch_local_runs_the_torch_adapter_in_its_local_world(self):
+        for spec, world in (("torch", "gloo"), ("torch-local", "local")):
+            impl = implementations.resolve(spec, check=False)
+            self.assertEqual(impl.name, spec)
+            self.assertEqual(impl.command[1:], ("-m", "meshgate.impls.torch", "--world", world))
+        with self.assertRaisesRegex(implementations.ImplError, "no such Python interpreter"):
+            implementations.resolve("torch-local@/nonexistent/venv")
 
     def test_unknown_names_and_missing_environments_are_refused(self):
         with self.assertRaisesRegex(implementations.ImplError, "unknown implementation"):

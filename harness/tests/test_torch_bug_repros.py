@@ -20,8 +20,11 @@ from tests.support import torch_tests_skip_reason
 
 BUGS = Path(__file__).resolve().parents[2] / "docs" / "torch-bugs"
 
-# script -> the baselines/torch-parity.json case whose disagreement it reproduces
+# script -> the case whose disagreement it reproduces, listed in baselines/torch-parity.json
+# (or, for the local world's, baselines/torch-local-parity.json)
 REPROS = {
+    "local_tensor_reduce_scatter_avg_dtype.py":
+        "redistribute-partial-ops/int-avg-to-S(0)-internal-int64-rejected",
     "reduce_scatter_merge_after_chunk.py": "redistribute-upstream-bugs/rs-after-chunk-meshgate",
     "sum_avg_merge_size_one_avg.py": "redistribute-upstream-bugs/sum-avg-size-one-avg-meshgate",
     "integer_avg_merge.py": "redistribute-partial-ops/int-P(sum),P(avg)-merged-to-rr-internal-rejected",
@@ -39,7 +42,7 @@ class TorchBugRepros(unittest.TestCase):
         if proc.returncode == 0:
             self.fail(f"{shown}\nthe installed torch no longer shows this bug: update "
                       f"docs/torch-bugs/README.md and the entry of {REPROS[script]} in "
-                      f"baselines/torch-parity.json")
+                      f"baselines/torch-parity.json (or torch-local-parity.json)")
         self.assertEqual(proc.returncode, 1, shown)
         self.assertIn("BUG:", proc.stdout, shown)
 
@@ -57,6 +60,9 @@ class TorchBugRepros(unittest.TestCase):
 
     def test_slice_flattened_name_from_root_copy(self):
         self.run_repro("slice_flattened_name_from_root_copy.py")
+
+    def test_local_tensor_reduce_scatter_avg_dtype(self):
+        self.run_repro("local_tensor_reduce_scatter_avg_dtype.py")
 
     def test_unflatten_negative_dim(self):
         self.run_repro("unflatten_negative_dim.py")

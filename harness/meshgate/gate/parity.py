@@ -7,6 +7,11 @@ committed file (baselines/torch-parity.json):
                 the case that shows the damage ("damage")
   by-design     the implementation behaves so on purpose and meshgate's model differs: say why
 
+A list may extend another ("extends": "torch-parity.json", a file beside it): the torch adapter's
+local world (torch-local, every rank in one process under LocalTensorMode) runs the same PyTorch
+code as its gloo world, so its list is gloo's plus the cases where the local world itself
+answers otherwise; an inherited entry whose case the world skips is not stale.
+
 A meshgate bug is never listed: it is fixed. The command exits 1 on a disagreement that is not
 listed, on a listed one that no longer happens (the list must say what is true today), and on
 any error row (an adapter that breaks is a bug of ours); 2 on unusable input.
@@ -35,7 +40,28 @@ def default_list(root: Path, impl: str) -> Path:
 
 
 def load_list(path: Path) -> dict:
-    """The committed list: {"impl", "version", "disagreements": [{case, status, class, ...}]}."""
+    """The committed list: {"impl", "version", "disagreements": [{case, status, class, ...}]},
+    with the entries of the list it extends (marked "inherited") where it names none of its
+    own for the case."""
+    document = _load_one(path)
+    base_name = document.get("extends")
+    if base_name is None:
+        return document
+    if not isinstance(base_name, str) or "/" in base_name or base_name == path.name:
+        raise ListError(f"{path}: 'extends' names another list in the same folder")
+    base_path = path.parent / base_name
+    if not base_path.exists():
+        raise ListError(f"{path}: extends {base_name}, which does not exist")
+    base = _load_one(base_path)
+    if base.get("extends") is not None:
+        raise ListError(f"{path}: extends {base_name}, which extends another list in turn")
+    own = {entry["case"] for entry in document["disagreements"]}
+    inherited = [dict(entry, inherited=True) for entry in base["disagreements"]
+                 if entry["case"] not in own]
+    return dict(document, disagreements=document["disagreements"] + inherited)
+
+
+def _load_one(path: Path) -> dict:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -93,7 +119,8 @@ def check(rows: list[dict], listed: dict, whole: bool = True) -> tuple[list[dict
     unlisted = [row for row in rows if row.get("status") in DISAGREEING and row["id"] not in by_case]
     stale = [entry for case, entry in by_case.items()
              if (whole or case in statuses)
-             and statuses.get(case, {}).get("status") not in DISAGREEING]
+             and statuses.get(case, {}).get("status") not in DISAGREEING
+             and not (entry.get("inherited") and statuses.get(case, {}).get("status") == "skip")]
     errors = [row for row in rows if row.get("status") == "error"]
     return unlisted, stale, errors
 

@@ -8,6 +8,8 @@ library, or another implementation speaking the meshgate.impl/1 protocol
                       meshgate/impls/torch
   torch@PYTHON        the same adapter run by another interpreter or virtual environment (a
                       python executable or a venv folder), e.g. to compare two PyTorch versions
+  torch-local[@PYTHON]  the same adapter with every rank of a case in one process under
+                      PyTorch's LocalTensorMode instead of a gloo worker per rank
   NAME=COMMAND        any program that speaks the protocol, started by COMMAND (shell words)
 """
 
@@ -25,6 +27,8 @@ from pathlib import Path
 from ..core import files
 
 DEFAULT = "meshgate"
+# The torch adapter's two worlds, by the name each goes by under --impl.
+TORCH_WORLDS = {"torch": "gloo", "torch-local": "local"}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 # The folder that holds the `meshgate` package (this file is meshgate/system/implementations.py):
 # an adapter run by another interpreter imports the package from here.
@@ -101,13 +105,14 @@ def resolve(spec: str | None, check: bool = True) -> Impl | None:
             raise ImplError(f"--impl {spec}: give the command that starts {name} after '='")
         return Impl(name, tuple(words))
     name, _, where = spec.partition("@")
-    if name != "torch":
+    if name not in TORCH_WORLDS:
         raise ImplError(f"--impl {spec}: unknown implementation; known: meshgate, torch, "
-                        f"torch@PYTHON, or NAME=COMMAND for a program that speaks "
-                        f"meshgate.impl/1 (docs/impl-protocol.md)")
+                        f"torch-local, either @PYTHON, or NAME=COMMAND for a program that "
+                        f"speaks meshgate.impl/1 (docs/impl-protocol.md)")
     python = _interpreter(where) if where else _default_torch_python(check)
     if check and not has_torch(python):
         raise ImplError(f"--impl {spec} needs PyTorch in {python}; install the pinned version "
                         f"with:\n  {python} -m pip install '{pinned_torch()}'\n(or run "
                         f"ci/bootstrap torch)")
-    return Impl("torch", (python, "-m", "meshgate.impls.torch"), python=python)
+    return Impl(name, (python, "-m", "meshgate.impls.torch", "--world", TORCH_WORLDS[name]),
+                python=python)
