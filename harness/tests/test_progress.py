@@ -311,6 +311,53 @@ class LongCommandProgressTest(unittest.TestCase):
         brief.step("b")
         self.assertEqual(quick.getvalue(), "meshgate: batch-2: 2 of 4 (b), elapsed 0:03, ETA 0:09\n")
 
+    def test_on_a_terminal_steps_builds_and_cases_share_one_line(self):
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+
+        self.addCleanup(setattr, progress, "_terminal_line", None)
+        term = Terminal()
+        progress._terminal_line = progress.StatusLine(term, width=300)
+        now = [0.0]
+        steps = progress.Steps("meshgate", "ab, runs 1 to 2 a side", 4, out=term,
+                               clock=lambda: now[0], quiet_for=0.0)
+        steps.step("base run 1")
+        self.assertEqual(term.getvalue(),
+                         "\r\x1b[Kmeshgate: ab, runs 1 to 2 a side: 1 of 4 (base run 1), "
+                         "elapsed 0:00, ETA ?")
+        now[0] += 10
+        steps.step("candidate run 1")
+        # Rewritten in place: no line of its own per step.
+        self.assertNotIn("\n", term.getvalue())
+        self.assertTrue(term.getvalue().endswith("2 of 4 (candidate run 1), elapsed 0:10, "
+                                                 "ETA 0:30"), term.getvalue()[-60:])
+        # The runner's live line goes after the step on the same line.
+        view = TtyView(term, term, min_interval=0)
+        tally = Tally(total=2)
+        tally.current = "a/one"
+        view.started(tally, "a/one")
+        last = term.getvalue().rsplit("\r\x1b[K", 1)[1]
+        self.assertTrue(last.startswith("meshgate: ab, runs 1 to 2 a side: 2 of 4"), last)
+        self.assertIn("  |  [1/2]  a/one  elapsed", last)
+        # A failure goes above and stays; the shared line is drawn again under it.
+        tally.record("fail", 0.5)
+        view.finished(tally, "a/one", "fail", 0.5, "wrong plan")
+        self.assertIn("\r\x1b[K[1/2] fail   a/one  500.0 ms  wrong plan\n\r\x1b[Kmeshgate: ab",
+                      term.getvalue())
+        # A build during the step shows beside it and stays as a line when done.
+        build = progress.BuildProgress("c0ffee", term, clock=lambda: 0.0)
+        build.feed("[1/1] x\n")
+        self.assertTrue(term.getvalue().endswith("  |  meshgate: built 1/1 targets of c0ffee, 0:00"))
+        build.close()
+        self.assertIn("\r\x1b[Kmeshgate: built 1/1 targets of c0ffee, 0:00\n", term.getvalue())
+        view.close()
+        self.assertTrue(term.getvalue().rsplit("\r\x1b[K", 1)[1].startswith(
+            "meshgate: ab, runs 1 to 2 a side: 2 of 4"))
+        steps.close()
+        self.assertTrue(term.getvalue().endswith("\r\x1b[K"))
+        self.assertEqual(progress._terminal_line.parts, {})
+
     def test_a_build_shows_targets_built_of_total_from_ninja(self):
         out = io.StringIO()
         shown = progress.BuildProgress("1a2b3c4d5e6f", out, clock=lambda: 0.0, tty=False)

@@ -71,14 +71,17 @@ class Batch:
         have = min((self.runs_of(s.label, i) for s in self.sides for i in ids), default=n)
         order = repeats.abba_order(n - have, self.rng)
         steps = progress.Steps("meshgate", f"{self.folder.name}, runs {have + 1} to {n} a side", len(order))
-        for index in order:
-            side = self.sides[index]
-            asked = [i for i in self.case_ids[side.label] if i in set(ids)]
-            number = len(self.launches[side.label]) + 1
-            steps.step(f"{side.label} run {number}, {len(asked)} case(s)")
-            doc = self.launch(side, number, asked, self.folder / side.label / f"run-{number}")
-            self.launches[side.label].append((asked, doc))
-            self.order.append("AB"[index])
+        try:
+            for index in order:
+                side = self.sides[index]
+                asked = [i for i in self.case_ids[side.label] if i in set(ids)]
+                number = len(self.launches[side.label]) + 1
+                steps.step(f"{side.label} run {number}, {len(asked)} case(s)")
+                doc = self.launch(side, number, asked, self.folder / side.label / f"run-{number}")
+                self.launches[side.label].append((asked, doc))
+                self.order.append("AB"[index])
+        finally:
+            steps.close()
 
     def docs(self) -> dict[str, dict]:
         out = {}

@@ -3,7 +3,8 @@ status on a terminal, one plain line per finished case otherwise (CI logs). With
 (the repeated launches of ab, bisect and calibrate), skipped cases are counted instead: one
 line per suite and launch, with the reasons. Long commands show their phases as k of N with
 elapsed time and ETA (Steps), and a revision's build a compact progress line (BuildProgress);
-`-q` (set_quiet) silences both."""
+`-q` (set_quiet) silences both. On a terminal all three share one line rewritten in place
+(StatusLine): the command's step, then the build or the run's cases."""
 
 from __future__ import annotations
 
@@ -166,9 +167,94 @@ class PlainView:
         self.show_skipped()
 
 
+class StatusLine:
+    """The one line of a terminal that progress rewrites in place. A long command's step
+    (Steps), a revision's build (BuildProgress) and a run's cases (TtyView) each show a part of
+    it, joined in the order they came, so that none draws over another; a line printed through
+    it goes above the status line and stays."""
+
+    SEPARATOR = "  |  "
+
+    def __init__(self, out: TextIO, width: int | None = None):
+        self.out, self.width = out, width
+        self.parts: dict[str, str] = {}
+        self.shown = False
+
+    def text(self) -> str:
+        line = self.SEPARATOR.join(self.parts.values())
+        width = self.width or shutil.get_terminal_size((100, 24)).columns
+        return line if len(line) < width else line[: max(width - 4, 10)] + "..."
+
+    def show(self, owner: str, text: str) -> None:
+        """`owner`'s part is now `text` (a new owner's part goes last)."""
+        self.parts[owner] = text
+        self._draw()
+
+    def drop(self, owner: str) -> None:
+        """`owner`'s part goes; the line is erased when it was the last."""
+        if self.parts.pop(owner, None) is None:
+            return
+        if self.parts:
+            self._draw()
+        else:
+            self._erase()
+
+    def keep(self, owner: str) -> None:
+        """`owner`'s part becomes a line of its own that stays, above what remains."""
+        text = self.parts.pop(owner, None)
+        if text is None:
+            return
+        if not self.parts and self.shown:
+            self.out.write("\n")  # it is the line shown: leave it where it is
+            self.out.flush()
+            self.shown = False
+            return
+        self.above(text)
+
+    def above(self, text: str, out: TextIO | None = None) -> None:
+        """Prints `text` (to `out`, default the line's stream) above the status line."""
+        self._erase()
+        print(text, file=out or self.out, flush=True)
+        if self.parts:
+            self._draw()
+
+    def _draw(self) -> None:
+        self.out.write("\r\x1b[K" + self.text())
+        self.out.flush()
+        self.shown = True
+
+    def _erase(self) -> None:
+        if self.shown:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+            self.shown = False
+
+
+_terminal_line: StatusLine | None = None
+
+
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def status_line(out: TextIO, width: int | None = None) -> StatusLine:
+    """The status line to draw on `out`: the process's one line of the terminal when `out` is
+    one (every owner shares it), else a line of `out`'s own."""
+    global _terminal_line
+    if not _isatty(out):
+        return StatusLine(out, width)
+    if _terminal_line is None:
+        _terminal_line = StatusLine(out, width)
+    return _terminal_line
+
+
 class TtyView:
     """A live status line, rewritten in place: case n/N, current id, elapsed, ETA, fail/error
-    counts. Failing and erroring cases and runner text are printed above it and stay."""
+    counts. Failing and erroring cases and runner text are printed above it and stay. It is the
+    `cases` part of the terminal's StatusLine, after a long command's step."""
 
     def __init__(self, out: TextIO | None = None, err: TextIO | None = None,
                  width: int | None = None, min_interval: float = 0.1, fold_skips: bool = False):
@@ -180,7 +266,7 @@ class TtyView:
         self.min_interval = min_interval
         self.last_draw = -math.inf
         self.tally: Tally | None = None
-        self.shown = False
+        self.status = status_line(self.out, width)
 
     def status_line(self, tally: Tally) -> str:
         position = min(tally.done + (1 if tally.current else 0), max(tally.total, 1))
@@ -197,18 +283,11 @@ class TtyView:
         if self.tally is None:
             return
         now = time.monotonic()
-        if not force and self.shown and now - self.last_draw < self.min_interval:
+        shown = "cases" in self.status.parts
+        if not force and shown and now - self.last_draw < self.min_interval:
             return
-        self.out.write("\r\x1b[K" + self.status_line(self.tally))
-        self.out.flush()
-        self.shown = True
+        self.status.show("cases", self.status_line(self.tally))
         self.last_draw = now
-
-    def clear(self) -> None:
-        if self.shown:
-            self.out.write("\r\x1b[K")
-            self.out.flush()
-            self.shown = False
 
     def plan(self, tally: Tally) -> None:
         self.tally = tally
@@ -223,33 +302,29 @@ class TtyView:
         if status == "skip" and self.skipped is not None:
             self.skipped.add(case_id, message)
         if status in FAILING:
-            self.clear()
-            print(case_line(tally, case_id, status, seconds, message), file=self.out)
+            self.status.above(case_line(tally, case_id, status, seconds, message))
             self.draw(force=True)
         else:
             self.draw()
 
     def text(self, line: str, stream: str) -> None:
-        self.clear()
-        target = self.err if stream == "stderr" else self.out
-        print(visible(line), file=target, flush=True)
+        self.status.above(visible(line), self.err if stream == "stderr" else self.out)
         self.draw(force=True)
 
     def show_skipped(self) -> None:
         for line in self.skipped.take_lines() if self.skipped is not None else []:
-            print(line, file=self.out, flush=True)
+            self.status.above(line)
 
     def heading(self, line: str) -> None:
-        self.clear()
         self.show_skipped()
-        print(visible(line), file=self.out, flush=True)
+        self.status.above(visible(line))
 
     def tick(self) -> None:
         """Keeps the elapsed time moving and shows what a throttled redraw held back."""
         self.draw()
 
     def close(self) -> None:
-        self.clear()
+        self.status.drop("cases")
         self.show_skipped()
 
 
@@ -278,9 +353,10 @@ def is_quiet() -> bool:
 
 class Steps:
     """A long command's phase as k of N: 'meshgate ab: batch 1: launch 5 of 18 (candidate),
-    elapsed 0:42, ETA 1:50', the ETA from the mean time of the steps so far. One line per step
-    (the runner's own live line sits between them on a terminal), once the phase has run for
-    `quiet_for` seconds (a phase of quick steps needs no progress); nothing with -q."""
+    elapsed 0:42, ETA 1:50', the ETA from the mean time of the steps so far, once the phase has
+    run for `quiet_for` seconds (a phase of quick steps needs no progress); nothing with -q. On
+    a terminal it is the first part of the one status line, rewritten at each step, with the
+    runner's live line after it (close() takes it away); elsewhere (a log) one line per step."""
 
     def __init__(self, command: str, phase: str, total: int, out: TextIO | None = None,
                  clock=time.monotonic, quiet_for: float = 2.0):
@@ -303,14 +379,29 @@ class Steps:
         """Step k + 1 starts (N grows with it where the plan was a bound that skips exceed)."""
         self.k += 1
         self.total = max(self.total, self.k)
-        if not is_quiet() and self.clock() - self.started >= self.quiet_for:
-            print(self.line(what), file=self.out or sys.stderr, flush=True)
+        if is_quiet() or self.clock() - self.started < self.quiet_for:
+            return
+        out = self.out or sys.stderr
+        if _isatty(out):
+            status_line(out).show(self._owner(), self.line(what))
+        else:
+            print(self.line(what), file=out, flush=True)
+
+    def _owner(self) -> str:
+        return f"steps-{id(self)}"
+
+    def close(self) -> None:
+        """The phase is over: its part of a terminal's status line goes."""
+        out = self.out or sys.stderr
+        if _isatty(out):
+            status_line(out).drop(self._owner())
 
 
 class BuildProgress:
     """A compact progress line for a build whose tools' output goes to a log: 'meshgate: built
     57/212 targets of 1a2b3c4d5e6f, 0:42' from ninja's [k/N] (or make's [ 42%]) lines,
-    rewritten in place on a terminal, else a line at each quarter; nothing with -q."""
+    rewritten in place on a terminal (its part of the StatusLine, which stays as a line when
+    the build ends), else a line at each quarter; nothing with -q."""
 
     _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
     _MAKE = re.compile(r"^\[\s*(\d+)%\]")
@@ -320,9 +411,9 @@ class BuildProgress:
         self.out = out or sys.stderr
         self.clock = clock
         self.started = clock()
-        self.tty = self.out.isatty() if tty is None else tty
+        self.tty = _isatty(self.out) if tty is None else tty
+        self.status = status_line(self.out) if self.tty else None
         self.shown_quarter = -1
-        self.shown = False
         self.last = ""
 
     def feed(self, line: str) -> None:
@@ -340,15 +431,15 @@ class BuildProgress:
         if is_quiet():
             return
         self.last = f"meshgate: built {text} of {self.what}, {format_clock(self.clock() - self.started)}"
-        if self.tty:
-            self.out.write("\r\x1b[K" + self.last)
-            self.out.flush()
-            self.shown = True
+        if self.status is not None:
+            self.status.show(self._owner(), self.last)
         elif int(fraction * 4) > self.shown_quarter:
             self.shown_quarter = int(fraction * 4)
             print(self.last, file=self.out, flush=True)
 
+    def _owner(self) -> str:
+        return f"build-{id(self)}"
+
     def close(self) -> None:
-        if self.tty and self.shown:
-            self.out.write("\n")
-            self.out.flush()
+        if self.status is not None:
+            self.status.keep(self._owner())

@@ -362,7 +362,10 @@ class Bisection:
             # The endpoints are two of cost_bound's commits; the search tests at most the rest.
             self.search_steps = progress.Steps("meshgate bisect", "search", max(1, cost_bound(len(self.commits)) - 2),
                                                out=lab.log)
-            result = search(self.commits, self.test)
+            try:
+                result = search(self.commits, self.test)
+            finally:
+                self.search_steps.close()
             steps += result.steps
             culprit = result.culprit
             doc["skipped"] = result.skipped
