@@ -239,6 +239,28 @@ class Environments(unittest.TestCase):
                                          "filelock": "3.20.0"})
         self.assertTrue(any("resolved freely" in line for line in said), said)
 
+    def test_an_install_without_the_space_it_needs_stops_before_writing(self):
+        pip = FakePip(self.env, {})
+        full = mock.Mock(free=3 * 2**30)
+        with mock.patch.object(venvs, "pip", pip), \
+                mock.patch.object(venvs, "create", self.fail_create), \
+                mock.patch.object(venvs.shutil, "disk_usage", return_value=full):
+            with self.assertRaisesRegex(venvs.EnvError,
+                                        r"needs about 10 GiB free in .*, which has 3\.0 GiB"):
+                venvs.ensure(self.env, sys.executable, self.PINS, self.lock, "test lock",
+                             lambda line: None, space=10 * 2**30)
+        self.assertEqual(pip.calls, [])
+        self.assertFalse(self.env.exists())
+        # A reused environment needs no space.
+        make_env(self.env)
+        for name, version in (("torch", "2.10.0"), ("numpy", "2.4.1"), ("sympy", "1.14.0")):
+            plant(self.env, name, version)
+        self.write_lock()
+        with mock.patch.object(venvs.shutil, "disk_usage", return_value=full):
+            self.assertEqual(venvs.ensure(self.env, sys.executable, self.PINS, self.lock,
+                                          "test lock", lambda line: None, space=10 * 2**30),
+                             "reused")
+
     def test_a_lock_of_other_pins_is_resolved_again(self):
         make_env(self.env)
         plant(self.env, "torch", "2.10.0")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,12 +209,28 @@ def pip(python: Path, *args: str) -> None:
         raise EnvError(f"'{' '.join(command)}' failed (see above)")
 
 
+def require_space(folder: Path, needed: int, what: str) -> None:
+    """EnvError, before anything is written, when the file system of `folder` has less than
+    `needed` bytes free: pip would otherwise stop halfway with "No space left on device" and
+    leave a broken environment behind."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < needed:
+        raise EnvError(f"{what} needs about {needed / 2**30:.0f} GiB free in {probe}, which has "
+                       f"{free / 2**30:.1f} GiB: free some space (a release environment that is "
+                       f"no longer needed is one folder, build/venv/torch-<release>) and run it "
+                       f"again")
+
+
 def ensure(env: Path, interpreter: str, pins: tuple, lock_path: Path, title: str,
-           say: Callable[[str], None] = print) -> str:
+           say: Callable[[str], None] = print, space: int = 0) -> str:
     """Makes the environment at `env` match `pins` and the lock at `lock_path`, reusing it when
     it already does. Without a lock, or with one resolved from other pins, pip resolves the pins
-    freely and the lock is (re)written from what it installed. Returns what was done: "reused",
-    "created" or "refreshed"."""
+    freely and the lock is (re)written from what it installed. An install first checks that
+    `space` bytes are free where the environment goes (require_space). Returns what was done:
+    "reused", "created" or "refreshed"."""
     python_version = interpreter_version(interpreter)
     if python_version is None:
         raise EnvError(f"{interpreter} does not run: name a Python interpreter that does")
@@ -231,6 +248,8 @@ def ensure(env: Path, interpreter: str, pins: tuple, lock_path: Path, title: str
         return "reused"
     fresh = (not python.exists() or sees_system_site(env)
              or interpreter_version(python) != python_version)
+    if space:
+        require_space(env.parent, space, f"installing {' '.join(pins)} into {env}")
     if fresh:
         say(f"creating {env} from {interpreter} (Python {python_version})")
         create(interpreter, env)
