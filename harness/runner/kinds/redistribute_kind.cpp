@@ -57,6 +57,7 @@
 #include "kinds/case_values.hpp"
 #include "kinds/memory_estimates.hpp"
 #include "kinds/mesh_spec.hpp"
+#include "kinds/torch_cost.hpp"
 #include "mesh/device_mesh.hpp"
 #include "placement/placement.hpp"
 #include "plan/plan.hpp"
@@ -262,6 +263,8 @@ class RedistributeCase final : public PreparedCase {
   bool strided = false;
   std::vector<std::string> from_written;
   std::optional<std::vector<std::string>> expect_placements;  // the op's result, with reduce
+  // `torch_cost:` what PyTorch's cost model must say of the plan; only torch answers it.
+  std::optional<TorchCostSpec> torch_cost;
   // A rejection of the case's values (an integer avg, Partial placements of different reduce
   // ops) in a case that expects a rejection: raised when the case runs rather than while it is
   // read, so that another implementation is asked too.
@@ -321,6 +324,12 @@ class RedistributeCase final : public PreparedCase {
 
   Outcome run(RunContext& ctx) override {
     if (deferred_rejection) throw *deferred_rejection;
+    if (torch_cost) {
+      Outcome o;
+      o.status = Status::skip;
+      o.message = torch_cost_skip_reason();
+      return o;
+    }
     if (reduce) {
       Outcome o;
       o.status = Status::skip;
@@ -476,6 +485,7 @@ class RedistributeCase final : public PreparedCase {
       if (reduce->op == "mm") request["reduce"]["other"] = reduce->other;
       request["global"] = global_file;
     }
+    if (torch_cost) request["torch_cost"] = torch_cost_request(*torch_cost);
     return request;
   }
 
@@ -624,7 +634,8 @@ class RedistributeCase final : public PreparedCase {
     for (const auto& rank_counts : counts) {
       for (std::size_t k = 0; k < c.size(); ++k) c[k] += rank_counts[k];
     }
-    const std::vector<std::string> problems = this->problems(c, r);
+    std::vector<std::string> problems = this->problems(c, r);
+    if (torch_cost) judge_torch_cost(*torch_cost, observables, o.metrics, problems);
     if (!problems.empty()) {
       o.status = Status::fail;
       for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
@@ -1218,6 +1229,7 @@ const std::vector<std::string>& redistribute_case_keys() {
           "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps",
           "reduce", "reduce.op", "reduce.dim", "reduce.other", "expect.placements"})
       k.push_back(std::move(key));
+    for (const std::string& key : torch_cost_keys()) k.push_back(key);
     return k;
   }();
   return keys;
@@ -1517,6 +1529,19 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       if (!c->deferred_rejection) c->deferred_rejection = err;
     }
   }
+  if (node.has("torch_cost")) {
+    if (expect_error) {
+      node.fail("torch_cost", "prices a redistribution that runs; a case that expects a "
+                              "rejection has none: remove one");
+    }
+    c->torch_cost = parse_torch_cost(node, [&](const std::vector<std::string>& items) {
+      const std::vector<Placement> via = parse_placements(placements_text(items));
+      DTensorSpec::create(*mesh, via, c->shape, es);
+      std::vector<std::string> out;
+      for (const Placement& p : via) out.push_back(to_string(p));
+      return out;
+    });
+  }
   // Nothing more can be checked of a spec that does not exist.
   if (c->steps && !c->deferred_rejection) {
     const DTensorSpec src =
@@ -1556,6 +1581,7 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       {"api", c->api_name()},
       {"planner", std::string(to_string(c->options.planner))}};
   if (c->steps) c->params_json["steps"] = *c->steps;
+  if (c->torch_cost) c->params_json["torch_cost"] = torch_cost_request(*c->torch_cost);
   if (c->reduce) {
     c->params_json["reduce"] = {
         {"op", c->reduce->op},

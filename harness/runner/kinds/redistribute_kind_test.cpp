@@ -431,5 +431,160 @@ TEST(RedistributeKindImpl, WrittenOutStepsAreNotHandedOver) {
   EXPECT_NE(why.find("`steps:` replays a plan written out step by step"), std::string::npos);
 }
 
+// kGatherCase with a `torch_cost:` block (the text inside its braces).
+std::string gather_case_with_cost(const std::string& cost) {
+  std::string text = kGatherCase;
+  return text.substr(0, text.size() - 1) + ", torch_cost: {" + cost + "}}";
+}
+
+// What the torch adapter answers for a case with `torch_cost`, with via: costs by name, a number
+// or "inf".
+nlohmann::json with_costs(nlohmann::json obs, const nlohmann::json& costs) {
+  nlohmann::json all = {{"direct", 12.5}, {"greedy", 12.5}, {"min_cost", 10.0},
+                        {"plan", 12.5},   {"identity_from", 0.0}, {"identity_to", 0.0},
+                        {"via_first", 4.0}, {"via_second", 6.0}};
+  nlohmann::json infinite = nlohmann::json::object();
+  for (const auto& [name, value] : costs.items()) {
+    all[name] = value;
+    if (value == "inf") infinite[name] = "its plan's step S(0) -> P(sum) on mesh dim B";
+  }
+  obs["torch_cost"] = {{"costs", all}, {"infinite", infinite},
+                       {"errors", nlohmann::json::object()}};
+  return obs;
+}
+
+TEST(RedistributeKindTorchCost, IsSkippedByMeshgateAndHandedOverWithItsViaInShortForms) {
+  PlannedCase c = plan_one(gather_case_with_cost(
+      "via: \"Shard(dim=0),Replicate()\", triangle: false, min_cost_le_greedy: true"));
+  const CaseRun run = execute_case(c, std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::skip);
+  EXPECT_NE(run.outcome.message.find("meshgate has no model of PyTorch's redistribute_cost"),
+            std::string::npos)
+      << run.outcome.message;
+  EXPECT_NE(run.outcome.message.find("--impl torch"), std::string::npos);
+  Scratch scratch;
+  std::string why;
+  const std::optional<nlohmann::json> request = c.prepared->impl_request(scratch.dir, why);
+  ASSERT_TRUE(request) << why;
+  EXPECT_EQ((*request)["torch_cost"], nlohmann::json::parse(R"j({"via": ["S(0)", "R"]})j"));
+  EXPECT_EQ(c.prepared->params()["torch_cost"], (*request)["torch_cost"]);
+  // Without the key nothing about costs is asked.
+  PlannedCase plain = plan_one(kGatherCase);
+  EXPECT_FALSE(plain.prepared->impl_request(scratch.dir, why)->contains("torch_cost"));
+}
+
+TEST(RedistributeKindTorchCost, MalformedKeysAreInputErrorsNamingTheKey) {
+  for (const auto& [cost, error] : {
+           std::pair{"via: [R, R]", "key 'torch_cost.via': needs `triangle: true` or "
+                                    "`triangle: false`"},
+           std::pair{"triangle: true", "key 'torch_cost.triangle': needs `via`"},
+           std::pair{"infinite: [cheapest]", "key 'torch_cost.infinite': unknown cost 'cheapest'"},
+           std::pair{"infinite: [identity_to]", "unknown cost 'identity_to'"},
+           std::pair{"infinite: [via_first]", "'via_first' is a cost of the triangle through "
+                                              "`via`, which the case does not give"},
+           std::pair{"infinite: [plan, plan]", "lists 'plan' twice"},
+           std::pair{"triangle: maybe", "key 'torch_cost.triangle'"},
+           std::pair{"cheapest: true", "key 'torch_cost.cheapest': unknown key"},
+           std::pair{"via: [R], triangle: true", "key 'torch_cost.via'"},
+           std::pair{"via: [R, X], triangle: true", "key 'torch_cost.via'"},
+       }) {
+    const std::string got = input_error(gather_case_with_cost(cost));
+    EXPECT_NE(got.find(error), std::string::npos) << cost << "\n" << got;
+  }
+  EXPECT_NE(input_error("{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, tensor: "
+                        "{shape: [4]}, from: [S(0)], to: [R], steps: [\"all_gather(A, dim=0)\"], "
+                        "torch_cost: {}}")
+                .find("key 'torch_cost': prices a planned redistribution; a case with `steps` "
+                      "has none"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, tensor: "
+                        "{shape: [4]}, from: [S(0)], to: [P(sum)], expect_error: true, "
+                        "torch_cost: {}}")
+                .find("key 'torch_cost': prices a redistribution that runs"),
+            std::string::npos);
+}
+
+TEST(RedistributeKindTorchCost, TheCostsAreJudgedAgainstTheCase) {
+  PlannedCase c = plan_one(gather_case_with_cost(
+      "via: [S(0), R], triangle: true, min_cost_le_greedy: true, infinite: [via_second]"));
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  PreparedCase& p = *c.prepared;
+  const nlohmann::json right = gather_observables(scratch.dir, [](int) { return gather_global(); });
+
+  Outcome o = p.check_observables(with_costs(right, {{"via_second", "inf"}}), scratch.dir);
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+  EXPECT_EQ(o.metrics["torch_cost"]["min_cost_le_greedy"], true);
+  EXPECT_EQ(o.metrics["torch_cost"]["triangle"]["holds"], true);
+  EXPECT_EQ(o.metrics["torch_cost"]["triangle"]["through_via"], "inf");
+  EXPECT_EQ(o.metrics["torch_cost"]["costs"]["plan"], 12.5);
+
+  // A triangle that does not hold, where the case says it does; the via cost listed as
+  // infinite is finite.
+  o = p.check_observables(with_costs(right, {{"via_second", 6.0}}), scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.message,
+            "torch_cost.infinite lists via_second, which costs 6; torch_cost.triangle true but "
+            "cost(from -> to) = 12.5 > cost(from -> via) + cost(via -> to) = 4 + 6 = 10 (via "
+            "S(0), R)");
+  EXPECT_EQ(o.metrics["torch_cost"]["triangle"]["holds"], false);
+
+  // An infinite cost the case does not list, a min-cost plan dearer than greedy's, a negative
+  // cost and an identity that costs something.
+  o = p.check_observables(with_costs(right, {{"via_second", "inf"},
+                                             {"min_cost", "inf"},
+                                             {"direct", -1.0},
+                                             {"identity_to", 0.5}}),
+                          scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  for (const char* words :
+       {"torch_cost.direct is negative: -1",
+        "torch_cost.identity_to (the cost of a spec to itself) is 0.5, not 0",
+        "torch_cost.min_cost is inf (its plan's step S(0) -> P(sum) on mesh dim B) but "
+        "torch_cost.infinite does not list it",
+        "torch_cost.min_cost_le_greedy true but the min-cost plan costs inf and the greedy plan "
+        "12.5"}) {
+    EXPECT_NE(o.message.find(words), std::string::npos) << words << "\n" << o.message;
+  }
+
+  // PyTorch raising while it prices is a failure of the case, naming the cost.
+  nlohmann::json raised = with_costs(right, {{"via_second", "inf"}});
+  raised["torch_cost"]["errors"]["min_cost"] = "AssertionError: No path found";
+  raised["torch_cost"]["costs"].erase("min_cost");
+  o = p.check_observables(raised, scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("PyTorch failed to price min_cost (AssertionError: No path found)"),
+            std::string::npos)
+      << o.message;
+}
+
+TEST(RedistributeKindTorchCost, AMissingOrMalformedAnswerIsAnImplFailure) {
+  PlannedCase c = plan_one(gather_case_with_cost("via: [S(0), R], triangle: true"));
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  const nlohmann::json right = with_costs(
+      gather_observables(scratch.dir, [](int) { return gather_global(); }), nlohmann::json::object());
+  const auto garbage = [&](const std::function<void(nlohmann::json&)>& spoil,
+                           const std::string& words) {
+    nlohmann::json obs = right;
+    spoil(obs);
+    try {
+      c.prepared->check_observables(obs, scratch.dir);
+      ADD_FAILURE() << "no ImplFailure for " << obs["torch_cost"].dump();
+    } catch (const ImplFailure& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  garbage([](nlohmann::json& o) { o.erase("torch_cost"); }, "answered no 'torch_cost' object");
+  garbage([](nlohmann::json& o) { o["torch_cost"].erase("infinite"); },
+          "torch_cost without a 'infinite' object");
+  garbage([](nlohmann::json& o) { o["torch_cost"]["costs"].erase("via_first"); },
+          "no torch_cost.costs.via_first");
+  garbage([](nlohmann::json& o) { o["torch_cost"]["costs"]["greedy"] = "Infinity"; },
+          "torch_cost.costs.greedy = \"Infinity\", neither a number nor \"inf\"");
+}
+
 }  // namespace
 }  // namespace meshgate::runner

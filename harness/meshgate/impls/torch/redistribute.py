@@ -106,7 +106,10 @@ def handle(request: dict, perf: dict | None, directory: str):
     if perf is not None:
         samples = [r["time_s"] for r in results if r is not None and r.get("time_s")]
         time_s = [max(column) for column in zip(*samples)] if samples else []
-    return {"comms": comms, "outputs": outputs, "warnings": warnings}, time_s
+    observables = {"comms": comms, "outputs": outputs, "warnings": warnings}
+    if request.get("torch_cost") is not None:
+        observables["torch_cost"] = torch_costs(request)
+    return observables, time_s
 
 
 def _require_apis(common: dict) -> None:
@@ -520,3 +523,93 @@ def _timed(arg: dict, mesh, local, in_mesh: bool) -> list[float]:
             if i >= int(perf["warmup"]):
                 times.append(dt)
     return times
+
+
+def torch_costs(request: dict) -> dict:
+    """PyTorch's own price of the case's redistribution: redistribute_cost (in
+    torch/distributed/tensor/_collective_utils.py), the estimate DTensor's sharding propagation
+    ranks strategies by, of the plan each planner makes. `direct` is redistribute_cost as
+    sharding propagation calls it (no planner forced: the greedy planner, but for non-default
+    shard orders); `greedy` and `min_cost` force a planner; `plan` is the case's planner's;
+    `identity_from` and `identity_to` price from -> from and to -> to under it; with a `via`
+    spec, `via_first` and `via_second` price from -> via and via -> to under it, for the
+    triangle inequality. A cost PyTorch rates infinite is "inf" with the step that makes it so
+    in `infinite`; a cost whose computation raised is left out and named in `errors`.
+
+    Computed in this process, not on the ranks: the price depends only on the mesh's shape
+    and device type and on the tensor's shape and dtype, and a DeviceMesh made without a
+    backend (for the mesh's lowest rank) is all redistribute_cost reads."""
+    import math
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor import _collective_utils as collective_utils
+    from torch.distributed.tensor import _redistribute as redistribute
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
+
+    mesh_request = request["mesh"]
+    shape = [int(s) for s in mesh_request["shape"]]
+    names = list(mesh_request.get("names") or [str(i) for i in range(len(shape))])
+    ranks = [int(r) for r in mesh_request["ranks"]]
+    mesh = DeviceMesh("cpu", torch.tensor(ranks, dtype=torch.int64).reshape(shape),
+                      mesh_dim_names=tuple(names), _init_backend=False, _rank=min(ranks))
+    global_shape = torch.Size(request["tensor"]["shape"])
+    meta = TensorMeta(global_shape, torch.empty(global_shape, device="meta").stride(),
+                      _torch_dtype(request["tensor"]["dtype"]))
+
+    def spec(placements):
+        return DTensorSpec(mesh, tuple(_placement(p) for p in placements), tensor_meta=meta)
+
+    def forced(planner):
+        if planner is None:
+            return contextlib.nullcontext()
+        return redistribute.use_min_cost_redistribution_plan(planner == "min_cost")
+
+    def why_infinite(a, b, planner) -> str:
+        # The first step of the plan that _compute_placement_transition_cost prices at inf
+        # (Shard -> Partial, Partial -> another Partial): the step redistribute_cost stops at.
+        price = getattr(collective_utils, "_compute_placement_transition_cost", None)
+        if price is not None:
+            topology = collective_utils.MeshTopoInfo.build_from_mesh(mesh)
+            with forced(planner):
+                steps = redistribute._gen_transform_infos_non_cached(a, b)
+            for step in steps:
+                current, target = step.src_dst_placements
+                if price(current, target, topology, step.mesh_dim, 1.0)[0] == math.inf:
+                    return (f"its plan's step {_placement_text(current)} -> "
+                            f"{_placement_text(target)} on mesh dim {names[step.mesh_dim]}, "
+                            f"which redistribute_cost prices at inf")
+        return "redistribute_cost answers inf"
+
+    planner = request.get("planner", "greedy")
+    pairs = {"direct": (request["from"], request["to"], None),
+             "greedy": (request["from"], request["to"], "greedy"),
+             "min_cost": (request["from"], request["to"], "min_cost"),
+             "plan": (request["from"], request["to"], planner),
+             "identity_from": (request["from"], request["from"], planner),
+             "identity_to": (request["to"], request["to"], planner)}
+    via = request["torch_cost"].get("via")
+    if via is not None:
+        pairs["via_first"] = (request["from"], via, planner)
+        pairs["via_second"] = (via, request["to"], planner)
+    costs: dict = {}
+    infinite: dict = {}
+    errors: dict = {}
+    try:
+        for name, (a_text, b_text, forced_planner) in pairs.items():
+            a, b = spec(a_text), spec(b_text)
+            # The plan cache is keyed by the specs alone, not by the planner flag.
+            redistribute._gen_transform_infos.cache_clear()
+            try:
+                with forced(forced_planner):
+                    value = float(collective_utils.redistribute_cost(a, b))
+                if value == math.inf:
+                    infinite[name] = why_infinite(a, b, forced_planner)
+            except Exception as e:  # PyTorch failing to price a valid spec
+                errors[name] = f"{type(e).__name__}: {e}"
+                continue
+            costs[name] = "inf" if value == math.inf else value
+    finally:
+        redistribute._gen_transform_infos.cache_clear()
+        if hasattr(redistribute, "clear_redistribute_planner_cache"):
+            redistribute.clear_redistribute_planner_cache()
+    return {"costs": costs, "infinite": infinite, "errors": errors}
