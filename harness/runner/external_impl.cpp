@@ -434,6 +434,20 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+std::optional<std::string> unsupported_row(const nlohmann::json& entry, const std::string& what) {
+  if (!entry.is_object() || !entry.contains("unsupported")) return std::nullopt;
+  const nlohmann::json& reason = entry["unsupported"];
+  if (!reason.is_string() || reason.get<std::string>().empty()) {
+    throw ImplFailure("answered " + what + " unsupported without a reason (a non-empty string): " +
+                      describe_json(entry));
+  }
+  if (entry.size() != 1) {
+    throw ImplFailure("answered " + what + " both unsupported and with observables: " +
+                      describe_json(entry));
+  }
+  return reason.get<std::string>();
+}
+
 std::size_t protocol_dtype_size(const std::string& dtype) {
   if (dtype == "float64" || dtype == "int64") return 8;
   if (dtype == "float32" || dtype == "int32") return 4;

@@ -121,6 +121,13 @@ struct TensorFile {
 };
 TensorFile read_tensor_file(const nlohmann::json& descriptor, const std::filesystem::path& dir,
                             const std::string& what);
+// A row of a kind's observables (one entry of a collective's "sizes") that the implementation
+// did not run, written {"unsupported": REASON} in place of the row's observables
+// (docs/impl-protocol.md, "Rows an implementation does not run"): the reason, or nullopt for a
+// row it answered. An entry that says unsupported without a non-empty reason string, or with
+// other keys beside it, throws ImplFailure naming `what`: a row must be either run or declined.
+std::optional<std::string> unsupported_row(const nlohmann::json& entry, const std::string& what);
+
 // Bytes per element of a protocol dtype name; 0 when unknown.
 std::size_t protocol_dtype_size(const std::string& dtype);
 

@@ -343,6 +343,9 @@ CaseRun execute_external(PlannedCase& planned, ExternalImpl& impl,
       return error_outcome("implementation '" + impl.name() + "' " + e.what());
     }
   });
+  // Every row of the case declined one by one (docs/impl-protocol.md, "Rows an implementation
+  // does not run"): a skip, named like a case the implementation declines as a whole.
+  if (outcome.status == Status::skip) outcome.message = impl.name() + ": " + outcome.message;
   if (planned.expect_error && outcome.status == Status::pass) {
     outcome.status = Status::fail;
     outcome.message = "expected the op to be rejected but " + impl.name() + " computed it";

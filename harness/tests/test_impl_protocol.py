@@ -200,6 +200,29 @@ class PythonServer(unittest.TestCase):
                       proc.stderr)
         self.assertIn("MESHGATE_IMPL_FDS", proc.stderr)
 
+    def test_rows_a_handler_does_not_run_are_answered_unsupported_one_by_one(self):
+        from meshgate.core import schema
+        from meshgate.impls import protocol
+
+        tensor = {"path": "/tmp/out-0.bin", "dtype": "float32", "shape": [2]}
+
+        def some_rows(request, perf, directory):
+            return {"sizes": [{"outputs": {"0": tensor}, "time_s": [1e-6]},
+                              protocol.unsupported_row("in place: no such form")]}, None
+
+        answers = self.serve({"collective": some_rows}, self.case("collective"))
+        self.assertEqual(answers[0]["status"], "ok")
+        self.assertEqual(answers[0]["observables"]["sizes"][1],
+                         {"unsupported": "in place: no such form"})
+        with self.assertRaises(ValueError):
+            protocol.unsupported_row("")
+        # A declined row has a reason and nothing else.
+        for entry in ({"unsupported": ""}, {"unsupported": 3},
+                      {"unsupported": "why", "outputs": {"0": tensor}}):
+            with self.assertRaises(schema.SchemaError, msg=entry):
+                schema.check({"type": "case", "status": "ok",
+                              "observables": {"sizes": [entry]}}, "impl-1", "answer")
+
     def test_the_schema_refuses_an_answer_without_its_keys(self):
         from meshgate.core import schema
 

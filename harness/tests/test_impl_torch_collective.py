@@ -2,7 +2,9 @@
 (MESHGATE_RUNNER, else a runner built under build/) hands each case's inputs to the torch
 adapter, which runs torch.distributed's collectives on a gloo world, and counts the wrong
 elements of every rank's output with meshgate's own check. No row may be an error; the cases
-the adapter does not take are skips that say why."""
+the adapter does not take are skips that say why, and the rows of a case it does not take (the
+in-place rows of an op PyTorch has no in-place form of) are skips in the case's table while its
+other rows run."""
 
 from __future__ import annotations
 
@@ -33,14 +35,16 @@ cases:
     dtype: float16
     reduce: avg
     bytes: [12, 6KiB]
-  # PyTorch defines no in-place reduce_scatter_tensor or all_to_all_single: skips saying so.
+  # PyTorch defines no in-place reduce_scatter_tensor or all_to_all_single: those rows are
+  # skips saying so, the out-of-place rows beside them run, and a case of in-place rows alone is
+  # a skip.
   - name: reduce-scatter-in-place
     kind: collective
     op: reduce_scatter
     mesh: {shape: [2], names: [x]}
     dtype: float32
     reduce: sum
-    bytes: 8
+    bytes: [8, 2KiB]
     inplace: [false, true]
   - name: all-to-all-in-place
     kind: collective
@@ -116,6 +120,7 @@ class TorchCollectives(unittest.TestCase):
         cases.write_text(CASES)
         document = run_on_torch([cases], Path(cls.tmp.name) / "out", timeout=600,
                                 MESHGATE_TORCH_MAX_RANKS="8")
+        cls.document = document
         cls.rows = {row["id"]: row for row in document["cases"]}
 
     @classmethod
@@ -138,6 +143,14 @@ class TorchCollectives(unittest.TestCase):
             self.assertGreater(size["time_s"], 0)
             self.assertGreater(size["algbw_GBps"], 0)
         return row
+
+    def test_the_results_match_their_schema(self):
+        # Rows with skipped rows in their tables included.
+        from meshgate.core import schema
+        try:
+            schema.check(self.document, "results-1", "results.json")
+        except schema.ValidatorMissing as e:
+            self.skipTest(str(e))
 
     def test_no_row_is_an_error(self):
         errors = {i: r.get("message") for i, r in self.rows.items() if r["status"] == "error"}
@@ -165,12 +178,29 @@ class TorchCollectives(unittest.TestCase):
         self.assert_passes("all-to-all-out-of-place", 2)
 
     def test_no_aliasing_where_pytorch_defines_no_in_place_form(self):
-        for name, api in (("reduce-scatter-in-place", "reduce_scatter_tensor"),
-                          ("all-to-all-in-place", "all_to_all_single")):
-            row = self.row(name)
-            self.assertEqual(row["status"], "skip", row.get("message"))
-            self.assertIn(f"torch: in place: torch.distributed.{api} defines no in-place form",
-                          row["message"])
+        row = self.row("all-to-all-in-place")
+        self.assertEqual(row["status"], "skip", row.get("message"))
+        self.assertIn("torch: in place: torch.distributed.all_to_all_single defines no in-place "
+                      "form", row["message"])
+
+    def test_a_mixed_case_runs_its_out_of_place_rows_and_skips_its_in_place_ones(self):
+        row = self.row("reduce-scatter-in-place")
+        self.assertEqual(row["status"], "pass", row.get("message"))
+        self.assertEqual(row["metrics"]["wrong"], 0)
+        sizes = row["metrics"]["sizes"]
+        self.assertEqual([(s["bytes"], s["inplace"]) for s in sizes],
+                         [(8, False), (2048, False), (8, True), (2048, True)])
+        for size in sizes[:2]:
+            self.assertNotIn("status", size)
+            self.assertEqual(size["wrong"], 0)
+            self.assertGreater(size["time_s"], 0)
+        for size in sizes[2:]:
+            self.assertEqual(size["status"], "skip")
+            self.assertIn("in place: torch.distributed.reduce_scatter_tensor defines no in-place "
+                          "form", size["reason"])
+            self.assertNotIn("wrong", size)
+        self.assertIn("2 of 4 rows not run by the implementation; 8 B in-place, 2 KiB in-place: "
+                      "in place: torch.distributed.reduce_scatter_tensor", row["message"])
 
     def test_a_perf_case_answers_the_timed_iterations_of_its_largest_size(self):
         row = self.assert_passes("timed", 2)

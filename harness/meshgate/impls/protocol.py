@@ -25,6 +25,17 @@ class Unsupported(Exception):
     """The implementation cannot express this case: the row is a skip with this reason."""
 
 
+def unsupported_row(reason: str) -> dict:
+    """The entry of one row of a case's observables (a collective's `sizes`) that the
+    implementation does not run, in place of that row's observables: the runner writes the row
+    as skipped with `reason` and judges the case's other rows as usual (docs/impl-protocol.md,
+    "Rows an implementation does not run"). A case none of whose rows runs is Unsupported as a
+    whole instead."""
+    if not isinstance(reason, str) or not reason:
+        raise ValueError("an unsupported row needs a reason")
+    return {"unsupported": reason}
+
+
 class Rejected(Exception):
     """The operation raised as it would for a user: judged against the case's expect_error.
     `error` is the exception's type name, e.g. ValueError."""

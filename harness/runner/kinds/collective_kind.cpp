@@ -7,7 +7,9 @@
 // samples, each a batch of calls sized as the runner sizes its own, timing.hpp), and reported as
 // time, algbw and busbw with nccl-tests' bus factors.
 // Another implementation (external_impl.hpp) gets the same inputs as files and answers each
-// rank's outputs, which the same check counts and the same table reports.
+// rank's outputs, which the same check counts and the same table reports; a row it declines
+// (an in-place row of an op its API has no in-place form of) is a skip in that table, and the
+// case is judged on the rows it ran.
 // What differs between the collectives (buffers, inputs, expected outputs, bus factor, the call)
 // is in their entries of collective_table.hpp.
 #include <algorithm>
@@ -271,6 +273,9 @@ struct SizeResult {
   std::int64_t wrong = 0;
   // With perf, timed here: how many calls each of the size's timed samples made.
   std::optional<std::int64_t> calls_per_sample;
+  // Why another implementation did not run this row ({"unsupported": REASON} in its answer):
+  // the row is a skip in the table, and neither time nor wrong elements are counted for it.
+  std::optional<std::string> unsupported;
 };
 
 // What one rank keeps between run() and the runner's timed iterations: its group's
@@ -484,6 +489,14 @@ class CollectiveCase final : public PreparedCase {
         const std::string where =
             format_byte_size(static_cast<double>(bytes), ByteSizeStyle::exact) +
             (in_place ? " in place" : " out of place");
+        SizeResult r;
+        r.bytes = bytes;
+        r.inplace = in_place;
+        r.unsupported = unsupported_row(entry, "the collective size " + where);
+        if (r.unsupported) {
+          results.push_back(r);
+          continue;
+        }
         if (!entry.is_object() || !entry.contains("outputs") || !entry["outputs"].is_object()) {
           bad("the collective size " + where + " without an object 'outputs'");
         }
@@ -504,9 +517,6 @@ class CollectiveCase final : public PreparedCase {
           }
           return t;
         };
-        SizeResult r;
-        r.bytes = bytes;
-        r.inplace = in_place;
         for (std::size_t gi = 0; gi < groups.size(); ++gi) {
           const Values values = values_of(static_cast<int>(gi));
           for (std::size_t g = 0; g < groups[gi].size(); ++g) {
@@ -558,7 +568,31 @@ class CollectiveCase final : public PreparedCase {
     std::string wrong_sizes;
     const double factor = op->bus_factor(group_size);
     std::optional<SizeResult> largest;
+    // The rows another implementation declined, by reason (in the order first seen), and how
+    // many there are.
+    std::vector<std::pair<std::string, std::string>> declined;
+    std::size_t declined_rows = 0;
     for (const SizeResult& r : results) {
+      if (r.unsupported) {
+        // The row's identity as meshgate's own run writes it, so that the table's shape (and
+        // the signals made from it) is the same whichever implementation ran; no measurement.
+        table.push_back({{"bytes", r.bytes},
+                         {"count", count_of(r.bytes)},
+                         {"inplace", r.inplace},
+                         {"modeled_time_s", modeled(r.bytes)},
+                         {"status", "skip"},
+                         {"reason", *r.unsupported}});
+        const std::string row = row_name(r);
+        const auto same = std::find_if(declined.begin(), declined.end(),
+                                       [&](const auto& d) { return d.first == *r.unsupported; });
+        if (same == declined.end()) {
+          declined.emplace_back(*r.unsupported, row);
+        } else {
+          same->second += ", " + row;
+        }
+        ++declined_rows;
+        continue;
+      }
       const double algbw = r.time_s > 0 ? static_cast<double>(r.bytes) / r.time_s / 1e9 : 0.0;
       table.push_back({{"bytes", r.bytes},
                        {"count", count_of(r.bytes)},
@@ -571,9 +605,8 @@ class CollectiveCase final : public PreparedCase {
       if (r.calls_per_sample) table.back()["calls_per_sample"] = *r.calls_per_sample;
       total_wrong += r.wrong;
       if (r.wrong > 0) {
-        wrong_sizes += (wrong_sizes.empty() ? "" : ", ") +
-                       format_byte_size(static_cast<double>(r.bytes), ByteSizeStyle::exact) +
-                       (r.inplace ? " in-place: " : " out-of-place: ") + std::to_string(r.wrong);
+        wrong_sizes +=
+            (wrong_sizes.empty() ? "" : ", ") + row_name(r) + ": " + std::to_string(r.wrong);
       }
       if (!largest || r.bytes > largest->bytes) largest = r;
     }
@@ -596,7 +629,27 @@ class CollectiveCase final : public PreparedCase {
       outcome.message = std::to_string(total_wrong) + " wrong element(s) summed over the ranks (" +
                         wrong_sizes + "); expected exact results";
     }
+    if (declined_rows > 0) {
+      std::string text = std::to_string(declined_rows) + " of " + std::to_string(results.size()) +
+                         " rows not run by the implementation";
+      for (const auto& [reason, rows] : declined) text += "; " + rows + ": " + reason;
+      if (declined_rows == results.size()) {
+        // Nothing ran: nothing was judged (no count of wrong elements that would read as 0),
+        // and the case is a skip that says why.
+        outcome.status = Status::skip;
+        outcome.message = std::move(text);
+        outcome.metrics.erase("wrong");
+      } else {
+        outcome.message += (outcome.message.empty() ? "" : "; ") + text;
+      }
+    }
     return outcome;
+  }
+
+  // "8 B out-of-place": a row of the per-size table in messages.
+  static std::string row_name(const SizeResult& r) {
+    return format_byte_size(static_cast<double>(r.bytes), ByteSizeStyle::exact) +
+           (r.inplace ? " in-place" : " out-of-place");
   }
 
   std::size_t element_size() const { return comm::element_size(dtype); }
@@ -817,6 +870,12 @@ class CollectiveCase final : public PreparedCase {
       std::string cells[2];
       for (const SizeResult& v : results) {
         if (v.bytes != r.bytes) continue;
+        if (v.unsupported) {
+          char skipped[96];
+          std::snprintf(skipped, sizeof skipped, "  %10s %8s %8s %7s", "skip", "-", "-", "-");
+          cells[v.inplace ? 1 : 0] = skipped;
+          continue;
+        }
         const double algbw = v.time_s > 0 ? static_cast<double>(v.bytes) / v.time_s / 1e9 : 0.0;
         char cell[96];
         std::snprintf(cell, sizeof cell, "  %10.2f %8.2f %8.2f %7lld", v.time_s * 1e6, algbw,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -622,6 +623,191 @@ TEST(CollectiveKindImpl, GarbageIsAnImplFailure) {
         "not a non-empty list");
   fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = {1e-6, "fast"}; }, "not a number >= 0");
   fails([](nlohmann::json& a) { a["sizes"][0]["time_s"] = {-1e-6}; }, "not a number >= 0");
+}
+
+// An implementation may decline single rows ({"unsupported": REASON} in place of a row's
+// observables, docs/impl-protocol.md): those rows are skips in the table with the reason and
+// the row's identity, and the case is judged on the rows that ran.
+TEST(CollectiveKindImpl, DeclinedRowsAreSkipsAndTheRowsThatRanAreJudged) {
+  ImplExchange x(kGatherCase);
+  const std::string reason = "in place: no in-place all_gather here";
+  nlohmann::json answer = x.all_gather_answer();
+  answer["sizes"][2] = {{"unsupported", reason}};
+  answer["sizes"][3] = {{"unsupported", reason}};
+  const Outcome outcome = x.check(answer);
+  ASSERT_EQ(outcome.status, Status::pass) << outcome.message;
+  EXPECT_EQ(outcome.message,
+            "2 of 4 rows not run by the implementation; 8 B in-place, 1 KiB in-place: " + reason);
+  const nlohmann::json& sizes = outcome.metrics["sizes"];
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_EQ(sizes[1]["wrong"], 0);
+  EXPECT_FALSE(sizes[1].contains("status"));
+  for (const int row : {2, 3}) {
+    EXPECT_EQ(sizes[row]["status"], "skip");
+    EXPECT_EQ(sizes[row]["reason"], reason);
+    EXPECT_EQ(sizes[row]["inplace"], true);
+    // Nothing measured: no time, bandwidth or count of wrong elements that would read as 0.
+    for (const char* key : {"time_s", "algbw_GBps", "busbw_GBps", "wrong"}) {
+      EXPECT_FALSE(sizes[row].contains(key)) << key;
+    }
+  }
+  // The same identity as meshgate's own rows, so the signals made from the table agree.
+  EXPECT_EQ(sizes[3]["bytes"], 1024);
+  EXPECT_EQ(sizes[3]["count"], 128);
+  EXPECT_EQ(sizes[3]["modeled_time_s"], sizes[1]["modeled_time_s"]);
+  EXPECT_EQ(outcome.metrics["bytes"], 1024);
+  EXPECT_EQ(outcome.metrics["wrong"], 0);
+  EXPECT_NE(outcome.console_detail.find("skip"), std::string::npos);
+
+  // A wrong element in a row that ran still fails the case; the message says both.
+  nlohmann::json wrong = x.all_gather_answer([](std::size_t row, int rank, std::vector<float>& out) {
+    if (row == 0 && rank == 2) std::swap(out[0], out[1]);
+  });
+  wrong["sizes"][2] = {{"unsupported", reason}};
+  const Outcome failed = x.check(wrong);
+  EXPECT_EQ(failed.status, Status::fail);
+  EXPECT_EQ(failed.message,
+            "2 wrong element(s) summed over the ranks (8 B out-of-place: 2); expected exact "
+            "results; 1 of 4 rows not run by the implementation; 8 B in-place: " + reason);
+
+  // Rows declined for different reasons are listed by reason.
+  nlohmann::json two = x.all_gather_answer();
+  two["sizes"][0] = {{"unsupported", "small"}};
+  two["sizes"][2] = {{"unsupported", reason}};
+  two["sizes"][3] = {{"unsupported", reason}};
+  EXPECT_EQ(x.check(two).message,
+            "3 of 4 rows not run by the implementation; 8 B out-of-place: small; 8 B in-place, "
+            "1 KiB in-place: " + reason);
+}
+
+TEST(CollectiveKindImpl, ACaseWhoseEveryRowIsDeclinedIsASkip) {
+  ImplExchange x(kGatherCase);
+  nlohmann::json answer = {{"sizes", nlohmann::json::array()}};
+  for (int row = 0; row < 4; ++row) answer["sizes"].push_back({{"unsupported", "not here"}});
+  const Outcome outcome = x.check(answer);
+  EXPECT_EQ(outcome.status, Status::skip);
+  EXPECT_EQ(outcome.message,
+            "4 of 4 rows not run by the implementation; 8 B out-of-place, 1 KiB out-of-place, "
+            "8 B in-place, 1 KiB in-place: not here");
+  EXPECT_FALSE(outcome.metrics.contains("bytes"));
+  EXPECT_FALSE(outcome.metrics.contains("wrong"));
+  EXPECT_EQ(outcome.metrics["sizes"].size(), 4u);
+}
+
+// A row is either run or declined, with a reason: anything else is the implementation's failure.
+TEST(CollectiveKindImpl, ADeclinedRowWithoutAReasonOrWithOutputsIsAnImplFailure) {
+  ImplExchange x(kGatherCase);
+  const nlohmann::json right = x.all_gather_answer();
+  const auto fails = [&](const nlohmann::json& entry, const std::string& words) {
+    nlohmann::json answer = right;
+    answer["sizes"][3] = entry;
+    try {
+      x.check(answer);
+      ADD_FAILURE() << "no ImplFailure for " << entry.dump();
+    } catch (const ImplFailure& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  fails({{"unsupported", ""}},
+        "answered the collective size 1 KiB in place unsupported without a reason");
+  fails({{"unsupported", 3}}, "unsupported without a reason (a non-empty string)");
+  fails({{"unsupported", nullptr}}, "unsupported without a reason");
+  nlohmann::json both = right["sizes"][3];
+  both["unsupported"] = "in place";
+  fails(both, "answered the collective size 1 KiB in place both unsupported and with observables");
+}
+
+// The runner end to end with a fake implementation: a shell program speaking meshgate.impl/1
+// on its channel that gathers the two ranks' input files (an all_gather of 2 ranks is the
+// concatenation of their inputs) for the out-of-place rows and declines the in-place ones.
+class FakeImplementation : public ::testing::Test {
+ protected:
+  static constexpr const char* kScript = R"sh(
+mode=$1
+entry() {  # the outputs of both ranks at size index $1, from the file $2 of $3 elements
+  printf '{"outputs":{"0":{"path":"%s","dtype":"float32","shape":[%s]},' "$2" "$3"
+  printf '"1":{"path":"%s","dtype":"float32","shape":[%s]}}}' "$2" "$3"
+}
+while IFS= read -r line <&3; do
+  case "$line" in
+    *'"type":"hello"'*)
+      printf '%s\n' '{"type":"hello","protocol":"meshgate.impl/1","name":"fake","version":"0.1","kinds":["collective"]}' >&4
+      continue ;;
+    *'"type":"bye"'*) exit 0 ;;
+  esac
+  dir=$(printf '%s\n' "$line" | sed 's/^{"dir":"\([^"]*\)".*/\1/')
+  for s in 0 1; do
+    cat "$dir/input-$s-rank-0.bin" "$dir/input-$s-rank-1.bin" > "$dir/out-$s.bin"
+  done
+  if [ "$mode" = wrong ]; then
+    cat "$dir/input-0-rank-1.bin" "$dir/input-0-rank-0.bin" > "$dir/out-0.bin"
+  fi
+  declined='{"unsupported":"in place: the fake has no in-place all_gather"}'
+  case "$mode" in
+    every-row) rows="$declined,$declined,$declined,$declined" ;;
+    no-reason) rows="$(entry 0 "$dir/out-0.bin" 2),$(entry 1 "$dir/out-1.bin" 4),{\"unsupported\":\"\"},$declined" ;;
+    *) rows="$(entry 0 "$dir/out-0.bin" 2),$(entry 1 "$dir/out-1.bin" 4),$declined,$declined" ;;
+  esac
+  printf '{"type":"case","status":"ok","observables":{"sizes":[%s]}}\n' "$rows" >&4
+done
+)sh";
+
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ImplExchange::unique_leaf();
+    std::filesystem::create_directories(root_ / "scratch");
+    std::ofstream(root_ / "fake.sh") << kScript;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  CaseRun run(const std::string& mode) {
+    PlannedCase planned = plan_one(
+        "{name: a, kind: collective, op: all_gather, mesh: {shape: [2]}, dtype: float32, "
+        "bytes: [8, 16], inplace: [false, true]}");
+    ExternalImpl impl("fake", {"sh", (root_ / "fake.sh").string(), mode}, root_ / "fake.log", 60);
+    CaseRun result = execute_external(planned, impl, root_ / "scratch");
+    impl.stop();
+    return result;
+  }
+
+  std::filesystem::path root_;
+};
+
+TEST_F(FakeImplementation, ItsOutOfPlaceRowsAreJudgedAndItsDeclinedRowsSkipped) {
+  const CaseRun result = run("in-place-declined");
+  ASSERT_EQ(result.outcome.status, Status::pass) << result.outcome.message;
+  EXPECT_EQ(result.outcome.message,
+            "2 of 4 rows not run by the implementation; 8 B in-place, 16 B in-place: in place: the "
+            "fake has no in-place all_gather");
+  const nlohmann::json& sizes = result.outcome.metrics["sizes"];
+  ASSERT_EQ(sizes.size(), 4u);
+  EXPECT_EQ(sizes[0]["wrong"], 0);
+  EXPECT_EQ(sizes[1]["wrong"], 0);
+  EXPECT_EQ(sizes[2]["status"], "skip");
+  EXPECT_EQ(sizes[3]["reason"], "in place: the fake has no in-place all_gather");
+}
+
+TEST_F(FakeImplementation, AWrongRowThatRanStillFails) {
+  const CaseRun result = run("wrong");
+  EXPECT_EQ(result.outcome.status, Status::fail);
+  EXPECT_EQ(result.outcome.metrics["sizes"][0]["wrong"], 4);  // both ranks, both elements
+  EXPECT_EQ(result.outcome.metrics["sizes"][2]["status"], "skip");
+}
+
+TEST_F(FakeImplementation, EveryRowDeclinedIsASkipNamingTheImplementation) {
+  const CaseRun result = run("every-row");
+  EXPECT_EQ(result.outcome.status, Status::skip);
+  EXPECT_EQ(result.outcome.message.rfind("fake: 4 of 4 rows not run by the implementation; ", 0),
+            0u)
+      << result.outcome.message;
+}
+
+TEST_F(FakeImplementation, ADeclinedRowWithoutAReasonIsAnErrorNamingIt) {
+  const CaseRun result = run("no-reason");
+  EXPECT_EQ(result.outcome.status, Status::error);
+  EXPECT_NE(result.outcome.message.find("implementation 'fake' answered the collective size 8 B "
+                                        "in place unsupported without a reason"),
+            std::string::npos)
+      << result.outcome.message;
 }
 
 // Inputs over the limit would cost more to write and read back than the collectives they

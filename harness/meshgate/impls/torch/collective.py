@@ -12,8 +12,9 @@ all_gather_into_tensor (all_gather_single) takes its input as the rank's block o
 the form PyTorch's own fully_shard issues (torch/distributed/fsdp/_fully_shard/
 _fsdp_collectives.py, all_gather_copy_in: the input is output.narrow(0, numel * rank, numel)).
 all_to_all_single and reduce_scatter_tensor define no in-place form (separate output and input
-tensors, and no use or documentation of aliasing them in torch): a case with in-place rows of
-those is unsupported, with the reason in IN_PLACE_UNDEFINED.
+tensors, and no use or documentation of aliasing them in torch): their in-place rows are
+answered unsupported one by one, with the reason in IN_PLACE_UNDEFINED, and the case's
+out-of-place rows run (a case of in-place rows alone is unsupported as a whole).
 
 Each call starts after a barrier of the case's ranks and its time is the slowest rank's, as
 meshgate's own collective kind times it."""
@@ -58,8 +59,23 @@ class TorchRefused(Exception):
 
 def handle(request: dict, perf: dict | None, directory: str):
     spec = _read_request(request)
-    if spec["op"] in IN_PLACE_UNDEFINED and any(row["inplace"] for row in spec["sizes"]):
+    # The request's rows this adapter declines (index -> why): only those, so that an op's
+    # out-of-place rows still run beside in-place rows PyTorch has no form for.
+    declined = {i: IN_PLACE_UNDEFINED[spec["op"]] for i, row in enumerate(spec["sizes"])
+                if row["inplace"] and spec["op"] in IN_PLACE_UNDEFINED}
+    if len(declined) == len(spec["sizes"]):
         raise protocol.Unsupported(IN_PLACE_UNDEFINED[spec["op"]])
+    answered = [i for i in range(len(spec["sizes"])) if i not in declined]
+    observables, time_s = _run_rows(spec, [spec["sizes"][i] for i in answered], perf, directory)
+    ran = dict(zip(answered, observables))
+    sizes = [ran[i] if i in ran else protocol.unsupported_row(declined[i])
+             for i in range(len(spec["sizes"]))]
+    return {"sizes": sizes}, time_s
+
+
+def _run_rows(spec: dict, rows: list, perf: dict | None, directory: str):
+    """(one observables entry per row, the perf samples or None) of the rows that run."""
+    spec = dict(spec, sizes=rows)
     spec["perf"] = perf
     spec["dir"] = directory
     _check_group_order(spec["groups"])
@@ -89,12 +105,13 @@ def handle(request: dict, perf: dict | None, directory: str):
         sizes.append(entry)
     time_s = None
     if perf:
-        # The runner's samples time the largest size of the first in-place setting.
+        # The runner's samples time the largest size of the first in-place setting (of the
+        # rows that run).
         first = spec["sizes"][0]["inplace"]
         candidates = [i for i, row in enumerate(spec["sizes"]) if row["inplace"] == first]
         largest = max(candidates, key=lambda i: spec["sizes"][i]["bytes"])
         time_s = slowest[largest]
-    return {"sizes": sizes}, time_s
+    return sizes, time_s
 
 
 def _read_request(request: dict) -> dict:
@@ -224,7 +241,7 @@ def _prepare(spec: dict, row: dict, group, ranks: list, position: int, rank: int
         run = lambda: dist.all_gather_into_tensor(output, block if inplace else source,
                                                   group=group)
     elif op in IN_PLACE_UNDEFINED and inplace:
-        # handle() refuses these before any rank runs; never alias them.
+        # handle() declines these rows before any rank runs; never alias them.
         raise AssertionError(f"{op} in place reached a rank")
     elif op == "reduce_scatter":
         output = _unwritten(count, dtype)
