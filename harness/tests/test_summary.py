@@ -154,6 +154,15 @@ class CollectiveTableTest(unittest.TestCase):
         self.assertEqual([row[0] for row in table.rows], ["2d-over-dp", "2d-over-tp", "2d-over-both"])
         self.assertEqual([row[5] for row in table.rows], ["4x2", "4x2", "1x8"])
 
+    def test_a_row_the_implementation_declined_says_skip(self):
+        declined = {"bytes": 8, "count": 2, "inplace": True, "modeled_time_s": 1e-5,
+                    "status": "skip", "reason": "in place: no in-place form"}
+        table = summary.collective_tables([
+            collective("reduce-scatter-dp-sum", 41, "reduce_scatter", "float32", reduce="sum",
+                       sizes=[size_entry(8, 2, 3.5, 0.002, 0.001), declined])])[0]
+        self.assertEqual(table.rows, [["8", "2", "float32", "sum", "3.50", "0.00", "0.00", "0",
+                                       "skip", "-", "-", "-"]])
+
     def test_no_collective_sizes_no_table(self):
         self.assertEqual(summary.collective_tables(CASES + COLLECTIVES[3:]), [])
 

@@ -137,9 +137,13 @@ def _number(value, digits: int = 2) -> str:
 def _measured_cells(entry: dict | None, one_rank: bool = False) -> list[str]:
     """time, algbw, busbw and #wrong of one size; no bandwidth for groups of one rank, where
     nothing moves between ranks (busbw is zero by definition, algbw the speed of a local copy
-    out of place and of nothing in place)."""
+    out of place and of nothing in place). A row the implementation under test declined
+    (`"status": "skip"`, docs/impl-protocol.md) says so where its time would be, so that it does
+    not read as a row that was never asked for."""
     if entry is None:
         return ["-"] * len(MEASURED_COLUMNS)
+    if entry.get("status") == "skip":
+        return ["skip"] + ["-"] * (len(MEASURED_COLUMNS) - 1)
     time_s = entry.get("time_s")
     wrong = entry.get("wrong")
     bandwidth = ["-", "-"] if one_rank else [_number(entry.get("algbw_GBps")), _number(entry.get("busbw_GBps"))]
