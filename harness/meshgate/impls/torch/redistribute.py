@@ -546,12 +546,22 @@ def torch_costs(request: dict) -> dict:
     from torch.distributed.tensor import _redistribute as redistribute
     from torch.distributed.tensor._dtensor_spec import DTensorSpec, TensorMeta
 
+    release = torch.__version__.split("+")[0]
+    if not hasattr(redistribute, "use_min_cost_redistribution_plan"):
+        raise protocol.Unsupported(
+            f"torch {release} lacks torch.distributed.tensor._redistribute."
+            f"use_min_cost_redistribution_plan, which torch_cost prices the min-cost plan with")
     mesh_request = request["mesh"]
     shape = [int(s) for s in mesh_request["shape"]]
     names = list(mesh_request.get("names") or [str(i) for i in range(len(shape))])
     ranks = [int(r) for r in mesh_request["ranks"]]
-    mesh = DeviceMesh("cpu", torch.tensor(ranks, dtype=torch.int64).reshape(shape),
-                      mesh_dim_names=tuple(names), _init_backend=False, _rank=min(ranks))
+    try:
+        mesh = DeviceMesh("cpu", torch.tensor(ranks, dtype=torch.int64).reshape(shape),
+                          mesh_dim_names=tuple(names), _init_backend=False, _rank=min(ranks))
+    except TypeError as e:  # a release whose DeviceMesh takes no _init_backend or _rank
+        raise protocol.Unsupported(
+            f"torch {release} cannot make a DeviceMesh without a backend for a given rank "
+            f"({e}), which torch_cost prices on") from None
     global_shape = torch.Size(request["tensor"]["shape"])
     meta = TensorMeta(global_shape, torch.empty(global_shape, device="meta").stride(),
                       _torch_dtype(request["tensor"]["dtype"]))
