@@ -55,6 +55,7 @@ KIND_METRICS = {
     "redistribute": ("greedy_cost_s", "distinct_plans", "plans_differ_between_ranks",
                      "merged_equals_unmerged_bitwise"),
     "gemm": ("flops",),
+    "fsdp": ("comms_per_step", "bytes_per_step"),
 }
 # The signals made from a structure of the metrics: a collective's per-size table, a GEMM's
 # implementations (_gemm_signals).

@@ -137,6 +137,7 @@ TEST(KindRegistry, TheBuiltInKindsSayTrulyWhetherTheirCasesGoToAnotherImplementa
       {"redistribute", "{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, "
                        "tensor: {shape: [4]}, from: [S(0)], to: [R]}"},
       {"command", "{name: a, kind: command, command: [\"true\"]}"},
+      {"fsdp", "{name: a, kind: fsdp, mesh: {shape: [2]}, model: {layers: [4, 2]}}"},
   };
   const std::filesystem::path dir = std::filesystem::temp_directory_path();
   for (const KindEntry& kind : case_kinds()) {

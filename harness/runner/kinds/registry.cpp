@@ -17,12 +17,14 @@ std::unique_ptr<PreparedCase> parse_gemm_case(CaseNode& node, bool expect_error)
 std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_command_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_fsdp_case(CaseNode& node, bool expect_error);
 const std::vector<std::string>& layout_case_keys();
 const std::vector<std::string>& mesh_case_keys();
 const std::vector<std::string>& gemm_case_keys();
 const std::vector<std::string>& collective_case_keys();
 const std::vector<std::string>& redistribute_case_keys();
 const std::vector<std::string>& command_case_keys();
+const std::vector<std::string>& fsdp_case_keys();
 
 namespace {
 
@@ -45,6 +47,10 @@ std::vector<KindEntry>& registry() {
         "merged_equals_unmerged_bitwise"},
        true, true},
       {"command", &parse_command_case, command_case_keys(), {}, false, true},
+      // meshgate has no FSDP: its own run of an fsdp case is a skip, another implementation
+      // (--impl torch) answers it.
+      {"fsdp", &parse_fsdp_case, fsdp_case_keys(), {"comms_per_step", "bytes_per_step"}, true,
+       true},
   };
   return kinds;
 }

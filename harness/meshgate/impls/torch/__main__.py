@@ -17,11 +17,13 @@ KIND_MODULES = {
     "redistribute": "redistribute",
     "collective": "collective",
     "gemm": "gemm",
+    "fsdp": "fsdp",
 }
 
 # Kinds the local world does not answer: a collective case's ranks each send and receive their
-# own buffers around a root, which one SPMD program over LocalTensors does not stand for.
-GLOO_ONLY_KINDS = ("collective",)
+# own buffers around a root, which one SPMD program over LocalTensors does not stand for; an
+# fsdp case trains a module whose hooks gather and scatter on real ranks.
+GLOO_ONLY_KINDS = ("collective", "fsdp")
 
 
 def _handler(module_name: str):
