@@ -12,7 +12,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import built_runner, requires_torch_runner, run_on_torch
+from tests.support import (built_runner, requires_torch_runner, run_on_torch,
+                           torch_tests_skip_reason)
 
 CASE_FILE = Path(__file__).resolve().parents[2] / "cases" / "fsdp" / "fully-shard.yaml"
 SUITE = "fsdp-fully-shard"
@@ -97,6 +98,54 @@ class FullyShardOnMeshgate(unittest.TestCase):
         for row in rows:
             self.assertEqual(row["status"], "skip")
             self.assertIn("meshgate has no FSDP", row["message"])
+
+
+@unittest.skipIf(torch_tests_skip_reason(), torch_tests_skip_reason())
+class ReleasesWithoutWhatACaseUses(unittest.TestCase):
+    """The adapter answers unsupported, naming what is missing, before any rank starts."""
+
+    REQUEST = {"world": 2, "mesh": {"shape": [2], "names": ["shard"]},
+               "model": {"layers": [4, 2], "bias": True, "activation": "relu"}, "seed": 0,
+               "dtype": "float32", "shard": "per_layer", "reshard_after_forward": True,
+               "steps": 1, "batch": 2, "lr": 0.1}
+
+    def handle(self, modules: dict, perf=None):
+        import sys
+        from unittest import mock
+
+        # Imported before the patch, so that nothing is first imported under it (patch.dict
+        # drops on exit what was imported meanwhile, and torch's modules must not be imported
+        # twice in one process); CommDebugMode's module imports FSDP's in turn.
+        import torch.distributed.fsdp  # noqa: F401
+        import torch.distributed.tensor.debug  # noqa: F401
+
+        from meshgate.impls import protocol
+        from meshgate.impls.torch import fsdp
+
+        with mock.patch.dict(sys.modules, modules), tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(protocol.Unsupported) as raised:
+                fsdp.handle(dict(self.REQUEST), perf, tmp)
+        return str(raised.exception)
+
+    def test_a_release_without_fully_shard(self):
+        import types
+
+        # A None entry in sys.modules makes the import raise ImportError, as on a release
+        # that never had the module.
+        reason = self.handle({"torch.distributed.fsdp": types.ModuleType("torch.distributed.fsdp"),
+                              "torch.distributed._composable.fsdp": None})
+        self.assertIn("no fully_shard", reason)
+
+    def test_a_fully_shard_without_reshard_after_forward(self):
+        import types
+
+        module = types.ModuleType("torch.distributed.fsdp")
+        module.fully_shard = lambda module, *, mesh=None: module
+        reason = self.handle({"torch.distributed.fsdp": module})
+        self.assertIn("takes no 'reshard_after_forward'", reason)
+
+    def test_timing_is_not_offered(self):
+        self.assertIn("timing", self.handle({}, perf={"warmup": 1, "iters": 1}))
 
 
 if __name__ == "__main__":
