@@ -265,6 +265,19 @@ class RedistributeCase final : public PreparedCase {
   std::optional<std::vector<std::string>> expect_placements;  // the op's result, with reduce
   // `torch_cost:` what PyTorch's cost model must say of the plan; only torch answers it.
   std::optional<TorchCostSpec> torch_cost;
+  // `compile: true`: the redistribution under the implementation's compiler (torch.compile),
+  // judged by the same expectations as eager; meshgate has no compiler, so only torch runs it.
+  bool compile = false;
+  std::optional<std::int64_t> expect_graph_breaks;
+  // `shard_order:` the order in which the source shards a tensor dim over several mesh dims
+  // (PyTorch's DTensorSpec.shard_order), [{dim, mesh_dims}] with mesh dims as indices.
+  // meshgate shards in mesh-dim order only: such a source, like a strided one, is built by the
+  // implementation from the global tensor and judged by the target's shards.
+  std::optional<nlohmann::json> shard_order;
+
+  // A source meshgate cannot shard itself (a strided shard, a shard order): every rank's input
+  // is the global tensor.
+  bool source_from_global() const { return strided || shard_order.has_value(); }
   // A rejection of the case's values (an integer avg, Partial placements of different reduce
   // ops) in a case that expects a rejection: raised when the case runs rather than while it is
   // read, so that another implementation is asked too.
@@ -328,6 +341,27 @@ class RedistributeCase final : public PreparedCase {
       Outcome o;
       o.status = Status::skip;
       o.message = torch_cost_skip_reason();
+      return o;
+    }
+    if (compile) {
+      Outcome o;
+      o.status = Status::skip;
+      o.message =
+          "`compile: true` runs the redistribution under another implementation's compiler "
+          "(--impl torch: torch.compile); meshgate has no compiler, and its eager answer is "
+          "what the case expects";
+      return o;
+    }
+    if (source_from_global() && !reduce) {
+      Outcome o;
+      o.status = Status::skip;
+      o.message = std::string(strided ? "meshgate has no strided shard (PyTorch's _StridedShard, "
+                                        "written SS(d,k))"
+                                      : "meshgate shards a tensor dim over mesh dims in mesh-dim "
+                                        "order only, not in a `shard_order`") +
+                  "; the case is judged on another implementation (--impl torch), which builds "
+                  "the source from the global tensor, by the target's shards and the "
+                  "collectives it issues";
       return o;
     }
     if (reduce) {
@@ -436,7 +470,7 @@ class RedistributeCase final : public PreparedCase {
     // meshgate cannot shard by a strided shard: every rank's input is then the global tensor,
     // which the implementation distributes itself (torch: distribute_tensor).
     nlohmann::json global_file;
-    if (reduce) {
+    if (reduce || source_from_global()) {
       global_file = write_tensor_file(dir / "global.bin", dtype_name, global.shape,
                                       global.data.data(), global.bytes());
     }
@@ -445,7 +479,7 @@ class RedistributeCase final : public PreparedCase {
       std::int64_t flat = 0;
       for (std::size_t d = 0; d < coord.size(); ++d) flat = flat * mesh_shape[d] + coord[d];
       rank_map.at(static_cast<std::size_t>(flat)) = rank;
-      if (strided) {
+      if (source_from_global()) {
         inputs[std::to_string(rank)] = global_file;
         continue;
       }
@@ -486,6 +520,8 @@ class RedistributeCase final : public PreparedCase {
       request["global"] = global_file;
     }
     if (torch_cost) request["torch_cost"] = torch_cost_request(*torch_cost);
+    if (compile) request["compile"] = true;
+    if (shard_order) request["shard_order"] = *shard_order;
     return request;
   }
 
@@ -591,12 +627,15 @@ class RedistributeCase final : public PreparedCase {
     o.metrics["warnings"] = warnings_json ? nlohmann::json(r.warnings) : nlohmann::json();
     o.metrics["distinct_plans"] = r.distinct_plans;
     o.metrics["plans_differ_between_ranks"] = r.distinct_plans > 1;
-    try {
-      o.metrics["meshgate_plan"] = comm_strings(
-          plan_redistribute(specs.src, specs.dst, *mesh.coordinate(reference_rank), options).steps,
-          mesh);
-    } catch (const meshgate::Error& e) {
-      o.metrics["meshgate_plan"] = std::string("meshgate rejects it: ") + e.what();
+    if (!source_from_global()) {  // else meshgate's plan would start from another source
+      try {
+        o.metrics["meshgate_plan"] = comm_strings(
+            plan_redistribute(specs.src, specs.dst, *mesh.coordinate(reference_rank), options)
+                .steps,
+            mesh);
+      } catch (const meshgate::Error& e) {
+        o.metrics["meshgate_plan"] = std::string("meshgate rejects it: ") + e.what();
+      }
     }
     if (!wrong_dtypes.empty()) {
       o.status = Status::fail;
@@ -636,11 +675,32 @@ class RedistributeCase final : public PreparedCase {
     }
     std::vector<std::string> problems = this->problems(c, r);
     if (torch_cost) judge_torch_cost(*torch_cost, observables, o.metrics, problems);
+    if (compile) judge_compile(observables, o.metrics, problems);
     if (!problems.empty()) {
       o.status = Status::fail;
       for (std::size_t i = 0; i < problems.size(); ++i) o.message += (i ? "; " : "") + problems[i];
     }
     return o;
+  }
+
+  // What torch.compile made of a `compile: true` case: its graph breaks and graphs as metrics
+  // (signals the gate tracks across releases), and expect.graph_breaks when the case says it.
+  void judge_compile(const nlohmann::json& observables, nlohmann::json& metrics,
+                     std::vector<std::string>& problems) const {
+    const auto found = observables.find("compile");
+    if (found == observables.end() || !found->is_object() ||
+        !found->value("graph_breaks", nlohmann::json()).is_number_integer() ||
+        !found->value("graphs", nlohmann::json()).is_number_integer()) {
+      throw ImplFailure(
+          "answered a `compile: true` case without 'compile': {graph_breaks, graphs} counts");
+    }
+    const std::int64_t breaks = (*found)["graph_breaks"].get<std::int64_t>();
+    metrics["graph_breaks"] = breaks;
+    metrics["graphs"] = (*found)["graphs"].get<std::int64_t>();
+    if (expect_graph_breaks && breaks != *expect_graph_breaks) {
+      problems.push_back("graph breaks: expected " + std::to_string(*expect_graph_breaks) +
+                         ", torch.compile made " + std::to_string(breaks));
+    }
   }
 
   // A `reduce` case, judged by signals alone: every mesh rank's full_tensor() of the op's result
@@ -1220,11 +1280,83 @@ void check_avg_dtype(const RedistributeCase& c, const CaseNode& tensor, const De
 
 }  // namespace
 
+// `shard_order: [{dim: D, mesh_dims: [B, A]}, ...]`: for each tensor dim the source shards
+// over more than one mesh dim, every mesh dim whose placement in `from` is S(D), in the order
+// they shard it (mesh dims by name or index). Normalised to indices.
+nlohmann::json parse_shard_order(CaseNode& node, const RedistributeCase& c) {
+  if (c.strided) {
+    node.fail("shard_order", "is given by the strided shards of `from` already (PyTorch "
+                             "derives the order from _StridedShard): remove one");
+  }
+  if (c.steps || c.reduce) {
+    node.fail("shard_order", c.steps ? "has no effect with `steps`, which replaces planning"
+                                     : "orders the source of a redistribution, not of `reduce`");
+  }
+  const YAML::Node list = node.node()["shard_order"];
+  if (!list.IsSequence() || list.size() == 0) {
+    node.fail("shard_order", "must be a list of {dim: D, mesh_dims: [..]}, one per tensor dim "
+                             "sharded over several mesh dims");
+  }
+  const std::vector<Placement> from = parse_placements(c.from_text);
+  const std::vector<std::string>& names = c.mesh_spec.names;
+  const auto mesh_dim = [&](const YAML::Node& item) -> std::int64_t {
+    const std::string text = item.as<std::string>();
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == text) return static_cast<std::int64_t>(i);
+    }
+    try {
+      std::size_t used = 0;
+      const long long index = std::stoll(text, &used);
+      if (used == text.size() && index >= 0 && index < static_cast<long long>(from.size())) {
+        return index;
+      }
+    } catch (const std::exception&) {
+    }
+    node.fail("shard_order", "names mesh dim '" + text + "', which the mesh lacks");
+    return -1;
+  };
+  nlohmann::json out = nlohmann::json::array();
+  std::set<std::int64_t> dims_seen;
+  for (const YAML::Node& entry : list) {
+    if (!entry.IsMap() || !entry["dim"] || !entry["mesh_dims"] || !entry["mesh_dims"].IsSequence() ||
+        entry.size() != 2) {
+      node.fail("shard_order", "each entry is {dim: D, mesh_dims: [..]}");
+    }
+    std::int64_t dim = -1;
+    try {
+      dim = entry["dim"].as<std::int64_t>();
+    } catch (const YAML::Exception&) {
+      node.fail("shard_order", "an entry's dim must be a tensor dim, an integer");
+    }
+    if (!dims_seen.insert(dim).second) {
+      node.fail("shard_order", "orders tensor dim " + std::to_string(dim) + " twice");
+    }
+    std::vector<std::int64_t> order;
+    for (const YAML::Node& item : entry["mesh_dims"]) order.push_back(mesh_dim(item));
+    std::vector<std::int64_t> sharding;
+    for (std::size_t m = 0; m < from.size(); ++m) {
+      if (from[m].is_shard() && from[m].dim() == dim) sharding.push_back(static_cast<std::int64_t>(m));
+    }
+    std::vector<std::int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != sharding) {
+      node.fail("shard_order", "orders tensor dim " + std::to_string(dim) + " over mesh dims " +
+                                   nlohmann::json(order).dump() + ", but `from` shards it (S(" +
+                                   std::to_string(dim) + ")) on mesh dims " +
+                                   nlohmann::json(sharding).dump() +
+                                   ": list each of those once");
+    }
+    out.push_back({{"dim", dim}, {"mesh_dims", order}});
+  }
+  return out;
+}
+
 const std::vector<std::string>& redistribute_case_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k = mesh_spec_keys("mesh");
     for (std::string key :
          {"flatten", "tensor", "tensor.shape", "tensor.dtype", "from", "to", "optimize", "api",
+          "compile", "expect.graph_breaks", "shard_order",
           "planner", "expect", "expect.comms", "expect.local_shape", "expect.warnings",
           "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps",
           "reduce", "reduce.op", "reduce.dim", "reduce.other", "expect.placements"})
@@ -1328,11 +1460,6 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     }
     c->from_text = placements_text(model);
     if (c->strided) {
-      if (!c->reduce) {
-        node.fail("from", "a strided shard (SS(d,k)) is the source of a `reduce:` op only: "
-                          "meshgate has no strided shard to redistribute, so nothing could "
-                          "judge the target's shards");
-      }
       for (const std::string& item : model) {
         if (item.rfind("P", 0) == 0) {
           node.fail("from", "a source with a strided shard is built from the global tensor "
@@ -1345,8 +1472,8 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     const std::vector<std::string> items = read_placements_text(to, node, "to");
     for (const std::string& item : split_placement_items(items)) {
       if (item.rfind("SS", 0) == 0) {
-        node.fail("to", "meshgate has no strided shard (SS(d,k)) to redistribute to; a strided "
-                        "shard is the source of a `reduce:` op only");
+        node.fail("to", "meshgate has no strided shard (SS(d,k)) to redistribute to, so nothing "
+                        "could judge the target's shards; a strided shard is a source only");
       }
     }
     c->to_text = placements_text(items);
@@ -1394,6 +1521,11 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
     if (c->expect_placements && !c->reduce) {
       expect.fail("placements", "describes the result of `reduce`; a redistribution ends at "
                                 "`to`");
+    }
+    c->expect_graph_breaks = expect.optional<std::int64_t>("graph_breaks");
+    if (c->expect_graph_breaks && *c->expect_graph_breaks < 0) {
+      expect.fail("graph_breaks",
+                  "must be a count >= 0, got " + std::to_string(*c->expect_graph_breaks));
     }
     c->expect_distinct_plans = expect.optional<std::int64_t>("distinct_plans");
     if (c->expect_distinct_plans && *c->expect_distinct_plans < 1) {
@@ -1529,6 +1661,17 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       if (!c->deferred_rejection) c->deferred_rejection = err;
     }
   }
+  if (node.has("shard_order")) c->shard_order = parse_shard_order(node, *c);
+  c->compile = node.optional<bool>("compile").value_or(false);
+  if (c->compile && (c->steps || c->reduce)) {
+    node.fail("compile", c->steps ? "has no effect with `steps`, which replaces planning: remove one"
+                                  : "compiles a redistribution; a `reduce` case is not compiled: "
+                                    "remove one");
+  }
+  if (c->expect_graph_breaks && !c->compile) {
+    node.child("expect").fail("graph_breaks", "counts torch.compile's graph breaks: it needs "
+                                              "`compile: true`");
+  }
   if (node.has("torch_cost")) {
     if (expect_error) {
       node.fail("torch_cost", "prices a redistribution that runs; a case that expects a "
@@ -1582,6 +1725,8 @@ std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expec
       {"planner", std::string(to_string(c->options.planner))}};
   if (c->steps) c->params_json["steps"] = *c->steps;
   if (c->torch_cost) c->params_json["torch_cost"] = torch_cost_request(*c->torch_cost);
+  if (c->compile) c->params_json["compile"] = true;
+  if (c->shard_order) c->params_json["shard_order"] = *c->shard_order;
   if (c->reduce) {
     c->params_json["reduce"] = {
         {"op", c->reduce->op},

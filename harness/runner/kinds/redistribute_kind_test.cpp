@@ -586,5 +586,160 @@ TEST(RedistributeKindTorchCost, AMissingOrMalformedAnswerIsAnImplFailure) {
           "torch_cost.costs.greedy = \"Infinity\", neither a number nor \"inf\"");
 }
 
+// kGatherCase under `compile: true`, with `expect_extra` added to its expect.
+std::string compiled_gather_case(const std::string& expect_extra) {
+  std::string yaml = kGatherCase;
+  yaml.insert(yaml.find("from:"), "compile: true, ");
+  if (!expect_extra.empty()) yaml.insert(yaml.rfind("}}"), ", " + expect_extra);
+  return yaml;
+}
+
+TEST(RedistributeKindCompile, IsSkippedByMeshgateAndHandedOverAsAFlag) {
+  PlannedCase c = plan_one(compiled_gather_case(""));
+  const CaseRun run = execute_case(c, std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::skip);
+  EXPECT_NE(run.outcome.message.find("meshgate has no compiler"), std::string::npos)
+      << run.outcome.message;
+  Scratch scratch;
+  std::string why;
+  const std::optional<nlohmann::json> request = c.prepared->impl_request(scratch.dir, why);
+  ASSERT_TRUE(request) << why;
+  EXPECT_EQ((*request)["compile"], true);
+  EXPECT_EQ(c.prepared->params()["compile"], true);
+  PlannedCase plain = plan_one(kGatherCase);
+  EXPECT_FALSE(plain.prepared->impl_request(scratch.dir, why)->contains("compile"));
+  EXPECT_FALSE(plain.prepared->params().contains("compile"));
+}
+
+TEST(RedistributeKindCompile, MisplacedKeysAreInputErrorsNamingTheKey) {
+  EXPECT_NE(input_error(compiled_gather_case("graph_breaks: -1"))
+                .find("key 'expect.graph_breaks': must be a count >= 0, got -1"),
+            std::string::npos);
+  std::string eager = kGatherCase;
+  eager.insert(eager.rfind("}}"), ", graph_breaks: 0");
+  EXPECT_NE(input_error(eager).find("key 'expect.graph_breaks': counts torch.compile's graph "
+                                    "breaks: it needs `compile: true`"),
+            std::string::npos)
+      << input_error(eager);
+  EXPECT_NE(input_error("{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, tensor: "
+                        "{shape: [4]}, from: [S(0)], to: [R], compile: true, "
+                        "steps: [\"all_gather(A, dim=0)\"]}")
+                .find("key 'compile': has no effect with `steps`"),
+            std::string::npos);
+  EXPECT_NE(input_error("{name: a, kind: redistribute, mesh: {shape: [2], names: [A]}, tensor: "
+                        "{shape: [4]}, from: [S(0)], to: [R], compile: maybe}")
+                .find("key 'compile'"),
+            std::string::npos);
+}
+
+TEST(RedistributeKindCompile, GraphBreaksAreMetricsAndJudgedWhenExpected) {
+  PlannedCase c = plan_one(compiled_gather_case("graph_breaks: 0"));
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  nlohmann::json obs = gather_observables(scratch.dir, [](int) { return gather_global(); });
+  obs["compile"] = {{"graph_breaks", 0}, {"graphs", 1}};
+  Outcome o = c.prepared->check_observables(obs, scratch.dir);
+  EXPECT_EQ(o.status, Status::pass) << o.message;
+  EXPECT_EQ(o.metrics["graph_breaks"], 0);
+  EXPECT_EQ(o.metrics["graphs"], 1);
+  obs["compile"] = {{"graph_breaks", 2}, {"graphs", 3}};
+  o = c.prepared->check_observables(obs, scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("graph breaks: expected 0, torch.compile made 2"), std::string::npos)
+      << o.message;
+  obs.erase("compile");
+  EXPECT_THROW(c.prepared->check_observables(obs, scratch.dir), ImplFailure);
+}
+
+const char* kOrderedCase =
+    "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, tensor: {shape: [6, 4]}, "
+    "from: [S(0), S(0)], shard_order: [{dim: 0, mesh_dims: [B, A]}], to: [R, R]}";
+
+TEST(RedistributeKindShardOrder, IsSkippedByMeshgateAndHandsOverTheGlobalTensor) {
+  PlannedCase c = plan_one(kOrderedCase);
+  const CaseRun run = execute_case(c, std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::skip);
+  EXPECT_NE(run.outcome.message.find("not in a `shard_order`"), std::string::npos)
+      << run.outcome.message;
+  Scratch scratch;
+  std::string why;
+  const std::optional<nlohmann::json> request = c.prepared->impl_request(scratch.dir, why);
+  ASSERT_TRUE(request) << why;
+  EXPECT_EQ((*request)["shard_order"],
+            nlohmann::json::parse(R"([{"dim": 0, "mesh_dims": [1, 0]}])"));
+  EXPECT_EQ(c.prepared->params()["shard_order"], (*request)["shard_order"]);
+  // Every rank gets the whole tensor: the implementation shards it in the order itself.
+  for (const std::string rank : {"0", "3"}) {
+    const TensorFile in = read_tensor_file((*request)["inputs"][rank], scratch.dir, "inputs");
+    EXPECT_EQ(in.shape, (std::vector<std::int64_t>{6, 4}));
+  }
+}
+
+TEST(RedistributeKindShardOrder, ResultsAreJudgedByTheTargetsShards) {
+  PlannedCase c = plan_one(kOrderedCase);
+  Scratch scratch;
+  std::string why;
+  ASSERT_TRUE(c.prepared->impl_request(scratch.dir, why)) << why;
+  const HostTensor global = make_global_tensor({6, 4}, comm::DType::f32, 4);
+  nlohmann::json comms = nlohmann::json::object(), outputs = nlohmann::json::object();
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string key = std::to_string(rank);
+    comms[key] = {"all_gather(A, dim=0)", "all_gather(B, dim=0)"};
+    HostTensor out = global;
+    if (rank == 2) out.set(5, out.get(5) + 1);  // one wrong element
+    outputs[key] = write_tensor_file(scratch.dir / ("out-" + key + ".bin"), "float32", out.shape,
+                                     out.data.data(), out.bytes());
+  }
+  const Outcome o = c.prepared->check_observables({{"comms", comms}, {"outputs", outputs}},
+                                                  scratch.dir);
+  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_NE(o.message.find("1 wrong element(s)"), std::string::npos) << o.message;
+  // meshgate's own plan would start from another source: it is not reported.
+  EXPECT_FALSE(o.metrics.contains("meshgate_plan"));
+}
+
+TEST(RedistributeKindShardOrder, AnOrderThatIsNotFromsShardingIsAnInputError) {
+  const std::string base =
+      "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, tensor: "
+      "{shape: [8, 4]}, from: [S(0), S(0)], to: [R, R], shard_order: ";
+  for (const auto& [order, error] : {
+           std::pair{"[{dim: 0, mesh_dims: [B]}]", "orders tensor dim 0 over mesh dims [1], but "
+                                                  "`from` shards it (S(0)) on mesh dims [0,1]"},
+           std::pair{"[{dim: 1, mesh_dims: [B, A]}]", "orders tensor dim 1"},
+           std::pair{"[{dim: 0, mesh_dims: [B, Z]}]", "names mesh dim 'Z', which the mesh lacks"},
+           std::pair{"[{dim: 0, mesh_dims: [1, 0]}, {dim: 0, mesh_dims: [0, 1]}]",
+                     "orders tensor dim 0 twice"},
+           std::pair{"[{dim: 0}]", "each entry is {dim: D, mesh_dims: [..]}"},
+           std::pair{"[]", "must be a list of {dim: D, mesh_dims: [..]}"},
+       }) {
+    const std::string got = input_error(base + order + "}");
+    EXPECT_NE(got.find("key 'shard_order'"), std::string::npos) << order << "\n" << got;
+    EXPECT_NE(got.find(error), std::string::npos) << order << "\n" << got;
+  }
+  // Mesh dims by index are the same order.
+  PlannedCase by_index = plan_one(base + "[{dim: 0, mesh_dims: [1, 0]}]}");
+  EXPECT_EQ(by_index.prepared->params()["shard_order"],
+            nlohmann::json::parse(R"([{"dim": 0, "mesh_dims": [1, 0]}])"));
+}
+
+TEST(RedistributeKindShardOrder, AStridedSourceIsRedistributedOnAnotherImplementation) {
+  PlannedCase c = plan_one(
+      "{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, tensor: {shape: "
+      "[8, 4]}, from: \"SS(0,2),S(0)\", to: [R, R]}");
+  const CaseRun run = execute_case(c, std::nullopt);
+  EXPECT_EQ(run.outcome.status, Status::skip);
+  EXPECT_NE(run.outcome.message.find("meshgate has no strided shard"), std::string::npos);
+  Scratch scratch;
+  std::string why;
+  const std::optional<nlohmann::json> request = c.prepared->impl_request(scratch.dir, why);
+  ASSERT_TRUE(request) << why;
+  EXPECT_EQ((*request)["from"], nlohmann::json({"SS(0,2)", "S(0)"}));
+  EXPECT_NE(input_error("{name: a, kind: redistribute, mesh: {shape: [2, 2], names: [A, B]}, "
+                        "tensor: {shape: [8, 4]}, from: [R, R], to: \"SS(0,2),S(0)\"}")
+                .find("a strided shard is a source only"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace meshgate::runner

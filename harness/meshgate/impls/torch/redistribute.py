@@ -30,7 +30,7 @@ import re
 import time
 
 from .. import protocol
-from . import world
+from . import compiled, local_world, world
 
 _PLACEMENT = re.compile(r"^(S|R|P)(?:\((\w+)\))?$")
 _STRIDED = re.compile(r"^SS\(\s*(-?\d+)\s*,\s*(\d+)\s*\)$")
@@ -57,6 +57,8 @@ def handle(request: dict, perf: dict | None, directory: str):
         "planner": request.get("planner", "greedy"),
         "reduce": request.get("reduce"),
         "global": request.get("global"),
+        "compile": bool(request.get("compile", False)),
+        "shard_order": request.get("shard_order"),
         "perf": perf,
     }
     if common["api"] not in ("internal", "public", "full_tensor"):
@@ -73,7 +75,20 @@ def handle(request: dict, perf: dict | None, directory: str):
     if common["planner"] not in ("greedy", "min_cost"):
         raise protocol.Unsupported(f"planner {common['planner']!r} (known: greedy, min_cost)")
     _require_apis(common)
-    workers = world.get(size).size
+    if common["compile"]:
+        if local_world.selected():
+            raise protocol.Unsupported("torch.compile in the local world; compile it with "
+                                       "--impl torch (gloo)")
+        if perf is not None:
+            raise protocol.Unsupported("timing a compiled redistribution")
+        compiled.require_api()
+    if local_world.selected():
+        if perf is not None:
+            raise protocol.Unsupported(
+                "timing in the local world, whose ranks run one after another in one process; "
+                "time it with --impl torch (gloo)")
+        local_world.require_api()
+    workers = size if local_world.selected() else world.get(size).size
     arguments = []
     for rank in range(workers):
         argument = dict(common)
@@ -81,7 +96,10 @@ def handle(request: dict, perf: dict | None, directory: str):
         argument["output"] = os.path.join(directory, f"out-{rank}.bin")
         arguments.append(argument)
     try:
-        results = world.run(size, __name__, "run_rank", arguments)
+        if local_world.selected():
+            results = run_local(size, arguments)
+        else:
+            results = world.run(size, __name__, "run_rank", arguments)
     except world.RankError as e:
         # Not PyTorch refusing the redistribution (those come back as results): the adapter or
         # the world broke on that rank.
@@ -107,6 +125,12 @@ def handle(request: dict, perf: dict | None, directory: str):
         samples = [r["time_s"] for r in results if r is not None and r.get("time_s")]
         time_s = [max(column) for column in zip(*samples)] if samples else []
     observables = {"comms": comms, "outputs": outputs, "warnings": warnings}
+    if common["compile"]:
+        # Every mesh rank compiles the same graph; the most graph breaks any rank saw.
+        answered = [r["compile"] for r in results if r is not None and "compile" in r]
+        observables["compile"] = {
+            "graph_breaks": max((c["graph_breaks"] for c in answered), default=0),
+            "graphs": max((c["graphs"] for c in answered), default=0)}
     if request.get("torch_cost") is not None:
         observables["torch_cost"] = torch_costs(request)
     return observables, time_s
@@ -128,6 +152,9 @@ def _require_apis(common: dict) -> None:
         needed.append((redistribute, "disable_redistribute_transform_optimization"))
     if _is_strided(common["from"]) or _is_strided((common.get("reduce") or {}).get("other")):
         needed.append((placement_types, "_StridedShard"))
+    if common.get("shard_order"):
+        import torch.distributed.tensor._dtensor_spec as dtensor_spec
+        needed.append((dtensor_spec, "ShardOrderEntry"))
     missing = [f"{module.__name__}.{name}" for module, name in needed if not hasattr(module, name)]
     if missing:
         release = torch.__version__.split("+")[0]
@@ -371,6 +398,8 @@ def _render(call, group_dims: dict, names: list[str]) -> str:
     kind, group, reduce_op, dims = call
     if group is None or group not in group_dims:
         return f"{kind}(<unknown group {group}>)"
+    if dims is None and kind in ("reduce_scatter", "all_gather", "all_to_all"):
+        dims = ("?", "?")  # a compiled collective whose tensor dims no eager twin gives
     where = "+".join(names[d] for d in sorted(group_dims[group]))
     if kind == "all_reduce":
         return f"all_reduce({where}, {reduce_op})"
@@ -384,19 +413,62 @@ def _render(call, group_dims: dict, names: list[str]) -> str:
 
 
 def run_rank(rank: int, world_size: int, arg: dict):
-    import torch
     import torch.distributed as dist
+
+    # Every rank of the world creates the mesh's groups, as PyTorch requires; ranks outside the
+    # mesh hold no coordinate and do nothing more.
+    mesh, group_dims, rejected = _mesh(arg)
+    # Ranks outside the mesh hold no groups of it (get_group raises there).
+    in_mesh = mesh.get_coordinate() is not None and arg["input"] is not None
+    result: dict = {}
+    if in_mesh:
+        result = rejected or _case(arg, mesh, group_dims, _read_tensor(arg["input"]))
+        if "output" in result:
+            result["output"] = _write_tensor(result["output"], arg["output"])
+    # Every rank returns before the timing starts, so a rejection on one rank is not followed
+    # by its peers waiting in a barrier.
+    gathered = [None] * world_size
+    dist.all_gather_object(gathered, "rejected" in result)
+    if any(gathered):
+        return result or None
+    if arg["perf"] is not None:
+        local = _read_tensor(arg["input"]) if in_mesh else None
+        result["time_s"] = _timed(arg, mesh, local, in_mesh)
+    return result or None
+
+
+def run_local(world_size: int, arguments: list) -> list:
+    """run_rank's answers for every rank at once, in the local world: one mesh, one DTensor whose
+    local tensor holds every mesh rank's input, one redistribution; a rank outside the mesh
+    answers None, as it does on gloo."""
+    arg = arguments[0]
+    mesh_ranks = [r for r in arg["ranks"] if arguments[r]["input"] is not None]
+    answers: list = [None] * world_size
+    with local_world.ranks(world_size, mesh_ranks):
+        mesh, group_dims, rejected = _mesh(arg)
+        if rejected:
+            return [rejected if r in mesh_ranks else None for r in range(world_size)]
+        local = local_world.local_tensor({r: _read_tensor(arguments[r]["input"])
+                                          for r in mesh_ranks})
+        result = _case(arg, mesh, group_dims, local)
+        if "output" not in result:
+            return [result if r in mesh_ranks else None for r in range(world_size)]
+        outputs = local_world.per_rank(result.pop("output"), mesh_ranks)
+        for r in mesh_ranks:
+            answers[r] = dict(result, output=_write_tensor(outputs[r], arguments[r]["output"]))
+    return answers
+
+
+def _mesh(arg: dict):
+    """The case's DeviceMesh with its flattens registered, the mesh dims each group's name
+    stands for, and PyTorch's refusal of a flatten (as a rank's answer) or None."""
+    import torch
     from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.tensor import DTensor
-    from torch.distributed.tensor import _redistribute as redistribute
 
     shape, names = arg["shape"], arg["names"]
     mesh_tensor = torch.tensor(arg["ranks"], dtype=torch.int64).reshape(shape)
-    # Every rank of the world creates the mesh's groups, as PyTorch requires; ranks outside the
-    # mesh hold no coordinate and do nothing more.
     mesh = DeviceMesh("cpu", mesh_tensor, mesh_dim_names=tuple(names))
-    # Ranks outside the mesh hold no groups of it (get_group raises there).
-    in_mesh = mesh.get_coordinate() is not None and arg["input"] is not None
+    in_mesh = mesh.get_coordinate() is not None
     group_dims = {mesh.get_group(d).group_name: (d,) for d in range(len(shape))} if in_mesh else {}
     try:
         for f in arg["flatten"]:
@@ -408,33 +480,53 @@ def run_rank(rank: int, world_size: int, arg: dict):
     except Exception as e:
         # PyTorch refusing the flatten, as a user would see it. A rank outside the mesh cannot
         # slice it ("it needs to contain the local rank") and has nothing to flatten: it only
-        # joins the world-wide calls below.
-        if in_mesh:
-            return {"rejected": (type(e).__name__, str(e))}
+        # joins the world-wide calls after.
+        return mesh, group_dims, {"rejected": (type(e).__name__, str(e))}
+    return mesh, group_dims, None
 
-    result: dict = {}
-    local = _read_tensor(arg["input"]) if in_mesh else None
-    if in_mesh:
-        recorder = _Recorder()
-        try:
-            src = tuple(_placement(p) for p in arg["from"])
-            dst = tuple(_placement(p) for p in arg["to"])
-            global_shape = torch.Size(arg["tensor"]["shape"])
-            stride = torch.empty(global_shape, device="meta").stride()
-            redistribute._gen_transform_infos.cache_clear()
-            with _planning(arg), recorder.patched():
-                if _is_strided(arg["from"]):
-                    dtensor = _strided(local, mesh, src)
-                else:
-                    dtensor = DTensor.from_local(local, mesh, src, run_check=False,
-                                                 shape=global_shape, stride=stride)
-                other = None
-                if (arg.get("reduce") or {}).get("op") == "mm":
-                    whole = local if _is_strided(arg["from"]) else _read_tensor(arg["global"])
-                    other = _strided(whole.t().contiguous(), mesh,
-                                     [_placement(p) for p in arg["reduce"]["other"]])
-                mode = recorder.comm_mode()
-                placements = None
+
+def _case(arg: dict, mesh, group_dims: dict, local) -> dict:
+    """The case on one mesh rank (or, in the local world, on all at once): `local` is the
+    source's local tensor. Returns the collectives, the merge pass's warnings, the tensor it
+    ends with (`output`) and, for a reduction, the result's placements; or PyTorch's
+    refusal."""
+    import torch
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor import _redistribute as redistribute
+
+    names = arg["names"]
+    recorder = _Recorder()
+    try:
+        src = tuple(_placement(p) for p in arg["from"])
+        dst = tuple(_placement(p) for p in arg["to"])
+        global_shape = torch.Size(arg["tensor"]["shape"])
+        stride = torch.empty(global_shape, device="meta").stride()
+        redistribute._gen_transform_infos.cache_clear()
+        with _planning(arg), recorder.patched():
+            if arg.get("shard_order"):
+                dtensor = _ordered(local, mesh, src, arg["shard_order"])
+            elif _is_strided(arg["from"]):
+                dtensor = _strided(local, mesh, src)
+            else:
+                dtensor = DTensor.from_local(local, mesh, src, run_check=False,
+                                             shape=global_shape, stride=stride)
+            other = None
+            if (arg.get("reduce") or {}).get("op") == "mm":
+                whole = local if _is_strided(arg["from"]) else _read_tensor(arg["global"])
+                other = _strided(whole.t().contiguous(), mesh,
+                                 [_placement(p) for p in arg["reduce"]["other"]])
+            mode = recorder.comm_mode()
+            placements = None
+            if arg.get("compile"):
+                import torch.distributed._functional_collectives as funcol
+                # Eager first: its collectives lend the compiled ones their tensor dims.
+                with mode:
+                    _redistribute(dtensor, mesh, dst, arg["api"])
+                out, issued, breaks, graphs = compiled.run(
+                    lambda d: _redistribute(d, mesh, dst, arg["api"]), dtensor,
+                    *_gather_scatter_names(funcol))
+                calls = compiled.with_dims(issued, recorder.calls)
+            else:
                 with mode:
                     if arg.get("reduce") is not None:
                         reduced = _reduce(dtensor, arg["reduce"], other)
@@ -442,28 +534,21 @@ def run_rank(rank: int, world_size: int, arg: dict):
                         out = reduced.full_tensor()
                     else:
                         out = _redistribute(dtensor, mesh, dst, arg["api"])
-        except Exception as e:  # PyTorch refusing the redistribution
-            result = {"rejected": (type(e).__name__, str(e))}
-        else:
-            # A flattened group is named by the dims of the merged transform that uses it.
-            group_dims.update(recorder.flattened_groups)
-            comms = [_render(c, group_dims, names) for c in recorder.calls]
-            if len(comms) != mode.get_total_counts():
-                raise RuntimeError(f"recorded {len(comms)} collectives, CommDebugMode counted "
-                                   f"{mode.get_total_counts()}")
-            result = {"comms": comms, "warnings": len(recorder.warnings),
-                      "output": _write_tensor(out, arg["output"])}
-            if placements is not None:
-                result["placements"] = placements
-    # Every rank returns before the timing starts, so a rejection on one rank is not followed
-    # by its peers waiting in a barrier.
-    gathered = [None] * world_size
-    dist.all_gather_object(gathered, "rejected" in result)
-    if any(gathered):
-        return result or None
-    if arg["perf"] is not None:
-        result["time_s"] = _timed(arg, mesh, local, in_mesh)
-    return result or None
+                calls = recorder.calls
+    except Exception as e:  # PyTorch refusing the redistribution
+        return {"rejected": (type(e).__name__, str(e))}
+    # A flattened group is named by the dims of the merged transform that uses it.
+    group_dims = dict(group_dims, **recorder.flattened_groups)
+    comms = [_render(c, group_dims, names) for c in calls]
+    if len(recorder.calls) != mode.get_total_counts():
+        raise RuntimeError(f"recorded {len(recorder.calls)} collectives, CommDebugMode counted "
+                           f"{mode.get_total_counts()}")
+    result = {"comms": comms, "warnings": len(recorder.warnings), "output": out}
+    if arg.get("compile"):
+        result["compile"] = {"graph_breaks": breaks, "graphs": graphs}
+    if placements is not None:
+        result["placements"] = placements
+    return result
 
 
 def _strided(whole, mesh, placements):
@@ -474,6 +559,22 @@ def _strided(whole, mesh, placements):
     from torch.distributed.tensor import Replicate, distribute_tensor
     replicated = distribute_tensor(whole, mesh, [Replicate()] * mesh.ndim)
     return replicated.redistribute(mesh, placements)
+
+
+def _ordered(whole, mesh, placements, shard_order):
+    """A DTensor of the global tensor `whole` sharded by `placements` in the case's shard order
+    (DTensorSpec.shard_order, which no public API takes): PyTorch's own chunking of the
+    replicated tensor into that spec, as redistribute_local_tensor makes it."""
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor._dtensor_spec import DTensorSpec, ShardOrderEntry, TensorMeta
+    from torch.distributed.tensor._redistribute import redistribute_local_tensor
+    meta = TensorMeta(whole.shape, whole.stride(), whole.dtype)
+    replicated = DTensorSpec(mesh, (Replicate(),) * mesh.ndim, tensor_meta=meta)
+    order = tuple(ShardOrderEntry(tensor_dim=int(e["dim"]),
+                                  mesh_dims=tuple(int(m) for m in e["mesh_dims"]))
+                  for e in shard_order)
+    spec = DTensorSpec(mesh, tuple(placements), tensor_meta=meta, shard_order=order)
+    return DTensor(redistribute_local_tensor(whole, replicated, spec), spec, requires_grad=False)
 
 
 @contextlib.contextmanager
