@@ -122,6 +122,22 @@ def _graph_collectives(graph) -> list[tuple[str, str | None, str | None]]:
     return found
 
 
+class Unreadable(RuntimeError):
+    """The compiled run issued collectives that neither its graphs nor the eager code around
+    its graph breaks showed: the adapter cannot say which (its error, not PyTorch refusing)."""
+
+
+def check_readable(issued: list, eager_calls: list, breaks: int) -> None:
+    """Unreadable where the compiled run broke its graph and fewer collectives were read than
+    eager issued: a collective can then run where neither a kept graph nor the recorded eager
+    code shows it (a frame Dynamo resumes after the break), so a shorter list is no evidence
+    that the compiled run issued fewer. Without a break, the one graph holds them all."""
+    if breaks and len(issued) < len(eager_calls):
+        raise Unreadable(f"the compiled run broke its graph {breaks} time(s) and "
+                         f"{len(issued)} of eager's {len(eager_calls)} collectives were read "
+                         f"from its graphs and the eager code around the breaks")
+
+
 def with_dims(issued: list, eager_calls: list) -> list:
     """The compiled run's collectives (kind, group, reduce op) with the tensor dims of the
     eager run's (kind, group, reduce op, dims), which the graph no longer shows, while the two

@@ -525,6 +525,7 @@ def _case(arg: dict, mesh, group_dims: dict, local) -> dict:
                 out, issued, breaks, graphs = compiled.run(
                     lambda d: _redistribute(d, mesh, dst, arg["api"]), dtensor,
                     *_gather_scatter_names(funcol))
+                compiled.check_readable(issued, recorder.calls, breaks)
                 calls = compiled.with_dims(issued, recorder.calls)
             else:
                 with mode:
@@ -535,6 +536,8 @@ def _case(arg: dict, mesh, group_dims: dict, local) -> dict:
                     else:
                         out = _redistribute(dtensor, mesh, dst, arg["api"])
                 calls = recorder.calls
+    except compiled.Unreadable:
+        raise
     except Exception as e:  # PyTorch refusing the redistribution
         return {"rejected": (type(e).__name__, str(e))}
     # A flattened group is named by the dims of the merged transform that uses it.
