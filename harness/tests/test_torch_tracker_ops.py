@@ -98,9 +98,10 @@ class TorchTrackerOps(unittest.TestCase):
                 "    tensor: {shape: %s, dtype: float32}\n"
                 "    from: %s\n%s")
         mistakes = {
-            "strided shard in a redistribution": (
-                "[8, 4]", '["SS(0,2)", R]', "    to: [R, R]\n",
-                "key 'from'", "is the source of a `reduce:` op only"),
+            "a shard order beside strided shards": (
+                "[8, 4]", '["SS(0,2)", S(0)]',
+                "    to: [R, R]\n    shard_order: [{dim: 0, mesh_dims: [B, A]}]\n",
+                "key 'shard_order'", "is given by the strided shards of `from` already"),
             "strided shard as a target": (
                 "[8, 4]", "[R, R]", '    to: ["SS(0,2)", R]\n',
                 "key 'to'", "meshgate has no strided shard"),
