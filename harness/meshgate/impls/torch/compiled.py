@@ -37,6 +37,20 @@ def require_api() -> None:
             f"torch._dynamo.backends.common.aot_autograd, which `compile` needs") from None
 
 
+@contextlib.contextmanager
+def replaced(originals: dict, replacements: dict):
+    """Each (module, name) of `replacements` set to its function for the block (those that
+    `originals` holds: a release may lack some), then every original put back."""
+    for key, function in replacements.items():
+        if key in originals:
+            setattr(*key, function)
+    try:
+        yield
+    finally:
+        for key, function in originals.items():
+            setattr(*key, function)
+
+
 class _Eager:
     """The functional collectives DTensor's code calls as it runs eagerly around a graph
     break, in the order everything ran, beside a mark for each run of a compiled graph. A call
@@ -93,16 +107,10 @@ class _Eager:
             finally:
                 eager.depth -= 1
 
-        replacements = {(funcol, "all_reduce"): all_reduce,
-                        (funcol, gather_name): gather, (funcol, scatter_name): scatter,
-                        (placement_types, "shard_dim_alltoall"): alltoall}
-        for (module, name), function in replacements.items():
-            setattr(module, name, function)
-        try:
+        with replaced(originals, {(funcol, "all_reduce"): all_reduce,
+                                  (funcol, gather_name): gather, (funcol, scatter_name): scatter,
+                                  (placement_types, "shard_dim_alltoall"): alltoall}):
             yield
-        finally:
-            for (module, name), function in originals.items():
-                setattr(module, name, function)
 
 
 def _graph_collectives(graph) -> list[tuple[str, str | None, str | None]]:

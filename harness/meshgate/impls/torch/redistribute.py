@@ -333,21 +333,13 @@ class _Recorder:
                 device_mesh, mesh_dims, src_placements, dst_placements, num_ops, comm_type,
                 reason)
 
-        replacements = {
-            (funcol, gather): all_gather_single,
-            (funcol, scatter): reduce_scatter_single,
-            (placement_types, "shard_dim_alltoall"): shard_dim_alltoall,
-            (redistribute, "_optimize_transform_infos"): optimize,
-            (redistribute, "_warn_flatten_optimization_not_possible"): warn,
-        }
-        for (module, name), function in replacements.items():
-            if (module, name) in originals:
-                setattr(module, name, function)
-        try:
+        with compiled.replaced(originals, {
+                (funcol, gather): all_gather_single,
+                (funcol, scatter): reduce_scatter_single,
+                (placement_types, "shard_dim_alltoall"): shard_dim_alltoall,
+                (redistribute, "_optimize_transform_infos"): optimize,
+                (redistribute, "_warn_flatten_optimization_not_possible"): warn}):
             yield
-        finally:
-            for (module, name), function in originals.items():
-                setattr(module, name, function)
 
     def comm_mode(self):
         import torch
