@@ -167,3 +167,11 @@ def run_on_torch(args: list, out: Path, timeout: float = 900, world: str = "gloo
         raise AssertionError(f"no results.json (exit {proc.returncode}):\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return json.loads(results.read_text())
+
+
+def rows_on_torch(case_file: Path, suite: str, names: list[str], out: Path, **options) -> dict:
+    """The named cases of one case file run on torch (run_on_torch): their rows by name."""
+    args: list = [case_file]
+    for name in names:
+        args += ["--case", f"{suite}/{name}"]
+    return {row["name"]: row for row in run_on_torch(args, out, **options)["cases"]}

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import requires_torch_runner, run_on_torch
+from tests.support import requires_torch_runner, rows_on_torch
 
 CASES = Path(__file__).resolve().parents[2] / "cases" / "redistribute" / "compiled.yaml"
 
@@ -21,11 +21,8 @@ class CompiledRedistributionsOnTorch(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        args = [CASES]
-        for name in cls.NAMES:
-            args += ["--case", f"redistribute-compiled/{name}"]
-        document = run_on_torch(args, Path(cls.tmp.name) / "out")
-        cls.rows = {row["name"]: row for row in document["cases"]}
+        cls.rows = rows_on_torch(CASES, "redistribute-compiled", cls.NAMES,
+                                 Path(cls.tmp.name) / "out")
 
     @classmethod
     def tearDownClass(cls) -> None:

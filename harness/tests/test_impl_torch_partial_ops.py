@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import requires_torch_runner, run_on_torch
+from tests.support import requires_torch_runner, rows_on_torch
 
 
 @requires_torch_runner
@@ -27,11 +27,9 @@ class PartialOpsOnTorch(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        args = [Path(__file__).resolve().parents[2] / "cases" / "redistribute" / "partial-ops.yaml"]
-        for name in cls.CASES:
-            args += ["--case", f"redistribute-partial-ops/{name}"]
-        document = run_on_torch(args, Path(cls.tmp.name) / "out")
-        cls.rows = {row["name"]: row for row in document["cases"]}
+        cls.rows = rows_on_torch(
+            Path(__file__).resolve().parents[2] / "cases" / "redistribute" / "partial-ops.yaml",
+            "redistribute-partial-ops", cls.CASES, Path(cls.tmp.name) / "out")
 
     @classmethod
     def tearDownClass(cls) -> None:

@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from tests.support import requires_torch_runner, run_on_torch
+from tests.support import requires_torch_runner, rows_on_torch
 
 
 @requires_torch_runner
@@ -20,12 +20,9 @@ class StridedOpsOnTorch(unittest.TestCase):
     @classmethod
     def setUpClass(cls) -> None:
         cls.tmp = tempfile.TemporaryDirectory()
-        args = [Path(__file__).resolve().parents[2] / "cases" / "redistribute" /
-                "torch-tracker.yaml"]
-        for name in cls.CASES:
-            args += ["--case", f"redistribute-torch-tracker/{name}"]
-        document = run_on_torch(args, Path(cls.tmp.name) / "out")
-        cls.rows = {row["name"]: row for row in document["cases"]}
+        cls.rows = rows_on_torch(
+            Path(__file__).resolve().parents[2] / "cases" / "redistribute" / "torch-tracker.yaml",
+            "redistribute-torch-tracker", cls.CASES, Path(cls.tmp.name) / "out")
 
     @classmethod
     def tearDownClass(cls) -> None:
