@@ -25,6 +25,9 @@ namespace {
 constexpr std::size_t kMaxAnswerBytes = std::size_t{1} << 30;
 constexpr double kHelloTimeout = 120;  // importing torch takes seconds on a cold cache
 constexpr double kByeTimeout = 10;
+// Progress lines restart the case timeout for set-up work (a world of workers starting), but an
+// answer never takes longer than this many case timeouts in all.
+constexpr double kProgressLimitFactor = 4;
 // What a program that exits before its hello may have missed.
 constexpr const char* kChannelHint =
     " (meshgate.impl/1 carries requests and answers on the file descriptors that "
@@ -277,7 +280,8 @@ bool ExternalImpl::implements(const std::string& kind) const {
   return false;
 }
 
-std::string ExternalImpl::read_line(double deadline, const std::string& what) {
+std::string ExternalImpl::read_line(double deadline, const std::string& what,
+                                    const std::string& limit) {
   const std::string hint = what == "hello" ? kChannelHint : "";
   std::string exited;  // how the program ended, once it has been reaped
   while (true) {
@@ -289,11 +293,7 @@ std::string ExternalImpl::read_line(double deadline, const std::string& what) {
     }
     if (buffered_.size() > kMaxAnswerBytes) fail("answered " + what + " with a line over 1 GiB");
     const double left = deadline - monotonic_seconds();
-    if (left <= 0) {
-      char limit[32];
-      std::snprintf(limit, sizeof limit, "%g", timeout_s_);
-      fail("did not answer " + what + " within " + limit + " s (the case timeout); stopped it");
-    }
+    if (left <= 0) fail("did not answer " + what + " within " + limit + "; stopped it");
     pollfd p{from_child_, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
     if (ready < 0 && errno != EINTR) fail(std::string("poll failed: ") + std::strerror(errno));
@@ -335,17 +335,35 @@ nlohmann::json ExternalImpl::exchange(const nlohmann::json& request, const std::
     fail("does not read its requests (" + std::string(std::strerror(errno)) + ") at " + what);
   }
   const double timeout = what == "hello" ? std::max(timeout_s_, kHelloTimeout) : timeout_s_;
-  const double deadline = timeout > 0 ? monotonic_seconds() + timeout : 1e300;
-  const std::string line = read_line(deadline, what);
-  nlohmann::json answer;
-  try {
-    answer = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception&) {
-    std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;
-    fail("answered " + what + " with a line that is not JSON: " + shown);
+  const double start = monotonic_seconds();
+  const double cap = timeout > 0 ? start + kProgressLimitFactor * timeout : 1e300;
+  double deadline = timeout > 0 ? start + timeout : 1e300;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeout);
+  std::string limit = std::string(seconds) + " s (the case timeout)";
+  while (true) {
+    const std::string line = read_line(deadline, what, limit);
+    nlohmann::json answer;
+    try {
+      answer = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      std::string shown = line.size() > 200 ? line.substr(0, 200) + "..." : line;
+      fail("answered " + what + " with a line that is not JSON: " + shown);
+    }
+    if (!answer.is_object()) fail("answered " + what + " with " + describe_json(answer));
+    if (answer.value("type", "") != "progress" || what == "hello") return answer;
+    // Set-up that is not the case's own work restarts the clock, up to the cap.
+    const double now = monotonic_seconds();
+    deadline = std::min(now + timeout, cap);
+    std::snprintf(seconds, sizeof seconds, "%g", timeout);
+    limit = std::string(seconds) + " s (the case timeout) of its last progress line, " +
+            describe_json(answer.value("doing", nlohmann::json("?")));
+    if (deadline == cap) {
+      std::snprintf(seconds, sizeof seconds, "%g", kProgressLimitFactor * timeout);
+      limit = std::string(seconds) + " s (" + std::to_string(static_cast<int>(kProgressLimitFactor)) +
+              " case timeouts, the most that progress lines extend it to)";
+    }
   }
-  if (!answer.is_object()) fail("answered " + what + " with " + describe_json(answer));
-  return answer;
 }
 
 ImplAnswer ExternalImpl::run_case(const std::string& id, const std::string& kind,

@@ -73,7 +73,8 @@ class ExternalImpl {
  private:
   nlohmann::json exchange(const nlohmann::json& request, const std::string& what);
   void check_hello();  // ImplFailure unless hello_ is the protocol's hello answer
-  std::string read_line(double deadline, const std::string& what);
+  // The next line of the answer channel; fails naming `what` and `limit` past `deadline`.
+  std::string read_line(double deadline, const std::string& what, const std::string& limit);
   // How the program ended, when it has (reaping it); empty while it runs.
   std::string reap_if_exited();
   [[noreturn]] void fail(const std::string& message);

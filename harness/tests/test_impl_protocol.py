@@ -108,6 +108,21 @@ class PythonServer(unittest.TestCase):
         # Nothing is answered after bye.
         self.assertEqual(len(answers), 6)
 
+    def test_progress_is_written_only_while_a_case_runs(self):
+        from meshgate.impls import protocol
+
+        def answer(request, perf, directory):
+            protocol.progress("loading the kind's module")
+            return {"result": 4}, None
+
+        protocol.progress("before any case")  # no channel yet: nothing is written
+        answers = self.serve({"layout": answer}, {"type": "hello", "protocol": protocol.PROTOCOL},
+                             self.case("layout"), {"type": "bye"})
+        self.assertEqual([a["type"] for a in answers], ["hello", "progress", "case"])
+        self.assertEqual(answers[1]["doing"], "loading the kind's module")
+        protocol.progress("after the run")  # the channel is gone again
+        self.assertIsNone(protocol._progress_channel)
+
     def test_the_channel_comes_from_the_environment(self):
         from meshgate.impls import protocol
 
@@ -352,6 +367,22 @@ class ToyImplementation(unittest.TestCase):
             self.assertEqual(row["status"], "error", row)
             self.assertIn("did not answer", row["message"])
             self.assertIn("within 2 s", row["message"])
+
+    def test_progress_lines_restart_the_case_timeout(self):
+        code, results, _ = self.run_toy("slowsetup", "--case-timeout", "2")
+        self.assertEqual(code, 1)
+        rows = {row["name"]: row for row in results["cases"]}
+        self.assertEqual(rows["coalesce"]["status"], "fail", rows["coalesce"])
+        self.assertIn("expected 8:1, got 1:0", rows["coalesce"]["message"])
+
+    def test_progress_lines_extend_an_answer_to_four_case_timeouts_at_most(self):
+        started = time.monotonic()
+        _, results, _ = self.run_toy("chatter", "--case-timeout", "1", "--case", "*coalesce")
+        self.assertLess(time.monotonic() - started, 60)
+        row = results["cases"][0]
+        self.assertEqual(row["status"], "error", row)
+        self.assertIn("within 4 s (4 case timeouts, the most that progress lines extend it to)",
+                      row["message"])
 
     def test_a_foreign_protocol_is_refused_at_hello(self):
         _, results, _ = self.run_toy("badhello")

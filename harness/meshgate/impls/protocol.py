@@ -54,6 +54,19 @@ class ChannelError(Exception):
     """The program has no protocol channel: it was not started by meshgate-runner."""
 
 
+# Where progress() writes while serve() answers a case; None outside a case.
+_progress_channel: Callable[[dict], None] | None = None
+
+
+def progress(doing: str) -> None:
+    """Tells the runner that set-up which is not the case's own work is under way (a world of
+    worker processes starting, a module loading in each): the runner restarts the case timeout,
+    up to four case timeouts for the whole answer (docs/impl-protocol.md, "Timeouts and
+    failures"). A no-op outside a case."""
+    if _progress_channel is not None:
+        _progress_channel({"type": "progress", "doing": doing})
+
+
 # A handler takes (request, perf, dir) and returns (observables, time_s or None).
 Handler = Callable[[dict, "dict | None", str], "tuple[dict, list[float] | None]"]
 
@@ -120,6 +133,7 @@ def serve(name: str, version: str, info: dict, handlers: dict[str, Handler],
     started without one gets a message on stderr and exit code 2. Exceptions other than
     Unsupported and Rejected become an `error` answer with the traceback's last line; the
     loop goes on."""
+    global _progress_channel
     if requests is None or answers is None:
         try:
             requests, answers = open_channel()
@@ -144,7 +158,11 @@ def serve(name: str, version: str, info: dict, handlers: dict[str, Handler],
             elif kind == "bye":
                 break
             elif kind == "case":
-                answer(_run_case(handlers, request))
+                _progress_channel = answer
+                try:
+                    answer(_run_case(handlers, request))
+                finally:
+                    _progress_channel = None
             else:
                 answer({"type": "case", "status": "error",
                         "message": f"unknown request type {kind!r}"})

@@ -22,15 +22,18 @@ import tempfile
 import time
 import traceback
 
+from ..protocol import Unsupported, progress
+
 # Ranks beyond this are not started (every rank is a process that imports torch): a case that
 # needs more is unsupported, with this limit in the reason.
 MAX_RANKS = int(os.environ.get("MESHGATE_TORCH_MAX_RANKS", "16"))
 # How long gloo waits in one collective before raising; a hung rank then becomes an error.
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_COLLECTIVE_TIMEOUT", "60"))
 # How long a new world's workers may take to start (each imports torch: on a busy machine with
-# few cores, 16 of them take minutes), before its first case gets COLLECTIVE_TIMEOUT_S x 2. It
-# stays below the runner's default case timeout (300 s), so that a world that cannot start is
-# this adapter's error saying so rather than the runner's timeout.
+# few cores, 16 of them take minutes), and then to import a kind's module, before its first case
+# gets COLLECTIVE_TIMEOUT_S x 2. Each phase first writes a progress line, which restarts the
+# runner's case timeout (300 s by default): a world that cannot start is this adapter's error
+# saying so rather than the runner's timeout.
 START_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_START_TIMEOUT", "240"))
 
 
@@ -266,6 +269,7 @@ class World:
     def _wait_started(self) -> None:
         """Waits for the new workers' ready (torch imported, store reached), up to
         START_TIMEOUT_S: starting is not yet a case's work."""
+        progress(f"starting torch workers {self.started} to {self.size - 1}")
         self._collect(range(self.started, self.size), START_TIMEOUT_S,
                       f"of a world growing to {self.size} starting",
                       " (MESHGATE_TORCH_START_TIMEOUT)")
@@ -275,6 +279,7 @@ class World:
         """Has every worker that lacks `module_name` import it, up to START_TIMEOUT_S, before
         its first case there."""
         ranks = range(self.imported.get(module_name, 0), self.size)
+        progress(f"importing {module_name} on {len(ranks)} torch workers")
         for rank in ranks:
             self.conns[rank].send(("import", module_name))
         results = self._collect(ranks, START_TIMEOUT_S, f"importing {module_name}",
@@ -294,6 +299,7 @@ class World:
         if self.imported.get(module_name, 0) < self.size:
             self._import(module_name)
         participants = len(arguments)
+        progress(f"running on {participants} torch workers")
         self.serial += 1
         for rank in range(participants):
             self.conns[rank].send((self.serial, module_name, function_name, arguments[rank],
@@ -331,7 +337,6 @@ def get(size: int) -> World:
     """A world of at least `size` ranks: the current one, grown where it is smaller."""
     global _world
     if size > MAX_RANKS:
-        from ..protocol import Unsupported
         raise Unsupported(f"needs {size} gloo ranks, more than MESHGATE_TORCH_MAX_RANKS="
                           f"{MAX_RANKS} worker processes")
     if _world is None:
