@@ -31,8 +31,10 @@ using TimeCalls = std::function<double(std::int64_t calls)>;
 using AgreeOnCalls = std::function<std::int64_t(std::int64_t calls)>;
 
 // The calls per sample for `time_calls`: batches of 1, then of more calls (Google Benchmark's
-// rule: the estimate from the last batch plus 40 %, at most 10 times the last, at least one
-// more call) until a batch takes `min_sample_time_s`. The batches run here are untimed warm-up.
+// rule: when the last batch took over a tenth of the minimum, the calls its rate says the
+// minimum needs plus 40 % (twice the last when that is no more than the last); otherwise ten
+// times the last; always at least one more call, never past kMaxCallsPerSample) until a batch
+// takes `min_sample_time_s`. The batches run here are untimed warm-up.
 // Every step is agreed with `agree` (the largest proposal wins), so that the processes of one
 // case make the same calls in the same order and stop together, each with a batch at least as
 // long as the minimum. A minimum of 0 is one call per sample, decided without running anything.
