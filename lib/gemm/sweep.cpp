@@ -1,0 +1,216 @@
+#include "gemm/sweep.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "gemm/numeric.hpp"
+#include "gemm/reference.hpp"
+
+namespace meshgate::gemm {
+namespace {
+
+// splitmix64: a stateless, well-mixed hash, so that draw i needs no draws before it.
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t hash(std::uint64_t seed, std::int64_t index, std::uint64_t field) {
+  return mix(mix(mix(seed) ^ static_cast<std::uint64_t>(index)) ^ field);
+}
+
+// Uniform in [0, 1) from the top 53 bits.
+double unit(std::uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+std::int64_t uniform_in(const SizeRange& r, std::uint64_t h) {
+  const auto span = static_cast<std::uint64_t>(r.hi - r.lo) + 1;
+  return r.lo + static_cast<std::int64_t>(h % span);  // span is tiny next to 2^64: bias ~0
+}
+
+std::int64_t log_uniform_in(const SizeRange& r, std::uint64_t h) {
+  const double lo = std::log(static_cast<double>(r.lo));
+  const double hi = std::log(static_cast<double>(r.hi) + 1.0);
+  const auto v = static_cast<std::int64_t>(std::floor(std::exp(lo + unit(h) * (hi - lo))));
+  return std::clamp(v, r.lo, r.hi);
+}
+
+// Fields of draw_shape's hashes; draw_choice callers use their own, from 16 on.
+enum : std::uint64_t { kFieldM = 1, kFieldN = 2, kFieldK = 3 };
+
+constexpr double kHead = 16;          // a_0: keeps every pre-activation value >= 16
+constexpr double kBiasLargest = 8;    // bias[j] in 1..8
+}  // namespace
+
+std::string_view to_string(ShapeMode m) { return m == ShapeMode::uniform ? "uniform" : "extreme"; }
+
+ShapeMode parse_shape_mode(std::string_view s) {
+  if (s == "uniform") return ShapeMode::uniform;
+  if (s == "extreme") return ShapeMode::extreme;
+  throw Error(ErrorKind::value, "unknown sweep mode '" + std::string(s) + "': uniform or extreme");
+}
+
+SweepShape draw_shape(const ShapeSpace& space, std::uint64_t seed, std::int64_t index) {
+  SweepShape s;
+  s.m = uniform_in(space.m, hash(seed, index, kFieldM));
+  s.n = uniform_in(space.n, hash(seed, index, kFieldN));
+  const std::uint64_t hk = hash(seed, index, kFieldK);
+  s.k = space.mode == ShapeMode::uniform ? uniform_in(space.k, hk) : log_uniform_in(space.k, hk);
+  return s;
+}
+
+std::size_t draw_choice(std::size_t choices, std::uint64_t seed, std::int64_t index,
+                        std::uint64_t field) {
+  return choices <= 1 ? 0 : static_cast<std::size_t>(hash(seed, index, field) % choices);
+}
+
+std::int64_t exact_integer_limit(DType d) {
+  if (d == DType::f16) return 1LL << 11;
+  if (d == DType::bf16) return 1LL << 8;
+  return 1LL << 24;
+}
+
+std::string_view to_string(FailureClass c) {
+  switch (c) {
+    case FailureClass::k_tail: return "k_tail";
+    case FailureClass::bias_missing: return "bias_missing";
+    case FailureClass::bias_doubled: return "bias_doubled";
+    case FailureClass::unwritten: return "unwritten";
+    case FailureClass::drift: return "drift";
+    case FailureClass::fallback: return "fallback";
+  }
+  return "?";
+}
+
+ExactPattern exact_pattern(const GemmProblem& p) {
+  ExactPattern e;
+  // Room above the largest sum for a doubled bias: every value a wrong output of the classes
+  // above can hold stays exact too.
+  const auto budget = exact_integer_limit(p.dtype) - static_cast<std::int64_t>(kHead + 1) -
+                      2 * static_cast<std::int64_t>(kBiasLargest);
+  if (p.k > 0) {
+    e.climb = std::min<std::int64_t>(p.k - 1, budget);
+    const std::int64_t plateau = p.k - 1 - e.climb;
+    e.sum = kHead + static_cast<double>(plateau % 2) + static_cast<double>(e.climb);
+  }
+  e.bias.resize(static_cast<std::size_t>(p.n));
+  for (std::int64_t j = 0; j < p.n; ++j)
+    e.bias[static_cast<std::size_t>(j)] = has_bias(p.epilogue) ? 1.0 + double((5 * j) % 8) : 0.0;
+  return e;
+}
+
+GemmInputs make_exact_inputs(const GemmProblem& p, const ExactPattern& e) {
+  validate(p);
+  GemmInputs in{HostTensor(p.dtype, x_elements(p)), HostTensor(p.dtype, w_elements(p)),
+                HostTensor(p.dtype, p.bias_offset + p.n)};
+  const std::int64_t plateau_end = p.k - e.climb;  // terms 1 .. plateau_end-1 alternate
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t kk = 0; kk < p.k; ++kk) {
+      const float a = kk == 0 ? static_cast<float>(kHead)
+                      : kk < plateau_end ? (kk % 2 ? 1.0f : -1.0f)
+                                         : 1.0f;
+      for (std::int64_t i = 0; i < p.m; ++i) in.x.set(x_index(p, i, kk, b), a);
+      for (std::int64_t j = 0; j < p.n; ++j) in.w.set(w_index(p, kk, j, b), 1.0f);
+    }
+  for (std::int64_t j = 0; j < p.n; ++j)
+    in.bias.set(p.bias_offset + j, static_cast<float>(e.bias[static_cast<std::size_t>(j)]));
+  return in;
+}
+
+std::vector<double> exact_columns(const GemmProblem& p, const ExactPattern& e) {
+  std::vector<double> out(static_cast<std::size_t>(p.n));
+  for (std::size_t j = 0; j < out.size(); ++j)
+    out[j] = activate(p.epilogue, static_cast<double>(p.alpha) * e.sum + e.bias[j]);
+  return out;
+}
+
+namespace {
+
+// Whether every element of y satisfies `matches(j, value)`.
+template <class Match>
+bool every_element(const GemmProblem& p, const HostTensor& y, Match&& matches) {
+  for (std::int64_t row = 0; row < total_rows(p); ++row)
+    for (std::int64_t j = 0; j < p.n; ++j)
+      if (!matches(static_cast<std::size_t>(j), static_cast<double>(y.get(y_index(p, row, j)))))
+        return false;
+  return true;
+}
+
+std::string first_wrong(const GemmProblem& p, const std::vector<double>& expected,
+                        const HostTensor& y) {
+  for (std::int64_t row = 0; row < total_rows(p); ++row)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const double want = round_to(p.dtype, expected[static_cast<std::size_t>(j)]);
+      const double got = y.get(y_index(p, row, j));
+      if (got != want) {
+        std::ostringstream s;
+        s << "Y[" << row << "," << j << "] = " << got << ", expected " << want;
+        return s.str();
+      }
+    }
+  return "";
+}
+
+}  // namespace
+
+OutputVerdict classify_output(const GemmProblem& p, const ExactPattern& e, const HostTensor& y) {
+  validate_output(p, y);
+  OutputVerdict v;
+  const std::vector<double> expected = exact_columns(p, e);
+  std::int64_t nonfinite = 0;
+  for (std::int64_t row = 0; row < total_rows(p); ++row)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const double got = y.get(y_index(p, row, j));
+      nonfinite += !std::isfinite(got);
+      v.bad += got != round_to(p.dtype, expected[static_cast<std::size_t>(j)]);
+    }
+  if (v.bad == 0) return v;
+  v.detail = first_wrong(p, expected, y);
+  v.ok = false;
+  if (nonfinite > 0) {
+    v.failure = FailureClass::unwritten;
+    return v;
+  }
+  // An output shifted by a whole number before the activation: the shift shows through ReLU
+  // and the bias unchanged, and through the tanh GELU wherever the value stays >= 16 (GELU is
+  // the identity there); the GELU of a smaller value is compared within the dtype's tolerance,
+  // since an implementation evaluates it in float.
+  const Tolerance tol = tolerance_for(p.dtype, p.k);
+  std::vector<double> pre(e.bias.size());
+  for (std::size_t j = 0; j < pre.size(); ++j) pre[j] = double(p.alpha) * e.sum + e.bias[j];
+  const auto shifted_by = [&](auto shift) {
+    return every_element(p, y, [&](std::size_t j, double got) {
+      const double want = round_to(p.dtype, activate(p.epilogue, pre[j] - shift(j)));
+      if (p.epilogue != Epilogue::gelu_bias) return got == want;
+      return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+    });
+  };
+  const double offset = pre[0] - static_cast<double>(y.get(y_index(p, 0, 0)));
+  if (offset != 0 && offset == std::floor(offset) &&
+      shifted_by([&](std::size_t) { return offset; })) {
+    v.failure = FailureClass::k_tail;
+    v.offset = offset;
+    return v;
+  }
+  if (has_bias(p.epilogue)) {
+    if (shifted_by([&](std::size_t j) { return e.bias[j]; })) {
+      v.failure = FailureClass::bias_missing;
+      return v;
+    }
+    if (shifted_by([&](std::size_t j) { return -e.bias[j]; })) {
+      v.failure = FailureClass::bias_doubled;
+      return v;
+    }
+  }
+  const bool within = every_element(p, y, [&](std::size_t j, double got) {
+    return std::fabs(got - expected[j]) <= tol.atol + tol.rtol * std::fabs(expected[j]);
+  });
+  v.failure = FailureClass::drift;
+  v.ok = within;  // off in no pattern, and inside the dtype's tolerance: tolerated
+  return v;
+}
+
+}  // namespace meshgate::gemm
