@@ -113,4 +113,29 @@ BackendError unsupported(std::string_view backend, std::string_view collective, 
                      dtype, reason);
 }
 
+void Communicator::lacks(std::string_view collective) const {
+  throw BackendError(ErrorKind::runtime, "backend '" + std::string(backend()) +
+                                             "' does not support " + std::string(collective));
+}
+
+void Communicator::all_reduce(const void*, void*, std::size_t, DType, ReduceOp) {
+  lacks("all_reduce");
+}
+
+void Communicator::all_gather(const void*, void*, std::size_t, DType) { lacks("all_gather"); }
+
+void Communicator::reduce_scatter(const void*, void*, std::size_t, DType, ReduceOp) {
+  lacks("reduce_scatter");
+}
+
+void Communicator::all_to_all(const void*, void*, std::size_t, DType) { lacks("all_to_all"); }
+
+void Communicator::broadcast(const void*, void*, std::size_t, DType, int) { lacks("broadcast"); }
+
+void Communicator::barrier() { lacks("barrier"); }
+
+std::unique_ptr<Communicator> Communicator::split(const std::vector<std::vector<int>>&) {
+  lacks("split");
+}
+
 }  // namespace meshgate::comm

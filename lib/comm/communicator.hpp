@@ -72,6 +72,10 @@ class CollectiveFault : public Error {
 // part is complete (for nccl: until the stream work is enqueued; synchronize() waits).
 // An unsupported (op, dtype, reduce) combination throws BackendError naming the backend,
 // the op and the dtype, e.g. "backend 'mpi' does not support all_reduce(product) for bfloat16".
+// A backend overrides the collectives it has: as in c10d's Backend, each collective (split
+// included) defaults to a BackendError naming the backend and the collective, "backend 'mpi'
+// does not support all_to_all", so a new collective does not touch every backend and fake.
+// backend(), rank(), size() and the memory calls have no default.
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -81,19 +85,18 @@ class Communicator {
   virtual int size() const = 0;
 
   virtual void all_reduce(const void* send, void* recv, std::size_t count, DType dtype,
-                          ReduceOp op) = 0;
-  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype) = 0;
+                          ReduceOp op);
+  virtual void all_gather(const void* send, void* recv, std::size_t count, DType dtype);
   virtual void reduce_scatter(const void* send, void* recv, std::size_t count, DType dtype,
-                              ReduceOp op) = 0;
-  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype) = 0;
-  virtual void broadcast(const void* send, void* recv, std::size_t count, DType dtype,
-                         int root) = 0;
-  virtual void barrier() = 0;
+                              ReduceOp op);
+  virtual void all_to_all(const void* send, void* recv, std::size_t count, DType dtype);
+  virtual void broadcast(const void* send, void* recv, std::size_t count, DType dtype, int root);
+  virtual void barrier();
 
   // Collective over all ranks of this communicator: `groups` lists disjoint groups of ranks
   // (of this communicator). Returns this rank's communicator for the group that contains it
   // (its rank there = its position in the group), or nullptr when no group contains it.
-  virtual std::unique_ptr<Communicator> split(const std::vector<std::vector<int>>& groups) = 0;
+  virtual std::unique_ptr<Communicator> split(const std::vector<std::vector<int>>& groups);
 
   // Memory of the backend's space (host memory for threads/mpi, device memory for nccl).
   virtual void* allocate(std::size_t bytes) = 0;
@@ -102,6 +105,11 @@ class Communicator {
   virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
   // Waits until every collective this rank issued has completed (a no-op for host backends).
   virtual void synchronize() = 0;
+
+ protected:
+  // The default of a collective this backend lacks: BackendError(runtime) "backend '<backend()>'
+  // does not support <collective>".
+  [[noreturn]] void lacks(std::string_view collective) const;
 };
 
 }  // namespace meshgate::comm
