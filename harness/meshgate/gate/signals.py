@@ -56,6 +56,9 @@ KIND_METRICS = {
                      "merged_equals_unmerged_bitwise"),
     "gemm": ("flops",),
     "fsdp": ("comms_per_step", "bytes_per_step"),
+    # What a sweep found: the shapes it tried, the failures per class and the sorted failing
+    # shapes; its speed (shapes_per_s) is measured.
+    "gemm_sweep": ("shapes", "failure_counts", "failing_shapes"),
 }
 # The signals made from a structure of the metrics: a collective's per-size table, a GEMM's
 # implementations (_gemm_signals).

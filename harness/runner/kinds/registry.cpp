@@ -18,6 +18,7 @@ std::unique_ptr<PreparedCase> parse_collective_case(CaseNode& node, bool expect_
 std::unique_ptr<PreparedCase> parse_redistribute_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_command_case(CaseNode& node, bool expect_error);
 std::unique_ptr<PreparedCase> parse_fsdp_case(CaseNode& node, bool expect_error);
+std::unique_ptr<PreparedCase> parse_gemm_sweep_case(CaseNode& node, bool expect_error);
 const std::vector<std::string>& layout_case_keys();
 const std::vector<std::string>& mesh_case_keys();
 const std::vector<std::string>& gemm_case_keys();
@@ -25,6 +26,7 @@ const std::vector<std::string>& collective_case_keys();
 const std::vector<std::string>& redistribute_case_keys();
 const std::vector<std::string>& command_case_keys();
 const std::vector<std::string>& fsdp_case_keys();
+const std::vector<std::string>& gemm_sweep_case_keys();
 
 namespace {
 
@@ -51,6 +53,10 @@ std::vector<KindEntry>& registry() {
       // (--impl torch) answers it.
       {"fsdp", &parse_fsdp_case, fsdp_case_keys(), {"comms_per_step", "bytes_per_step"}, true,
        true},
+      // Many shapes in one case: the signals are what it found (counts per failure class and
+      // the sorted failing shapes), not how fast it went.
+      {"gemm_sweep", &parse_gemm_sweep_case, gemm_sweep_case_keys(),
+       {"shapes", "failure_counts", "failing_shapes"}, false, true},
   };
   return kinds;
 }
