@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -50,6 +51,14 @@ struct ImplRun {
   nlohmann::json info;                   // the implementation's account, for the failures
 };
 
+// The device copy of one shape's inputs, uploaded once for all its CUDA implementations: a
+// CudaGemm holds the handles, stream and buffers that would otherwise be made per call.
+struct DeviceInputs {
+#ifdef MESHGATE_GEMM_CUDA
+  std::unique_ptr<g::CudaGemm> gemm;
+#endif
+};
+
 #ifdef MESHGATE_GEMM_CUDA
 nlohmann::json cuda_info_json(const g::CudaRunInfo& info) {
   return {{"plan", g::describe(info)},
@@ -64,10 +73,13 @@ nlohmann::json cuda_info_json(const g::CudaRunInfo& info) {
 }
 
 // The cuBLASLt run of `impl`, with what it did instead of what was asked, if anything.
-ImplRun run_on_cuda(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in) {
+ImplRun run_on_cuda(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                    DeviceInputs& device) {
   ImplRun r;
-  g::CudaRunInfo info;
-  r.y = g::run_cuda(impl, p, in, &info);  // Y is NaN-filled on the device before the call
+  if (!device.gemm) device.gemm = std::make_unique<g::CudaGemm>(p, in);
+  device.gemm->fill_output_nan();  // an element this implementation never writes stays NaN
+  const g::CudaRunInfo info = device.gemm->run(impl);
+  r.y = device.gemm->output();
   r.info = cuda_info_json(info);
   std::string why;
   if (info.plan.executed != impl) {
@@ -109,7 +121,8 @@ class SweepCase : public PreparedCase {
 
  private:
   std::optional<std::string> skip_reason() const;
-  ImplRun run_impl(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in) const;
+  ImplRun run_impl(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                   DeviceInputs& device) const;
   void run_point(const SweepPoint& pt, SweepTally& tally) const;
   // The tally and next index of a checkpoint of this same sweep; a fresh start otherwise.
   std::int64_t load_checkpoint(SweepTally& tally, double& seconds) const;
@@ -152,10 +165,12 @@ std::optional<std::string> SweepCase::skip_reason() const {
 #endif
 }
 
-ImplRun SweepCase::run_impl(g::Impl impl, const g::GemmProblem& p,
-                            const g::GemmInputs& in) const {
+ImplRun SweepCase::run_impl(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                            DeviceInputs& device) const {
 #ifdef MESHGATE_GEMM_CUDA
-  if (on_cuda(impl)) return run_on_cuda(impl, p, in);
+  if (on_cuda(impl)) return run_on_cuda(impl, p, in, device);
+#else
+  (void)device;
 #endif
   ImplRun r;
   r.y = g::HostTensor(p.dtype, g::y_elements(p));
@@ -167,8 +182,9 @@ ImplRun SweepCase::run_impl(g::Impl impl, const g::GemmProblem& p,
 void SweepCase::run_point(const SweepPoint& pt, SweepTally& tally) const {
   const g::ExactPattern pattern = g::exact_pattern(pt.problem);
   const g::GemmInputs inputs = g::make_exact_inputs(pt.problem, pattern);
+  DeviceInputs device;
   for (const g::Impl impl : s_.impls) {
-    ImplRun r = run_impl(impl, pt.problem, inputs);
+    ImplRun r = run_impl(impl, pt.problem, inputs, device);
     tally.count_run();
     if (r.planned_fallback) tally.count_planned_fallback();
     if (r.fallback) tally.add(pt, *r.fallback);
@@ -273,9 +289,10 @@ double SweepCase::time_calls(RunContext&, std::int64_t calls) {
   const SweepPoint pt = sweep_point(s_, 0);
   const g::ExactPattern pattern = g::exact_pattern(pt.problem);
   const g::GemmInputs inputs = g::make_exact_inputs(pt.problem, pattern);
+  DeviceInputs device;
   const Clock::time_point start = Clock::now();
   for (std::int64_t c = 0; c < calls; ++c)
-    for (const g::Impl impl : s_.impls) run_impl(impl, pt.problem, inputs);
+    for (const g::Impl impl : s_.impls) run_impl(impl, pt.problem, inputs, device);
   return seconds_since(start);
 }
 
