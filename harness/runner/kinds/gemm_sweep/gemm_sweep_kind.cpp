@@ -48,6 +48,9 @@ struct ImplRun {
   g::HostTensor y;
   std::optional<SweepFailure> fallback;  // the requested path was not the one that ran
   bool planned_fallback = false;         // the planner's documented choice (misaligned bias)
+  // A forced split-K that no algorithm took within the workspace: counted, not a failure, since
+  // a small workspace legitimately rules split-K out.
+  bool split_k_unapplied = false;
   nlohmann::json info;                   // the implementation's account, for the failures
 };
 
@@ -92,11 +95,9 @@ ImplRun run_on_cuda(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& 
     }
   } else if (info.simple_kernel) {
     why = "cuBLASLt had no algorithm; a plain CUDA kernel ran";
-  } else if (info.ran_gemm && p.split_k > 0 && !info.split_k_forced &&
-             info.plan.executed != g::Impl::cublas) {
-    why = "split-K " + std::to_string(p.split_k) + " requested, the algorithm ran splitk " +
-          std::to_string(info.algo.splitk_num);
   }
+  r.split_k_unapplied = info.ran_gemm && !info.simple_kernel && p.split_k > 0 &&
+                        !info.split_k_forced && info.plan.executed != g::Impl::cublas;
   if (!why.empty()) r.fallback = SweepFailure{g::FailureClass::fallback, impl, why, r.info};
   return r;
 }
@@ -187,6 +188,7 @@ void SweepCase::run_point(const SweepPoint& pt, SweepTally& tally) const {
     ImplRun r = run_impl(impl, pt.problem, inputs, device);
     tally.count_run();
     if (r.planned_fallback) tally.count_planned_fallback();
+    if (r.split_k_unapplied) tally.count_split_k_unapplied();
     if (r.fallback) tally.add(pt, *r.fallback);
     const g::OutputVerdict v = g::classify_output(pt.problem, pattern, r.y);
     if (!v.ok) {

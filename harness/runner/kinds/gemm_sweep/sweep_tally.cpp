@@ -90,6 +90,7 @@ void SweepTally::write_metrics(nlohmann::json& m) const {
   m["failures"] = classes;
   m["tolerated_inexact"] = tolerated_inexact_;
   m["planned_fallbacks"] = planned_fallbacks_;
+  m["split_k_unapplied"] = split_k_unapplied_;
 }
 
 nlohmann::json SweepTally::to_json() const {
@@ -105,7 +106,8 @@ nlohmann::json SweepTally::to_json() const {
           {"shapes_tried", shapes_tried_},
           {"impl_runs", impl_runs_},
           {"tolerated_inexact", tolerated_inexact_},
-          {"planned_fallbacks", planned_fallbacks_}};
+          {"planned_fallbacks", planned_fallbacks_},
+          {"split_k_unapplied", split_k_unapplied_}};
 }
 
 SweepTally SweepTally::from_json(const nlohmann::json& j) {
@@ -123,6 +125,7 @@ SweepTally SweepTally::from_json(const nlohmann::json& j) {
   t.impl_runs_ = j.at("impl_runs").get<std::int64_t>();
   t.tolerated_inexact_ = j.at("tolerated_inexact").get<std::int64_t>();
   t.planned_fallbacks_ = j.at("planned_fallbacks").get<std::int64_t>();
+  t.split_k_unapplied_ = j.at("split_k_unapplied").get<std::int64_t>();
   return t;
 }
 

@@ -34,6 +34,7 @@ class SweepTally {
   void count_run() { ++impl_runs_; }
   void count_tolerated() { ++tolerated_inexact_; }
   void count_planned_fallback() { ++planned_fallbacks_; }
+  void count_split_k_unapplied() { ++split_k_unapplied_; }
 
   std::int64_t shapes_tried() const { return shapes_tried_; }
   std::int64_t failures() const;
@@ -59,6 +60,7 @@ class SweepTally {
   std::int64_t impl_runs_ = 0;
   std::int64_t tolerated_inexact_ = 0;
   std::int64_t planned_fallbacks_ = 0;
+  std::int64_t split_k_unapplied_ = 0;
 };
 
 }  // namespace meshgate::runner
