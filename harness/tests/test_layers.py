@@ -25,7 +25,7 @@ from tests.support import once
 PACKAGE = Path(__file__).resolve().parents[1] / "meshgate"
 LAYERS = ("core", "system", "gate", "run", "timeline", "commands", "cli")
 # Pure: no process, no database, no system layer, through any chain of imports.
-PURE = ("core.markup", "core.svg", "gate.stats", "gate.verdict", "gate.signals", "gate.compare",
+PURE = ("core.markup", "core.svg", "core.tables", "gate.stats", "gate.verdict", "gate.signals", "gate.compare",
         "gate.power", "gate.render", "gate.signal_report", "run.report", "run.summary",
         "timeline.changepoint", "timeline.series", "timeline.bisection", "timeline.render")
 PROCESS_MODULES = ("subprocess", "multiprocessing", "pty")

@@ -37,6 +37,7 @@ from ..core import results as _results
 from ..core import svg
 from ..core.markup import pct
 from ..core.results import FAILING, InputError, results_machine_class
+from ..core.tables import md_row, md_table_head
 from ..system import repeats
 from . import stats, store
 from .compare import compare_results, run_medians
@@ -143,17 +144,17 @@ def calibration_markdown(cases: dict[str, dict[str, Any]], machine_class: str, s
         f"slowdown caught with 80 % power after confirmation at k = {k}, simulated from this machine's "
         "measured run-to-run noise.",
         "",
-        "| case | runs | median time | noise floor | gate | false alarms | flagged before confirmation | "
-        "PASS in A/A | min detectable |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    lines += md_table_head(["case", "runs", "median time", "noise floor", "gate", "false alarms",
+                            "flagged before confirmation", "PASS in A/A", "min detectable"],
+                           "lrrrrrrrr")
     for case_id, e in sorted(cases.items(), key=lambda item: -item[1]["noise_floor"]):
         detectable = pct(e["min_detectable"], 2) if e["min_detectable"] is not None else "> 100 %"
-        lines.append(
-            f"| `{case_id}` | {e['runs']} | {svg.format_seconds(e['median_s'])} | {pct(e['noise_floor'], 2)} | "
-            f"{pct(e['min_effect'], 2)} | {e['false_alarms']}/{e['sessions']} (<= {pct(e['false_alarm_upper'], 2)}) | "
-            f"{e['flagged_sessions']}/{e['sessions']} | {pct(e['pass_rate'], 2)} | {detectable} |"
-        )
+        lines.append(md_row([
+            f"`{case_id}`", f"{e['runs']}", svg.format_seconds(e["median_s"]), pct(e["noise_floor"], 2),
+            pct(e["min_effect"], 2),
+            f"{e['false_alarms']}/{e['sessions']} (<= {pct(e['false_alarm_upper'], 2)})",
+            f"{e['flagged_sessions']}/{e['sessions']}", pct(e["pass_rate"], 2), detectable]))
     lines.append("")
     too_wide = [i for i, e in cases.items() if e["min_effect"] > e["max_gate"]]
     if too_wide:

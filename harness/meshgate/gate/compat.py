@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..core import results
 from ..core.markup import md_cell, md_code
+from ..core.tables import md_row, md_table_head
 from ..system import implementations, launch, repeats
 from ..system.launch import RunnerSetup
 from ..system.progress import Tally, make_view
@@ -103,12 +104,12 @@ def markdown(changes: list[dict], base_label: str, candidate_label: str, compare
              f"{len(changes)} of {compared} case(s) behave differently.", ""]
     if changes:
         counts = collections.Counter(c["class"] for c in changes)
-        lines += ["| change | cases |", "|---|---:|"]
-        lines += [f"| {cls} | {counts[cls]} |" for cls in CLASSES if counts[cls]]
-        lines += ["", "| case | change | observable | base | candidate |", "|---|---|---|---|---|"]
+        lines += md_table_head(["change", "cases"], "lr")
+        lines += [md_row([cls, f"{counts[cls]}"]) for cls in CLASSES if counts[cls]]
+        lines += [""] + md_table_head(["case", "change", "observable", "base", "candidate"])
         for c in changes:
-            lines.append(f"| {md_code(c['case'])} | {c['class']} | {md_cell(c['observable'])} | "
-                         f"{md_cell(c['base'])} | {md_cell(c['candidate'])} |")
+            lines.append(md_row([md_code(c["case"]), f"{c['class']}", md_cell(c["observable"]),
+                                 md_cell(c["base"]), md_cell(c["candidate"])]))
         lines.append("")
     return "\n".join(lines)
 

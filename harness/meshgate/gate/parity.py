@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ..core.markup import visible
 from ..core.results import STATUSES
+from ..core.tables import md_row, md_table_head
 
 CLASSES = {"pytorch-bug": ("bug", "damage", "why"), "by-design": ("why",)}
 DISAGREEING = ("fail",)
@@ -137,14 +138,14 @@ def render(rows: list[dict], listed: dict, seconds: float, impl_name: str, versi
     lines = [f"meshgate parity: {len(rows)} case(s) on {impl_name} {version} in {seconds:.0f} s", ""]
     kinds = tally(rows)
     by_case = {entry["case"]: entry for entry in listed.get("disagreements", [])}
-    lines.append("| kind | ran | agree | disagree (pytorch-bug / by-design / unlisted) | error | skip |")
-    lines.append("|---|---|---|---|---|---|")
+    lines += md_table_head(["kind", "ran", "agree", "disagree (pytorch-bug / by-design / unlisted)",
+                            "error", "skip"])
     for kind, k in sorted(kinds.items()):
         classes = collections.Counter(by_case[r["id"]]["class"] if r["id"] in by_case else "unlisted"
                                       for r in rows if r.get("kind") == kind and r.get("status") == "fail")
-        lines.append(f"| {kind} | {k['pass'] + k['fail'] + k['error']} | {k['pass']} | {k['fail']} "
-                     f"({classes['pytorch-bug']} / {classes['by-design']} / {classes['unlisted']}) "
-                     f"| {k['error']} | {k['skip']} |")
+        lines.append(md_row([f"{kind}", f"{k['pass'] + k['fail'] + k['error']}", f"{k['pass']}",
+                             f"{k['fail']} ({classes['pytorch-bug']} / {classes['by-design']} / "
+                             f"{classes['unlisted']})", f"{k['error']}", f"{k['skip']}"]))
     lines.append("")
     for kind, k in sorted(kinds.items()):
         for reason, count in k["skip_reasons"].most_common():

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..core.markup import first_line, format_clock, md_cell, md_code, visible
 from ..core.results import status_counts, suite_of
+from ..core.tables import md_row, md_table_head
 from . import compat
 
 # compat's classes, worst first, then the rows that are no behaviour of PyTorch.
@@ -145,30 +146,31 @@ def markdown(document: dict, cases_text: str) -> str:
     versions = [r["version"] for r in releases]
     lines = [f"# meshgate releases: torch {', '.join(versions)}", "",
              f"Cases: {md_cell(cases_text)}. Wall time {format_clock(document['seconds'])} "
-             f"({document['seconds']:.0f} s) in all.", "",
-             "| release | executed | pass | fail | error | skip | environment | wall time |",
-             "|---|---:|---:|---:|---:|---:|---|---:|"]
+             f"({document['seconds']:.0f} s) in all.", ""]
+    lines += md_table_head(["release", "executed", "pass", "fail", "error", "skip", "environment",
+                            "wall time"], "lrrrrrlr")
     for r in releases:
         if r["not_run"]:
-            lines.append(f"| {_release_label(r)} | not run: {md_cell(r['not_run'])} | | | | | "
-                         f"{r['env'] or '-'} | {r['env_seconds'] + r['seconds']:.0f} s |")
+            lines.append(md_row([_release_label(r), f"not run: {md_cell(r['not_run'])}", None, None,
+                                 None, None, f"{r['env'] or '-'}",
+                                 f"{r['env_seconds'] + r['seconds']:.0f} s"]))
             continue
         c = r["counts"]
-        lines.append(f"| {_release_label(r)} | {r['executed']} | {c['pass']} | {c['fail']} | "
-                     f"{c['error']} | {c['skip']} | {r['env']} in {r['env_seconds']:.0f} s | "
-                     f"{r['seconds']:.0f} s |")
+        lines.append(md_row([_release_label(r), f"{r['executed']}", f"{c['pass']}", f"{c['fail']}",
+                             f"{c['error']}", f"{c['skip']}",
+                             f"{r['env']} in {r['env_seconds']:.0f} s", f"{r['seconds']:.0f} s"]))
     lines += ["", "Executed: pass + fail + error; a skip is a case the release cannot express "
                   "(the reason is below). Wall time: the run of the cases, the environment "
                   "apart.", ""]
 
-    lines += ["## Per suite", "", "pass / fail / error / skip per release.", "",
-              "| suite | " + " | ".join(versions) + " |", "|---|" + "---:|" * len(versions)]
+    lines += ["## Per suite", "", "pass / fail / error / skip per release.", ""]
+    lines += md_table_head(["suite", *versions], "l" + "r" * len(versions))
     for suite in sorted(document["suites"]):
         cells = []
         for v in versions:
             c = document["suites"][suite].get(v)
             cells.append(f"{c['pass']} / {c['fail']} / {c['error']} / {c['skip']}" if c else "-")
-        lines.append(f"| {md_cell(suite)} | " + " | ".join(cells) + " |")
+        lines.append(md_row([md_cell(suite), *cells]))
     lines.append("")
 
     found = document["changes"]
@@ -178,10 +180,9 @@ def markdown(document: dict, cases_text: str) -> str:
     else:
         steps = list(dict.fromkeys((c["from"], c["to"]) for c in found))
         counts = collections.Counter((c["from"], c["to"], c["class"]) for c in found)
-        lines += ["| from -> to | " + " | ".join(CLASSES) + " |", "|---|" + "---:|" * len(CLASSES)]
+        lines += md_table_head(["from -> to", *CLASSES], "l" + "r" * len(CLASSES))
         for a, b in steps:
-            lines.append(f"| {a} -> {b} | " + " | ".join(str(counts[(a, b, cls)] or "")
-                                                         for cls in CLASSES) + " |")
+            lines.append(md_row([f"{a} -> {b}", *(str(counts[(a, b, cls)] or "") for cls in CLASSES)]))
         lines += ["", "`error`: a row of one side is an error (the adapter or the runner broke), "
                       "so it says nothing of PyTorch's behaviour.", ""]
 
@@ -193,24 +194,22 @@ def markdown(document: dict, cases_text: str) -> str:
         by_case = collections.defaultdict(list)
         for c in found:
             by_case[c["case"]].append(f"{c['from']}->{c['to']}: {c['class']} ({c['observable']})")
-        lines += ["| case | " + " | ".join(versions) + " | changes |",
-                  "|---|" + "---|" * len(versions) + "---|"]
+        lines += md_table_head(["case", *versions, "changes"])
         for case in differing:
             entry = document["cases"][case]
             cells = [entry["statuses"].get(v, {}).get("status", "-") for v in versions]
             marker = f" ({entry['parity']})" if entry.get("parity") else ""
-            lines.append(f"| {md_code(case)}{marker} | " + " | ".join(cells) + " | "
-                         + md_cell("; ".join(by_case[case])) + " |")
+            lines.append(md_row([f"{md_code(case)}{marker}", *cells, md_cell("; ".join(by_case[case]))]))
         lines += ["", "(pytorch-bug) / (by-design): the case's disagreement with the pinned "
                       "release is listed so in baselines/torch-parity.json.", ""]
 
     if found:
-        lines += ["## Every change", "", "| from -> to | case | change | observable | earlier | "
-                                          "later |", "|---|---|---|---|---|---|"]
+        lines += ["## Every change", ""]
+        lines += md_table_head(["from -> to", "case", "change", "observable", "earlier", "later"])
         for c in found:
-            lines.append(f"| {c['from']} -> {c['to']} | {md_code(c['case'])} | {c['class']} | "
-                         f"{md_cell(c['observable'])} | {md_cell(c['base'])} | "
-                         f"{md_cell(c['candidate'])} |")
+            lines.append(md_row([f"{c['from']} -> {c['to']}", md_code(c["case"]), f"{c['class']}",
+                                 md_cell(c["observable"]), md_cell(c["base"]),
+                                 md_cell(c["candidate"])]))
         lines.append("")
 
     lines += ["## Skips and errors by reason", ""]

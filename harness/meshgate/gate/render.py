@@ -23,6 +23,7 @@ from ..core import results as _results
 from ..core.markup import case_column_width, html_text, md_cell, md_code, visible
 from ..core.markup import summary_line as message_summary
 from ..core.results import where
+from ..core.tables import fmt_p, md_row, md_table_head
 from . import stats
 from .compare import UNJUDGED_VERDICTS, VERDICT_ORDER, VERDICTS, Comparison
 from .verdict import CaseVerdict
@@ -107,7 +108,7 @@ def format_table(comparison: Comparison) -> str:
             continue
         ratio = f"{c.ratio:.3f}" if c.ratio is not None else "-"
         ci = f"[{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else "-"
-        p = f"{c.p:.2g}" if c.p is not None else "-"
+        p = fmt_p(c.p)
         k = f"{c.runs_base}/{c.runs_new}" if (c.runs_base or c.runs_new) else "-"
         lines.append(f"{c.id:<{w}} {c.level():<{vw}} {ratio:>7} {ci:>17} {p:>8} {k:>5}")
         if c.verdict == "pass" and c.rules_out is not None:
@@ -332,10 +333,6 @@ def _fmt_ci(v: CaseVerdict) -> str:
     return f"[{v.ci[0]:.3f}, {v.ci[1]:.3f}]" if v.ci else "-"
 
 
-def _fmt_p(x: Optional[float]) -> str:
-    return f"{x:.2g}" if x is not None else "-"
-
-
 def _fmt_confirmation(v: CaseVerdict) -> str:
     """The confirmation batch's verdict, ratio and CI, or '-' when there was none."""
     if v.confirm_verdict is None:
@@ -357,7 +354,7 @@ def _fmt_rules_out(v: CaseVerdict) -> str:
 def _evidence_text(v: CaseVerdict) -> str:
     parts = [
         f"ratio {_fmt_ratio(v)} (95 % CI {_fmt_ci(v)})",
-        f"p = {_fmt_p(v.p)}, q = {_fmt_p(v.q)}",
+        f"p = {fmt_p(v.p)}, q = {fmt_p(v.q)}",
         f"runs {v.runs_base} base / {v.runs_new} new",
         f"minimum effect {v.min_effect * 100:.1f} %" if v.min_effect is not None else "",
         f"noise floor {v.noise_floor * 100:.2f} %" if v.noise_floor is not None else "no calibration",
@@ -418,53 +415,54 @@ def comparison_markdown(comparison: Comparison) -> str:
         ]
     regressions = c.by_verdict("regression")
     if regressions:
-        lines += ["## Regressions", "",
-                  "| case | ratio | 95 % CI | p | q | runs | gate | confirmation batch | evidence |",
-                  "|---|---:|---:|---:|---:|---:|---:|---|---|"]
+        lines += ["## Regressions", ""]
+        lines += md_table_head(["case", "ratio", "95 % CI", "p", "q", "runs", "gate",
+                                "confirmation batch", "evidence"], "lrrrrrr")
         for v in sorted(regressions, key=lambda v: -(v.ratio or 0)):
-            lines.append(
-                f"| {md_code(v.id)} | **{_fmt_ratio(v)}** | {_fmt_ci(v)} | {_fmt_p(v.p)} | {_fmt_p(v.q)} | "
-                f"{v.runs_base}/{v.runs_new} | {v.min_effect * 100:.1f} % | {_fmt_confirmation(v)} | "
-                f"{md_cell(_evidence_extra(v))} |"
-            )
+            lines.append(md_row([md_code(v.id), f"**{_fmt_ratio(v)}**", _fmt_ci(v), fmt_p(v.p),
+                                 fmt_p(v.q), f"{v.runs_base}/{v.runs_new}",
+                                 f"{v.min_effect * 100:.1f} %", _fmt_confirmation(v),
+                                 md_cell(_evidence_extra(v))]))
         lines.append("")
     correctness = c.by_verdict("correctness")
     if correctness:
-        lines += ["## Correctness", "", "| case | change | message |", "|---|---|---|"]
+        lines += ["## Correctness", ""] + md_table_head(["case", "change", "message"])
         for v in correctness:
-            lines.append(f"| {md_code(v.id)} | {md_cell(v.note)} | {md_cell(message_summary(v.message))} |")
+            lines.append(md_row([md_code(v.id), md_cell(v.note), md_cell(message_summary(v.message))]))
         lines.append("")
     plans = c.plan_changes()
     if plans:
         lines += ["## Plan changes", ""]
         for v in plans:
-            lines += [f"### {md_code(v.id)} (timing verdict: {v.verdict})", "", "| base plan | new plan |", "|---|---|"]
+            lines += [f"### {md_code(v.id)} (timing verdict: {v.verdict})", ""]
+            lines += md_table_head(["base plan", "new plan"])
             old, new = v.plan_base or [], v.plan_new or []
             for i in range(max(len(old), len(new))):
                 a = md_code(old[i]) if i < len(old) else ""
                 b = md_code(new[i]) if i < len(new) else ""
                 if i < len(old) and i < len(new) and old[i] != new[i]:
                     a, b = f"**{a}**", f"**{b}**"
-                lines.append(f"| {a} | {b} |")
+                lines.append(md_row([a, b]))
             lines.append("")
     inconclusive = c.by_verdict("inconclusive")
     if inconclusive:
-        lines += ["## Inconclusive (does not block)", "",
-                  "| case | ratio | 95 % CI | p | runs | confirmation batch | runs needed | why |",
-                  "|---|---:|---:|---:|---:|---|---:|---|"]
+        lines += ["## Inconclusive (does not block)", ""]
+        lines += md_table_head(["case", "ratio", "95 % CI", "p", "runs", "confirmation batch",
+                                "runs needed", "why"], "lrrrrlr")
         for v in inconclusive:
-            lines.append(
-                f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
-                f"{_fmt_confirmation(v)} | {v.runs_needed if v.runs_needed is not None else '-'} | {md_cell(v.note)} |"
-            )
+            lines.append(md_row([md_code(v.id), _fmt_ratio(v), _fmt_ci(v), fmt_p(v.p),
+                                 f"{v.runs_base}/{v.runs_new}", _fmt_confirmation(v),
+                                 f"{v.runs_needed if v.runs_needed is not None else '-'}",
+                                 md_cell(v.note)]))
         lines.append("")
     improvements = c.by_verdict("improvement")
     if improvements:
-        lines += ["## Improvements", "", "| case | ratio | 95 % CI | p | runs | confirmation batch |",
-                  "|---|---:|---:|---:|---:|---|"]
+        lines += ["## Improvements", ""]
+        lines += md_table_head(["case", "ratio", "95 % CI", "p", "runs", "confirmation batch"],
+                               "lrrrr")
         for v in improvements:
-            lines.append(f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} | "
-                         f"{_fmt_confirmation(v)} |")
+            lines.append(md_row([md_code(v.id), _fmt_ratio(v), _fmt_ci(v), fmt_p(v.p),
+                                 f"{v.runs_base}/{v.runs_new}", _fmt_confirmation(v)]))
         lines.append("")
     passes = [v for v in c.by_verdict("pass") if v.rules_out is not None]
     if passes:
@@ -474,24 +472,23 @@ def comparison_markdown(comparison: Comparison) -> str:
             lines += [f"{len(wide)} PASS row(s) flagged **wide CI**: the interval also admits a speed-up "
                       "past the gate, so these runs could not have told a gate-sized change apart in "
                       "that direction; more runs or a quieter machine make the claim stronger.", ""]
-        lines += ["| case | ratio | 95 % CI | gate | rules out | runs | |", "|---|---:|---:|---:|---|---:|---|"]
+        lines += md_table_head(["case", "ratio", "95 % CI", "gate", "rules out", "runs", ""],
+                               "lrrrlr")
         for v in passes:
-            lines.append(f"| {md_code(v.id)} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {v.min_effect * 100:.1f} % | "
-                         f"{_fmt_rules_out(v)} | {v.runs_base}/{v.runs_new} | {'**wide CI**' if v.wide_ci else ''} |")
+            lines.append(md_row([md_code(v.id), _fmt_ratio(v), _fmt_ci(v),
+                                 f"{v.min_effect * 100:.1f} %", _fmt_rules_out(v),
+                                 f"{v.runs_base}/{v.runs_new}", "**wide CI**" if v.wide_ci else ""]))
         lines.append("")
     other = c.by_verdict("new") + c.by_verdict("missing")
     if other:
         lines += ["## New and missing cases", ""]
         lines += [f"- {md_code(v.id)}: {v.verdict} ({md_cell(v.note)})" for v in other]
         lines.append("")
-    lines += [
-        "<details><summary>All cases (%d)</summary>" % len(c.cases),
-        "",
-        "| case | verdict | ratio | 95 % CI | p | runs |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
+    lines += ["<details><summary>All cases (%d)</summary>" % len(c.cases), ""]
+    lines += md_table_head(["case", "verdict", "ratio", "95 % CI", "p", "runs"], "llrrrr")
     for v in c.cases:
-        lines.append(f"| {md_code(v.id)} | {v.level()} | {_fmt_ratio(v)} | {_fmt_ci(v)} | {_fmt_p(v.p)} | {v.runs_base}/{v.runs_new} |")
+        lines.append(md_row([md_code(v.id), v.level(), _fmt_ratio(v), _fmt_ci(v), fmt_p(v.p),
+                             f"{v.runs_base}/{v.runs_new}"]))
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -511,7 +508,7 @@ def comparison_html(comparison: Comparison) -> str:
         for v in c.by_verdict(verdict):
             body.append(
                 f"<tr><td><code>{html_text(v.id)}</code></td><td>{_badge(v.level(), v.verdict)}</td><td class=num>{_fmt_ratio(v)}</td>"
-                f"<td class=num>{_fmt_ci(v)}</td><td class=num>{_fmt_p(v.p)}</td><td class=num>{_fmt_p(v.q)}</td>"
+                f"<td class=num>{_fmt_ci(v)}</td><td class=num>{fmt_p(v.p)}</td><td class=num>{fmt_p(v.q)}</td>"
                 f"<td class=num>{v.runs_base}/{v.runs_new}</td><td>{html_text(v.note)}</td></tr>"
             )
     body.append("</table>")

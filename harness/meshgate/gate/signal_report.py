@@ -8,6 +8,7 @@ import pathlib
 from typing import Any
 
 from ..core.markup import md_cell, md_code, visible
+from ..core.tables import md_row, md_table_head
 from .render import Section
 from .signals import GATING, Check, plan_diff
 
@@ -34,16 +35,16 @@ def _list_block(title: str, items: list[str], limit: int = 40) -> list[str]:
 def _side_by_side(old: Any, new: Any) -> list[str]:
     old = old if isinstance(old, list) else []
     new = new if isinstance(new, list) else []
-    lines = ["| # | baseline | this run |", "|---:|---|---|"]
+    lines = md_table_head(["#", "baseline", "this run"], "r")
     for i in range(max(len(old), len(new))):
         a = old[i] if i < len(old) else ""
         b = new[i] if i < len(new) else ""
         mark = "" if a == b else " **≠**"
         cell_a = md_code(a) if a != "" else ""
         cell_b = md_code(b) if b != "" else ""
-        lines.append(f"| {i + 1}{mark} | {cell_a} | {cell_b} |")
+        lines.append(md_row([f"{i + 1}{mark}", cell_a, cell_b]))
     if not old and not new:
-        lines.append("| | (no collectives) | (no collectives) |")
+        lines.append(md_row([None, "(no collectives)", "(no collectives)"]))
     return lines
 
 
@@ -57,11 +58,11 @@ def markdown(chk: Check, update_hint: bool = True) -> str:
     lines.append("")
     failures = chk.by_outcome("new_failure")
     if failures:
-        lines += [f"## New failures ({len(failures)})", "", "| case | baseline | this run | message |",
-                  "|---|---|---|---|"]
+        lines += [f"## New failures ({len(failures)})", ""]
+        lines += md_table_head(["case", "baseline", "this run", "message"])
         for c in failures:
-            lines.append(f"| {md_code(c.id)} | {md_cell(c.base_status)} | "
-                         f"**{md_cell(c.new_status)}** | {md_cell(c.message)} |")
+            lines.append(md_row([md_code(c.id), md_cell(c.base_status), f"**{md_cell(c.new_status)}**",
+                                 md_cell(c.message)]))
         lines.append("")
     plan_changed = [c for c in chk.cases if c.plan_changed]
     if plan_changed:
@@ -74,11 +75,11 @@ def markdown(chk: Check, update_hint: bool = True) -> str:
     changed = [(c, ch) for c in chk.cases if c.outcome in ("changed", "new_failure")
                for ch in c.changes if ch.signal != "plan"]
     if changed:
-        lines += [f"## Changed signals ({len(changed)})", "", "| case | signal | baseline -> this run |",
-                  "|---|---|---|"]
+        lines += [f"## Changed signals ({len(changed)})", ""]
+        lines += md_table_head(["case", "signal", "baseline -> this run"])
         for c, ch in changed:
-            lines.append(f"| {md_code(c.id)} | {md_code(ch.signal)} | "
-                         f"{_md_cell(ch.old)} -> {_md_cell(ch.new)} |")
+            lines.append(md_row([md_code(c.id), md_code(ch.signal),
+                                 f"{_md_cell(ch.old)} -> {_md_cell(ch.new)}"]))
         lines.append("")
         for c in chk.cases:
             for ch in c.changes:

@@ -19,6 +19,7 @@ from ..core import jsonfile, svg
 from ..core import results as _results
 from ..core.markup import html_text, md_cell, md_code, md_code_block, summary_line
 from ..core.results import FAILING, STATUSES, InputError, machine_class, where
+from ..core.tables import md_row, md_table_head
 from ..gate import render, stats
 from ..gate.compare import run_medians
 from ..gate.render import Section
@@ -148,10 +149,11 @@ def _run_markdown(results: dict[str, Any]) -> str:
 
     failing = [r for r in rows if r.get("status") in FAILING]
     if failing:
-        lines += ["## Failures", "", "| case | where | status | message |", "|---|---|---|---|"]
+        lines += ["## Failures", ""] + md_table_head(["case", "where", "status", "message"])
         for r in failing:
-            lines.append(f"| {md_code(r['id'])} | {md_code(where(r)) if where(r) else ''} | "
-                         f"**{md_cell(r.get('status'))}** | {md_cell(summary_line(str(r.get('message', ''))))} |")
+            lines.append(md_row([md_code(r["id"]), md_code(where(r)) if where(r) else "",
+                                 f"**{md_cell(r.get('status'))}**",
+                                 md_cell(summary_line(str(r.get("message", ""))))]))
         lines.append("")
         # A message of several lines (every rank's account, a traceback) keeps its lines.
         for r in failing:
@@ -163,9 +165,11 @@ def _run_markdown(results: dict[str, Any]) -> str:
     timed = [(r, _time_summary(r)) for r in rows]
     timed = [(r, t) for r, t in timed if t]
     if timed:
-        lines += ["## Performance", "", "| case | runs | median time | run-to-run spread (MAD) |", "|---|---:|---:|---:|"]
+        lines += ["## Performance", ""]
+        lines += md_table_head(["case", "runs", "median time", "run-to-run spread (MAD)"], "lrrr")
         for r, (k, med, spread) in timed:
-            lines.append(f"| {md_code(r['id'])} | {k} | {svg.format_seconds(med)} | {_spread_text(k, spread)} |")
+            lines.append(md_row([md_code(r["id"]), f"{k}", svg.format_seconds(med),
+                                 _spread_text(k, spread)]))
         lines.append("")
 
     # Everything below is detail, folded: the checks' sections go above it (DETAILS_MARK).
@@ -188,10 +192,11 @@ def _run_markdown(results: dict[str, Any]) -> str:
         if not disagree:
             lines += ["The one-level and two-level models agree on every compared configuration.", ""]
         else:
-            lines += ["| change (one_level to two_level) | configurations | disagreements | observables |",
-                      "|---|---:|---:|---|"]
+            lines += md_table_head(["change (one_level to two_level)", "configurations",
+                                    "disagreements", "observables"], "lrr")
             for cls, configs, count, observables in disagreement_summary(results):
-                lines.append(f"| {cls} | {configs} | {count} | {md_cell(', '.join(observables))} |")
+                lines.append(md_row([f"{cls}", f"{configs}", f"{count}",
+                                     md_cell(", ".join(observables))]))
             lines.append("")
         for r in sorted(disagree, key=_worst_class_rank):
             items = r["metrics"]["model_disagreements"]
@@ -209,11 +214,13 @@ def _run_markdown(results: dict[str, Any]) -> str:
         lines += [f"- {md_code(r['id'])}: {md_cell(r.get('message', ''))}" for r in skipped]
         lines += ["", "</details>", ""]
 
-    lines += ["<details><summary>All cases (%d)</summary>" % len(rows), "", "| case | kind | status | seconds |", "|---|---|---|---:|"]
+    lines += ["<details><summary>All cases (%d)</summary>" % len(rows), ""]
+    lines += md_table_head(["case", "kind", "status", "seconds"], "lllr")
     for r in rows:
         secs = r.get("seconds")
         secs_text = f"{secs:.3f}" if isinstance(secs, (int, float)) else ""
-        lines.append(f"| {md_code(r['id'])} | {md_cell(r.get('kind', ''))} | {md_cell(r.get('status', ''))} | {secs_text} |")
+        lines.append(md_row([md_code(r["id"]), md_cell(r.get("kind", "")),
+                             md_cell(r.get("status", "")), secs_text]))
     lines += ["", "</details>", ""]
     return "\n".join(lines)
 
@@ -227,11 +234,11 @@ def collectives_markdown(tables: list[summary.CollectiveTable]) -> list[str]:
     for table in tables:
         measured = list(summary.MEASURED_COLUMNS)
         header = table.keys + measured + ([f"in-place {c}" for c in measured] if table.in_place else [])
-        align = ["---" if key == "case" else "---:" for key in table.keys] + ["---:"] * (len(header) - len(table.keys))
+        align = "".join("l" if key == "case" else "r" for key in table.keys)
+        align += "r" * (len(header) - len(table.keys))
         title = md_code(table.name) + (f" ({md_cell(table.about)})" if table.about else "")
-        lines += [title, "", "| " + " | ".join(header) + " |",
-                  "|" + "|".join(align) + "|"]
-        lines += ["| " + " | ".join(md_cell(cell) for cell in row) + " |" for row in table.rows]
+        lines += [title, ""] + md_table_head(header, align)
+        lines += [md_row(md_cell(cell) for cell in row) for row in table.rows]
         lines.append("")
     return lines
 

@@ -46,6 +46,7 @@ from typing import Any, Callable, Optional, Union
 
 from ..core import files, jsonfile
 from ..core.markup import md_cell, md_code, summary_line
+from ..core.tables import fmt_p, md_row, md_table_head
 from ..gate import ab as _ab
 from ..gate import store
 from ..gate.ab import AbRequest, CaseFilter
@@ -444,25 +445,26 @@ class Outcome:
         lines.append(f"- last good: {self.record_note}")
         lines.append(f"- history: {self.history_note or 'not updated'}")
         if self.ab_bisections:
-            lines += ["", "## Confirmed regressions of the A/B, bisected", "",
-                      "| case | verdict | last good | HEAD | bisection |", "|---|---|---|---|---|"]
+            lines += ["", "## Confirmed regressions of the A/B, bisected", ""]
+            lines += md_table_head(["case", "verdict", "last good", "HEAD", "bisection"])
             for b in self.ab_bisections:
                 c = b.change
                 where = f" (`{b.out.name}/revert.md`)" if b.out else ""
                 note = md_cell(b.note) + (f"; to bisect: {md_code(b.command)}" if not b.out else "")
-                lines.append(f"| {md_code(c['case'])} | {md_cell(c['detail'])} | {c['last_good'][:12]} | "
-                             f"{c['commit'][:12]} | {note}{where} |")
+                lines.append(md_row([md_code(c["case"]), md_cell(c["detail"]), f"{c['last_good'][:12]}",
+                                     f"{c['commit'][:12]}", f"{note}{where}"]))
         if self.bisections:
-            lines += ["", "## New change points", "", "| case | kind | last good | first bad | ratio | p | bisection |",
-                      "|---|---|---|---|---:|---:|---|"]
+            lines += ["", "## New change points", ""]
+            lines += md_table_head(["case", "kind", "last good", "first bad", "ratio", "p", "bisection"],
+                                   "llllrr")
             for b in self.bisections:
                 c = b.change
                 ratio = f"{c['ratio']:.3f}" if isinstance(c.get("ratio"), (int, float)) else "-"
-                p = f"{c['p']:.2g}" if isinstance(c.get("p"), (int, float)) else "-"
+                p = fmt_p(c.get("p"))
                 where = f" (`{b.out.name}/revert.md`)" if b.out else (
                     f"; to bisect: {md_code(b.command)}" if b.command else "")
-                lines.append(f"| `{c['case']}` | {c['kind']} | {(c.get('last_good') or '-')[:12]} | {c['commit'][:12]} | "
-                             f"{ratio} | {p} | {b.note}{where} |")
+                lines.append(md_row([f"`{c['case']}`", f"{c['kind']}", f"{(c.get('last_good') or '-')[:12]}",
+                                     f"{c['commit'][:12]}", ratio, p, f"{b.note}{where}"]))
         return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from typing import Any, Optional, Sequence
 from ..core import svg
 from ..core.markup import case_column_width, html_text, md_cell, pct
 from ..core.results import FAILING, suite_of
+from ..core.tables import fmt_p, md_row, md_table, md_table_head
 from ..gate.verdict import CaseVerdict
 from .bisection import Recommendation, ci_text, short_line
 from .series import Change, Series, ShortSeries, short_series
@@ -24,10 +25,6 @@ def _fmt_ratio(r: Optional[float]) -> str:
     return f"{r:.3f}" if isinstance(r, (int, float)) and math.isfinite(r) else "-"
 
 
-def _fmt_p(p: Optional[float]) -> str:
-    return f"{p:.2g}" if p is not None else "-"
-
-
 def changes_table(changes: list[Change], series_count: int, short: Sequence[ShortSeries] = ()) -> str:
     """The change points as a table, then the series whose timing was too short to judge."""
     lines = []
@@ -38,7 +35,7 @@ def changes_table(changes: list[Change], series_count: int, short: Sequence[Shor
         lines.append(f"{'case':<{w}} {'kind':<7} {'first bad':<12} {'last good':<12} {'ratio':>7} {'p':>8}  detail")
         for c in changes:
             lines.append(f"{c.case:<{w}} {c.kind:<7} {c.commit[:12]:<12} {(c.last_good or '-')[:12]:<12} "
-                         f"{_fmt_ratio(c.ratio):>7} {_fmt_p(c.p):>8}  {c.detail}")
+                         f"{_fmt_ratio(c.ratio):>7} {fmt_p(c.p):>8}  {c.detail}")
             if len({x.machine for x in changes}) > 1:
                 lines.append(f"    machine {c.machine}")
         lines.append(f"{len(changes)} change point(s) in {series_count} series")
@@ -144,7 +141,7 @@ def series_svg(series: Series, changes: list[Change], width: int = 760, height: 
         x = px(c.position - 0.5)
         colour = _CHANGE_COLOURS.get(c.kind, "#333")
         how = f" x{c.ratio:.3f}" if c.ratio else ""
-        p = f", p={c.p:.2g}" if c.p is not None else ""
+        p = f", p={fmt_p(c.p)}" if c.p is not None else ""
         parts.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="{colour}" stroke-width="2" '
             f'stroke-dasharray="5,3" class="change change-{html_text(c.kind)}" data-commit="{html_text(c.commit)}">'
@@ -190,22 +187,26 @@ def report_markdown(db_path: pathlib.Path, series_list: list[Series], changes: l
     lines = [f"# meshgate history", "", f"Database `{db_path}`: {len(series_list)} series "
              f"(case x machine class), {len(changes)} change point(s).", ""]
     if changes:
-        lines += ["## Change points", "", "| case | kind | first bad | last good | ratio | p | detail |",
-                  "|---|---|---|---|---:|---:|---|"]
+        lines += ["## Change points", ""]
+        lines += md_table_head(["case", "kind", "first bad", "last good", "ratio", "p", "detail"],
+                               "llllrr")
         for c in changes:
-            lines.append(f"| {md_cell(c.case)} | {c.kind} | `{c.commit[:12]}` | `{(c.last_good or '-')[:12]}` | "
-                         f"{_fmt_ratio(c.ratio)} | {_fmt_p(c.p)} | {md_cell(c.detail)} |")
+            lines.append(md_row([md_cell(c.case), f"{c.kind}", f"`{c.commit[:12]}`",
+                                 f"`{(c.last_good or '-')[:12]}`", _fmt_ratio(c.ratio), fmt_p(c.p),
+                                 md_cell(c.detail)]))
         lines.append("")
     by_series: dict[tuple[str, str], list[Change]] = {}
     for c in changes:
         by_series.setdefault((c.case, c.machine), []).append(c)
-    lines += ["## Series", "", "| case | machine | commits | first | last | last status | last median | changes |",
-              "|---|---|---:|---|---|---|---:|---:|"]
+    lines += ["## Series", ""]
+    lines += md_table_head(["case", "machine", "commits", "first", "last", "last status",
+                            "last median", "changes"], "llrlllrr")
     for s in series_list:
         value = next((svg.format_seconds(c.value) for c in reversed(s.commits) if c.value is not None), "-")
-        lines.append(f"| {md_cell(s.case)} | {md_cell(s.machine)} | {len(s.commits)} | {_date(s.commits[0].started)} | "
-                     f"{_date(s.commits[-1].started)} | {s.commits[-1].status} | {value} | "
-                     f"{len(by_series.get((s.case, s.machine), []))} |")
+        lines.append(md_row([md_cell(s.case), md_cell(s.machine), f"{len(s.commits)}",
+                             _date(s.commits[0].started), _date(s.commits[-1].started),
+                             f"{s.commits[-1].status}", value,
+                             f"{len(by_series.get((s.case, s.machine), []))}"]))
     short = short_series(series_list, changes)
     if short:
         lines += ["", f"Too short to judge a change in timing ({len(short)} series):", ""]
@@ -235,7 +236,7 @@ def report_html(db_path: pathlib.Path, series_list: list[Series], changes: list[
             for c in cs:
                 body.append(f"<tr><td>{html_text(c.kind)}</td><td><code>{html_text(c.commit)}</code></td>"
                             f"<td><code>{html_text(c.last_good or '-')}</code></td><td class=\"num\">{_fmt_ratio(c.ratio)}</td>"
-                            f"<td class=\"num\">{_fmt_p(c.p)}</td><td>{html_text(c.detail)}</td></tr>")
+                            f"<td class=\"num\">{fmt_p(c.p)}</td><td>{html_text(c.detail)}</td></tr>")
             body.append("</table>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>meshgate history</title>"
             f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
@@ -276,29 +277,32 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
     else:
         lines += ["# No revert recommendation", "", rec.why, ""]
     if culprit and info:
-        lines += ["## The commit", "", "| | |", "|---|---|",
-                  f"| commit | `{culprit}` |", f"| subject | {md_cell(info.get('subject', ''))} |",
-                  f"| author | {md_cell(info.get('author', ''))} |", f"| date | {md_cell(info.get('date', ''))} |",
-                  f"| parent (tested good) | `{ev.get('parent') or '-'}` |", ""]
+        lines += ["## The commit", ""] + md_table(
+            ["", ""], [["commit", f"`{culprit}`"], ["subject", md_cell(info.get("subject", ""))],
+                       ["author", md_cell(info.get("author", ""))], ["date", md_cell(info.get("date", ""))],
+                       ["parent (tested good)", f"`{ev.get('parent') or '-'}`"]]) + [""]
     if perf:
         k = ev.get("revert_runs")
         lines += [f"## Culprit vs parent: interleaved A/B, k = {k} runs per side, then a fresh batch", "",
-                  "| case | verdict | runs | ratio | 95 % CI | p | confirmation ratio | confirmation CI | p | gate | noise floor |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  *md_table_head(["case", "verdict", "runs", "ratio", "95 % CI", "p", "confirmation ratio",
+                                  "confirmation CI", "p", "gate", "noise floor"])]
         for v in perf:
             floor = pct(v.noise_floor) if v.noise_floor is not None else "not calibrated"
-            lines.append(f"| `{v.id}` | {v.level()}{' (confirmed)' if v.confirmed else ''} | {v.runs_base}/{v.runs_new} | "
-                         f"{_fmt(v.ratio)} | {ci_text(v.ci)} | {_fmt(v.p, '.2g')} | {_fmt(v.confirm_ratio)} | "
-                         f"{ci_text(v.confirm_ci)} | {_fmt(v.confirm_p, '.2g')} | {pct(v.min_effect or 0)} | {floor} |")
+            lines.append(md_row([f"`{v.id}`", f"{v.level()}{' (confirmed)' if v.confirmed else ''}",
+                                 f"{v.runs_base}/{v.runs_new}", _fmt(v.ratio), ci_text(v.ci), fmt_p(v.p),
+                                 _fmt(v.confirm_ratio), ci_text(v.confirm_ci), fmt_p(v.confirm_p),
+                                 pct(v.min_effect or 0), floor]))
         lines += ["", "Ratio = culprit / parent of the medians of per-run medians (> 1 is slower); the gate is "
                   "max(2 %, 3 x the calibrated noise floor). A regression is revert-grade when its CI's lower "
                   "end lies above 1 + gate in both batches."]
         lines += [f"- `{v.id}`: not revert-grade: {v.grade_note}" for v in perf if v.grade == "not revert-grade"]
         lines.append("")
     if status:
-        lines += ["## Correctness: culprit vs parent", "", "| case | parent | culprit | message |", "|---|---|---|---|"]
+        lines += ["## Correctness: culprit vs parent", ""]
+        lines += md_table_head(["case", "parent", "culprit", "message"])
         for s in status:
-            lines.append(f"| `{s['id']}` | {s.get('parent_status')} | {s.get('culprit_status')} | {md_cell(short_line(s.get('message', ''), 300))} |")
+            lines.append(md_row([f"`{s['id']}`", f"{s.get('parent_status')}", f"{s.get('culprit_status')}",
+                                 md_cell(short_line(s.get("message", ""), 300))]))
         lines.append("")
         for s in status:
             if s.get("message"):
@@ -339,16 +343,16 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
     if ev.get("unexplained"):
         lines.append(f"- not explained by the culprit: {', '.join(ev['unexplained'])} "
                      f"(bisect again with --good {culprit[:12] if culprit else doc['good'][:12]})")
-    lines += ["", "| # | commit | role | verdict | ratio | 95 % CI | p | reason |", "|---|---|---|---|---|---|---|---|"]
+    lines += [""] + md_table_head(["#", "commit", "role", "verdict", "ratio", "95 % CI", "p", "reason"])
     for i, step in enumerate(doc["steps"], 1):
-        lines.append(f"| {i} | `{step['commit'][:12]}` | {step.get('role', 'step')} | {step['verdict']} | "
-                     f"{_fmt(step.get('ratio'))} | {ci_text(step.get('ci'))} | {_fmt(step.get('p'), '.2g')} | "
-                     f"{md_cell(step['reason'])} |")
+        lines.append(md_row([f"{i}", f"`{step['commit'][:12]}`", f"{step.get('role', 'step')}",
+                             f"{step['verdict']}", _fmt(step.get("ratio")), ci_text(step.get("ci")),
+                             fmt_p(step.get("p")), md_cell(step["reason"])]))
     if unjudged:
         lines += ["", "## Endpoint cases that were not bisected", "",
                   "Selected cases that did not become targets because good against bad could not be judged, "
                   "or that were left out (skipped, missing, failing on both): a regression may hide here.", "",
-                  "| case | verdict | runs | ratio | 95 % CI | why |", "|---|---|---|---|---|---|"]
+                  *md_table_head(["case", "verdict", "runs", "ratio", "95 % CI", "why"])]
         skipped: dict[tuple[str, str], int] = {}
         for c in unjudged:
             if c["verdict"] == "skip":  # skipped on both sides: one line per suite and reason
@@ -356,9 +360,9 @@ def revert_markdown(doc: dict[str, Any], info: Optional[dict[str, str]], rec: Re
                 skipped[key] = skipped.get(key, 0) + 1
                 continue
             runs = f"{c['runs'][0]}/{c['runs'][1]}" if c.get("runs") and any(c["runs"]) else "-"
-            lines.append(f"| `{c['id']}` | {c['verdict']} | {runs} | {_fmt(c.get('ratio'))} | {ci_text(c.get('ci'))} | "
-                         f"{md_cell(short_line(c.get('note', ''), 300))} |")
+            lines.append(md_row([f"`{c['id']}`", f"{c['verdict']}", runs, _fmt(c.get("ratio")),
+                                 ci_text(c.get("ci")), md_cell(short_line(c.get("note", ""), 300))]))
         for (suite, reason), n in sorted(skipped.items()):
-            lines.append(f"| `{suite}/*` ({n} case{'s' if n != 1 else ''}) | skip | - | - | - | "
-                         f"skipped on both sides: {md_cell(reason)} |")
+            lines.append(md_row([f"`{suite}/*` ({n} case{'s' if n != 1 else ''})", "skip", "-", "-", "-",
+                                 f"skipped on both sides: {md_cell(reason)}"]))
     return "\n".join(lines) + "\n"
