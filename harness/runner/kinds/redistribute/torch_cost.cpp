@@ -3,7 +3,7 @@
 // model of the mesh dim; a chunk is free) and rates a step it will not let sharding propagation
 // choose, Shard -> Partial or one Partial to another, at inf. Infinite costs are therefore
 // answers, not errors, and a case says which of its costs are infinite.
-#include "kinds/torch_cost.hpp"
+#include "kinds/redistribute/torch_cost.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -119,31 +119,12 @@ nlohmann::json torch_cost_request(const TorchCostSpec& spec) {
   return {{"via", spec.via ? nlohmann::json(*spec.via) : nlohmann::json()}};
 }
 
-void judge_torch_cost(const TorchCostSpec& spec, const nlohmann::json& observables,
-                      nlohmann::json& metrics, std::vector<std::string>& problems) {
-  if (!observables.contains("torch_cost") || !observables["torch_cost"].is_object()) {
-    throw ImplFailure("answered no 'torch_cost' object, which the case's torch_cost asks for");
-  }
-  const nlohmann::json& answer = observables["torch_cost"];
-  for (const char* key : {"costs", "infinite", "errors"}) {
-    if (!answer.contains(key) || !answer[key].is_object()) {
-      throw ImplFailure(std::string("answered torch_cost without a '") + key + "' object");
-    }
-  }
-  std::vector<std::string> wanted = {"direct", "greedy", "min_cost", "plan", "identity_from",
-                                     "identity_to"};
-  if (spec.via) {
-    wanted.push_back("via_first");
-    wanted.push_back("via_second");
-  }
-  std::vector<std::string> errors;
-  for (const auto& [name, what] : answer["errors"].items()) {
-    errors.push_back(name + " (" + (what.is_string() ? what.get<std::string>() : what.dump()) +
-                     ")");
-  }
-  if (!errors.empty()) {
-    problems.push_back("PyTorch failed to price " + join(errors));
-  }
+namespace {
+
+// The costs the answer gives, by name: each number or "inf" (every name of `wanted` that
+// PyTorch did not fail to price); a missing or ill-formed one throws ImplFailure.
+std::map<std::string, double> read_costs(const nlohmann::json& answer,
+                                         const std::vector<std::string>& wanted) {
   std::map<std::string, double> costs;
   for (const std::string& name : wanted) {
     if (answer["errors"].contains(name)) continue;
@@ -161,9 +142,13 @@ void judge_torch_cost(const TorchCostSpec& spec, const nlohmann::json& observabl
                         ", neither a number nor \"inf\"");
     }
   }
+  return costs;
+}
 
-  nlohmann::json metric = {{"costs", answer["costs"]}, {"infinite", answer["infinite"]}};
-  if (!answer["errors"].empty()) metric["errors"] = answer["errors"];
+// The rules every answer keeps: costs >= 0, identities 0, the infinite costs exactly those the
+// case lists.
+void judge_cost_rules(const TorchCostSpec& spec, const nlohmann::json& answer,
+                      std::map<std::string, double>& costs, std::vector<std::string>& problems) {
   for (const auto& [name, value] : costs) {
     if (value < 0) problems.push_back("torch_cost." + name + " is negative: " + number(value));
   }
@@ -186,6 +171,12 @@ void judge_torch_cost(const TorchCostSpec& spec, const nlohmann::json& observabl
       problems.push_back("torch_cost.infinite lists " + name + ", which costs " + number(value));
     }
   }
+}
+
+// What the case promises of the costs: min_cost <= greedy, and the triangle through `via`.
+void judge_cost_promises(const TorchCostSpec& spec, const nlohmann::json& answer,
+                         std::map<std::string, double>& costs, nlohmann::json& metric,
+                         std::vector<std::string>& problems) {
   if (costs.count("greedy") && costs.count("min_cost")) {
     const bool holds = at_most(costs["min_cost"], costs["greedy"]);
     metric["min_cost_le_greedy"] = holds;
@@ -212,6 +203,40 @@ void judge_torch_cost(const TorchCostSpec& spec, const nlohmann::json& observabl
                          " = " + number(two_hop) + " (via " + join(*spec.via) + ")");
     }
   }
+}
+
+}  // namespace
+
+void judge_torch_cost(const TorchCostSpec& spec, const nlohmann::json& observables,
+                      nlohmann::json& metrics, std::vector<std::string>& problems) {
+  if (!observables.contains("torch_cost") || !observables["torch_cost"].is_object()) {
+    throw ImplFailure("answered no 'torch_cost' object, which the case's torch_cost asks for");
+  }
+  const nlohmann::json& answer = observables["torch_cost"];
+  for (const char* key : {"costs", "infinite", "errors"}) {
+    if (!answer.contains(key) || !answer[key].is_object()) {
+      throw ImplFailure(std::string("answered torch_cost without a '") + key + "' object");
+    }
+  }
+  std::vector<std::string> wanted = {"direct", "greedy", "min_cost", "plan", "identity_from",
+                                     "identity_to"};
+  if (spec.via) {
+    wanted.push_back("via_first");
+    wanted.push_back("via_second");
+  }
+  std::vector<std::string> errors;
+  for (const auto& [name, what] : answer["errors"].items()) {
+    errors.push_back(name + " (" + (what.is_string() ? what.get<std::string>() : what.dump()) +
+                     ")");
+  }
+  if (!errors.empty()) {
+    problems.push_back("PyTorch failed to price " + join(errors));
+  }
+  std::map<std::string, double> costs = read_costs(answer, wanted);
+  nlohmann::json metric = {{"costs", answer["costs"]}, {"infinite", answer["infinite"]}};
+  if (!answer["errors"].empty()) metric["errors"] = answer["errors"];
+  judge_cost_rules(spec, answer, costs, problems);
+  judge_cost_promises(spec, answer, costs, metric, problems);
   metrics["torch_cost"] = metric;
 }
 
