@@ -1,4 +1,4 @@
-#include "kinds/collective_table.hpp"
+#include "kinds/collective/collective_table.hpp"
 
 #include <array>
 #include <vector>

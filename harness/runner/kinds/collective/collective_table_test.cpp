@@ -1,6 +1,6 @@
 // The collective kind's table alone: each entry's bus factor, buffers, in-place pointers,
 // inputs, expected outputs and call, against nccl-tests' and NCCL's definitions.
-#include "kinds/collective_table.hpp"
+#include "kinds/collective/collective_table.hpp"
 
 #include <gtest/gtest.h>
 
