@@ -1,7 +1,7 @@
 // The gemm kind on the CPU with implementations made wrong, slow or drifting on purpose: a
 // wrong answer is a `fail`, a slower fused path raises its flag, and numerics that drift within
 // the tolerance change the output's fingerprint and are reported as drift.
-#include "kinds/gemm_kind.hpp"
+#include "kinds/gemm/gemm_kind.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
