@@ -1,7 +1,8 @@
 #pragma once
-// The contract between the runner and a case kind. A kind is one file (kinds/<kind>_kind.cpp)
-// plus one entry in kinds/registry.cpp: `parse` validates the case's keys before anything runs
-// and returns a prepared case; `run` executes it and checks it against its expectation.
+// The contract between the runner and a case kind. A kind is its folder kinds/<kind>/ (or one
+// file, kinds/<kind>_kind.cpp) plus one entry in kinds/registry.cpp: `parse` validates the
+// case's keys before anything runs and returns a prepared case; `run` executes it and checks it
+// against its expectation.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
