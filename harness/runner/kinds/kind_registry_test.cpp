@@ -138,6 +138,7 @@ TEST(KindRegistry, TheBuiltInKindsSayTrulyWhetherTheirCasesGoToAnotherImplementa
                        "tensor: {shape: [4]}, from: [S(0)], to: [R]}"},
       {"command", "{name: a, kind: command, command: [\"true\"]}"},
       {"fsdp", "{name: a, kind: fsdp, mesh: {shape: [2]}, model: {layers: [4, 2]}}"},
+      {"gemm_sweep", "{name: a, kind: gemm_sweep, seed: 1, count: 4, impls: [cpu_epilogue]}"},
   };
   const std::filesystem::path dir = std::filesystem::temp_directory_path();
   for (const KindEntry& kind : case_kinds()) {
