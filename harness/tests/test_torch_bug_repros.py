@@ -30,6 +30,7 @@ REPROS = {
     "integer_avg_merge.py": "redistribute-partial-ops/int-P(sum),P(avg)-merged-to-rr-internal-rejected",
     "slice_flattened_name_from_root_copy.py": "mesh-slice/slice-flattened-name-from-a-copy-of-the-root",
     "unflatten_negative_dim.py": "mesh-unflatten/unflatten-negative-dim-last-where-pytorch-splices-wrongly",
+    "argmax_tie_across_shards.py": "redistribute-torch-tracker/argmax-over-every-dim-of-s1",
 }
 
 
@@ -66,6 +67,9 @@ class TorchBugRepros(unittest.TestCase):
 
     def test_unflatten_negative_dim(self):
         self.run_repro("unflatten_negative_dim.py")
+
+    def test_argmax_tie_across_shards(self):
+        self.run_repro("argmax_tie_across_shards.py")
 
 
 if __name__ == "__main__":

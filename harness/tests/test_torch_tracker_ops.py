@@ -125,6 +125,20 @@ class TorchTrackerOps(unittest.TestCase):
                                         "key 'reduce.other'", "1 placement(s) for a 2-D mesh"),
             "t of a 3-D tensor": ("[2, 2, 2]", "[S(0), R]", "    reduce: {op: t}\n",
                                   "key 'reduce.op'", "t takes a 2-D tensor"),
+            "max_indices without dim": ("[8, 4]", "[S(1), R]",
+                                        "    reduce: {op: max_indices}\n",
+                                        "key 'reduce.op'", "max_indices needs `dim`"),
+            "add without scalar": ("[8, 4]", "[P(sum), R]", "    reduce: {op: add}\n",
+                                   "key 'reduce.op'", "add needs `scalar`"),
+            "scalar with another op": ("[8, 4]", "[S(0), R]",
+                                       "    reduce: {op: argmax, scalar: 2}\n",
+                                       "key 'reduce.scalar'", "is what add adds"),
+            "dim with add": ("[8, 4]", "[P(sum), R]", "    reduce: {op: add, scalar: 1, dim: 0}\n",
+                             "key 'reduce.dim'", "applies to a reduction"),
+            "local_shape that is not argmax's": (
+                "[8, 4]", "[S(1), R]", "    reduce: {op: argmax, dim: 1}\n"
+                "    expect: {local_shape: [4]}\n",
+                "key 'expect.local_shape'", "is not the shape of argmax over dim 1 of [8, 4], [8]"),
             "local_shape that is not the transpose's": (
                 "[8, 4]", "[S(0), R]", "    reduce: {op: t}\n    expect: {local_shape: [8, 4]}\n",
                 "key 'expect.local_shape'", "is not the shape of DTensor.t() of [8, 4], [4, 8]"),

@@ -4,7 +4,8 @@ redistributes it as the case's api says: `internal` is redistribute_local_tensor
 local partition), `public` is DTensor.redistribute (which refuses Partial targets it would have
 to create), `full_tensor` is DTensor.full_tensor() (the case's target is Replicate on every
 dim). A case with `reduce` applies an op to the source DTensor instead (a reduction:
-torch.sum, mean, amax, amin, torch.linalg.vector_norm; the transpose t; mm with a second
+torch.sum, mean, amax, amin, torch.linalg.vector_norm; argmax, argmin and the indices of
+torch.max and torch.min over a dim; the tensor plus a scalar; the transpose t; mm with a second
 operand, the tensor's transpose placed as `other` says; or full_tensor, the source itself),
 records its result's placements and gathers it with full_tensor(); the collectives of both are
 recorded, and the adapter answers the same op on the global tensor computed in this one process
@@ -207,13 +208,17 @@ def _placement(text: str):
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "vector_norm")
-_OPS = _REDUCTIONS + ("t", "mm", "full_tensor")
+# Ops whose answer is an index tensor (int64): argmax and argmin over every dim or over `dim`,
+# and the indices of torch.max or torch.min over `dim`.
+_INDEX_OPS = ("argmax", "argmin", "max_indices", "min_indices")
+_OPS = _REDUCTIONS + _INDEX_OPS + ("add", "t", "mm", "full_tensor")
 
 
 def _reduce(tensor, reduce: dict, other=None):
     """The case's op on `tensor` (a DTensor or a plain tensor): a reduction over every dim, or
-    over `dim` when the case names one; t; mm with `other` (the tensor's transpose); or
-    full_tensor (the tensor itself, which the caller gathers)."""
+    over `dim` when the case names one; an index op; add, the tensor plus the case's `scalar`
+    (a Python number); t; mm with `other` (the tensor's transpose); or full_tensor (the tensor
+    itself, which the caller gathers)."""
     import torch
     op, dim = reduce["op"], reduce.get("dim")
     if op not in _OPS:
@@ -224,6 +229,10 @@ def _reduce(tensor, reduce: dict, other=None):
         return torch.mm(tensor, other)
     if op == "full_tensor":
         return tensor
+    if op == "add":
+        return tensor + reduce["scalar"]
+    if op in ("max_indices", "min_indices"):
+        return getattr(torch, op.split("_")[0])(tensor, dim=dim).indices
     if op == "vector_norm":
         return torch.linalg.vector_norm(tensor) if dim is None else \
             torch.linalg.vector_norm(tensor, dim=dim)

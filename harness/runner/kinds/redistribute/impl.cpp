@@ -118,6 +118,7 @@ std::optional<nlohmann::json> RedistributeCase::impl_request(const std::filesyst
     request["reduce"] = {{"op", reduce->op},
                          {"dim", reduce->dim ? nlohmann::json(*reduce->dim) : nlohmann::json()}};
     if (reduce->op == "mm") request["reduce"]["other"] = reduce->other;
+    if (reduce->scalar) request["reduce"]["scalar"] = scalar_json(*reduce->scalar);
     request["global"] = global_file;
   }
   if (torch_cost) request["torch_cost"] = torch_cost_request(*torch_cost);

@@ -32,8 +32,19 @@ ReduceSpec parse_reduce(CaseNode& node) {
   }
   spec.dim = reduce.optional<std::int64_t>("dim");
   if (spec.dim && !is_reduction(spec.op)) {
-    reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm), not to " +
-                           spec.op + ": remove it");
+    reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm, argmax, "
+                       "argmin, max_indices, min_indices), not to " + spec.op + ": remove it");
+  }
+  if (!spec.dim && needs_dim(spec.op)) {
+    reduce.fail("op", spec.op + " needs `dim`: the dim torch." + spec.op.substr(0, 3) +
+                          " reduces, whose indices it answers");
+  }
+  spec.scalar = reduce.optional<double>("scalar");
+  if (spec.op == "add" && !spec.scalar) {
+    reduce.fail("op", "add needs `scalar`: the number added to the tensor, e.g. scalar: 10");
+  }
+  if (spec.op != "add" && spec.scalar) {
+    reduce.fail("scalar", "is what add adds, not an argument of " + spec.op + ": remove it");
   }
   if (spec.op == "mm") {
     if (!reduce.has("other")) {
@@ -267,6 +278,7 @@ nlohmann::json case_params(CaseNode& node, const RedistributeCase& c) {
         {"op", c.reduce->op},
         {"dim", c.reduce->dim ? nlohmann::json(*c.reduce->dim) : nlohmann::json()}};
     if (c.reduce->op == "mm") params["reduce"]["other"] = c.reduce->other;
+    if (c.reduce->scalar) params["reduce"]["scalar"] = scalar_json(*c.reduce->scalar);
   }
   return params;
 }
@@ -313,7 +325,8 @@ const std::vector<std::string>& redistribute_case_keys() {
           "compile", "expect.graph_breaks", "shard_order",
           "planner", "expect", "expect.comms", "expect.local_shape", "expect.warnings",
           "expect.distinct_plans", "expect.wrong_shapes", "expect.wrong_elements", "steps",
-          "reduce", "reduce.op", "reduce.dim", "reduce.other", "expect.placements"})
+          "reduce", "reduce.op", "reduce.dim", "reduce.other", "reduce.scalar",
+          "expect.placements"})
       k.push_back(std::move(key));
     for (const std::string& key : torch_cost_keys()) k.push_back(key);
     return k;

@@ -79,7 +79,7 @@ void check_expect(const RedistributeCase& c, CaseNode& expect, const DeviceMesh&
       reduced = {c.shape.at(1), c.shape.at(0)};
     } else if (c.reduce->op == "mm") {
       reduced = {c.shape.at(0), c.shape.at(0)};
-    } else if (c.reduce->op == "full_tensor") {
+    } else if (c.reduce->op == "full_tensor" || c.reduce->op == "add") {
       reduced = c.shape;
     } else if (c.reduce->dim) {
       const auto rank = static_cast<std::int64_t>(c.shape.size());

@@ -75,10 +75,17 @@ struct ReduceSpec {
   std::string op;
   std::optional<std::int64_t> dim;
   std::vector<std::string> other;  // mm's second operand's placements, as written
+  std::optional<double> scalar;    // what `add` adds
 };
 
 const std::vector<std::string>& reduce_ops();
+// A reduction takes an optional `dim` (max_indices and min_indices a required one) and drops it.
 bool is_reduction(const std::string& op);
+// max_indices and min_indices: the indices of torch.max or torch.min over `dim`.
+bool needs_dim(const std::string& op);
+// add's scalar as the implementation gets it: a whole number as an integer, so that an integer
+// tensor plus it stays integer, as in PyTorch.
+nlohmann::json scalar_json(double scalar);
 // The op as called, for messages: torch.sum on a DTensor, DTensor.t(), torch.mm on DTensors,
 // DTensor.full_tensor().
 std::string op_call(const std::string& op);

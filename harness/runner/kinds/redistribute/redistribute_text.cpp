@@ -1,6 +1,8 @@
 // The redistribute kind's words: placements as written, reduce ops, shapes and collectives in
 // messages (redistribute_case.hpp).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -11,13 +13,21 @@
 namespace meshgate::runner::redistribute_kind {
 
 const std::vector<std::string>& reduce_ops() {
-  static const std::vector<std::string> ops = {"sum", "mean", "amax", "amin", "vector_norm",
-                                               "t", "mm", "full_tensor"};
+  static const std::vector<std::string> ops = {
+      "sum",    "mean",        "amax",        "amin", "vector_norm", "argmax", "argmin",
+      "max_indices", "min_indices", "add", "t", "mm", "full_tensor"};
   return ops;
 }
 
 bool is_reduction(const std::string& op) {
-  return op != "t" && op != "mm" && op != "full_tensor";
+  return op != "add" && op != "t" && op != "mm" && op != "full_tensor";
+}
+
+bool needs_dim(const std::string& op) { return op == "max_indices" || op == "min_indices"; }
+
+nlohmann::json scalar_json(double scalar) {
+  const bool whole = std::nearbyint(scalar) == scalar && std::fabs(scalar) < 9.0e15;
+  return whole ? nlohmann::json(static_cast<std::int64_t>(scalar)) : nlohmann::json(scalar);
 }
 
 // The op as called, for messages: torch.sum on a DTensor, DTensor.t(), torch.mm on DTensors,
@@ -26,6 +36,8 @@ std::string op_call(const std::string& op) {
   if (op == "t") return "DTensor.t()";
   if (op == "full_tensor") return "DTensor.full_tensor()";
   if (op == "mm") return "torch.mm on DTensors";
+  if (op == "add") return "a DTensor plus a scalar";
+  if (needs_dim(op)) return "the indices of torch." + op.substr(0, 3) + " on a DTensor";
   return "torch." + op + " on a DTensor";
 }
 
