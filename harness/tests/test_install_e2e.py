@@ -6,7 +6,9 @@ into a fresh virtual environment gives a `meshgate` command with its own runner 
 Runs only with MESHGATE_INSTALL_E2E=1 and MESHGATE_BUILD_DIR (CTest's package_install sets
 both), since it installs and builds: tens of seconds, a few minutes for the first wheel. The
 wheel builds with --no-build-isolation and the build backend ci/bootstrap installed (no
-download), in MESHGATE_BUILD_DIR/pip-wheel, which later runs of the test reuse."""
+download), in the build folder pyproject.toml names (build/pip-<wheel tag>), the one the README's
+`pip install .` builds in too: whichever of the two runs second, and every later run, compiles
+only what changed (CTest runs the two one at a time, RESOURCE_LOCK pip_build_folder)."""
 
 from __future__ import annotations
 
@@ -136,9 +138,8 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(code, 0, f"no build backend for pip install: run ci/bootstrap\n{err}")
         env = dict(self.env, CMAKE_BUILD_PARALLEL_LEVEL=str(build.build_jobs()))
         code, out, err = run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index",
-                              "--disable-pip-version-check",
-                              "-C", f"build-dir={pathlib.Path(BUILD_DIR).resolve() / 'pip-wheel'}",
-                              ROOT], cwd=self.work, env=env, timeout=900)
+                              "--disable-pip-version-check", ROOT], cwd=self.work, env=env,
+                             timeout=900)
         self.assertEqual(code, 0, out + err)
         self.assertEqual(list((ROOT / "harness").glob("*.egg-info")), [], "the build wrote into the tree")
         for name in ("meshgate", "meshgate-runner", "meshgate-plan"):
