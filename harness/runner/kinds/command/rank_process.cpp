@@ -1,4 +1,4 @@
-#include "kinds/rank_process.hpp"
+#include "kinds/command/rank_process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

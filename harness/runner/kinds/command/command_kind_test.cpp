@@ -1,7 +1,7 @@
 // The command kind: small POSIX shell programs as ranks. What they report (pass, fail, metrics,
 // samples, signals), how each way of going wrong becomes an error row naming the rank, the
-// timeouts that kill a rank's whole process group, torchrun's variables, and the input errors
-// of the case's keys.
+// timeouts that kill a rank's whole process group, and torchrun's variables. The input errors
+// of the case's keys are parse_test.cpp's.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,16 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "kinds/command/command_case.hpp"
+#include "kinds/command/rank_process.hpp"
 #include "kinds/kind_test_support.hpp"
-#include "kinds/rank_process.hpp"
 #include "runner.hpp"
 #include "validate.hpp"
 
 namespace meshgate::runner {
-
-std::unique_ptr<PreparedCase> parse_command_case(CaseNode& node, bool expect_error);
-const std::vector<std::string>& command_case_keys();
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -356,23 +353,6 @@ echo "{\"status\": \"pass\", \"signals\": $s, \"metrics\": {\"rank\": $RANK}}" \
   EXPECT_EQ(run.outcome.metrics, nlohmann::json({{"rank", 0}}));
 }
 
-TEST(CommandKind, MatrixValuesAreSubstitutedInCommandItemsAndEnvValues) {
-  LoadedCases loaded;
-  load_case_text(
-      "suite: s\ncases:\n  - {name: 'a-${bytes}', kind: command, matrix: {bytes: [1MiB, 64MiB]}, "
-      "command: [python3, bench.py, --bytes, '${bytes}', '--label=x${bytes}'], "
-      "env: {SIZE: '${bytes}'}}\n",
-      "t.yaml", loaded);
-  ASSERT_TRUE(loaded.errors.empty()) << loaded.errors.front();
-  PlannedCases planned = prepare_cases(std::move(loaded.cases), kinds());
-  ASSERT_TRUE(planned.errors.empty()) << planned.errors.front();
-  ASSERT_EQ(planned.cases.size(), 2u);
-  EXPECT_EQ(planned.cases[1].spec.id, "s/a-64MiB");
-  EXPECT_EQ(planned.cases[1].prepared->params(),
-            nlohmann::json::parse(R"({"command": ["python3", "bench.py", "--bytes", "64MiB",
-                                      "--label=x64MiB"], "ranks": 1, "env": {"SIZE": "64MiB"}})"));
-}
-
 TEST(CommandKind, AProgramThatCannotStartIsAnError) {
   const CaseRun run =
       run_case("{name: a, kind: command, command: [no-such-program-of-meshgate], ranks: 2}");
@@ -380,51 +360,6 @@ TEST(CommandKind, AProgramThatCannotStartIsAnError) {
   EXPECT_EQ(run.outcome.message,
             "rank 0: cannot start 'no-such-program-of-meshgate': no such program on PATH\n"
             "rank 1: cannot start 'no-such-program-of-meshgate': no such program on PATH");
-}
-
-TEST(CommandKind, InputErrorsNameTheKey) {
-  const auto error = [](const std::string& keys) {
-    return case_input_error("{name: a, kind: command, " + keys + "}", kinds());
-  };
-  EXPECT_EQ(error("command: python3 bench/allreduce.py --bytes 4"),
-            "t.yaml:3:39: case 's/a': key 'command': expected a list of strings (the program and "
-            "its arguments), got the string 'python3 bench/allreduce.py --bytes 4'; write it as a "
-            "list, e.g. command: [python3, bench/allreduce.py, --bytes, 4] (the runner splits "
-            "nothing and starts no shell; for a shell write [sh, -c, \"...\"])");
-  EXPECT_EQ(error("ranks: 2"),
-            "t.yaml:3:5: case 's/a': key 'command': is required (a list of strings: the program "
-            "and its arguments)");
-  EXPECT_NE(error("command: []").find("key 'command': the list is empty"), std::string::npos);
-  EXPECT_NE(error("command: [sh, [a]]")
-                .find("key 'command': expected a string for each "
-                      "argument, got a list"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], perf: {min_sample_time: 1ms}")
-                .find("key 'perf.min_sample_time': a command case's program runs its own warm-up"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], perf: {iters: 5}")
-                .find("key 'perf.iters': a command case's program runs its own warm-up and timed "
-                      "iterations"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], expect_error: true")
-                .find("key 'expect_error': a command case's program judges itself"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], env: {RANK: 3}")
-                .find("key 'env': 'RANK' is set by the runner for each rank"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], env: {A: [1]}")
-                .find("key 'env': the value of 'A': expected a string, got a list"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], env: [A]").find("key 'env': expected a mapping"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], ranks: 0").find("key 'ranks': must be 1 to 1024"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], timeout: 0")
-                .find("key 'timeout': must be a number of "
-                      "seconds above 0, got 0"),
-            std::string::npos);
-  EXPECT_NE(error("command: [true], rnaks: 2").find("unknown key (did you mean 'ranks'?)"),
-            std::string::npos);
 }
 
 TEST(RankProcess, TheTailOfAFileKeepsWholeLines) {
