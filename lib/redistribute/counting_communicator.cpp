@@ -25,7 +25,7 @@ std::int64_t CommLog::bytes() const {
 
 CountingCommunicator::CountingCommunicator(std::unique_ptr<comm::Communicator> inner,
                                            std::string group, CommLog* log)
-    : inner_(std::move(inner)), group_(std::move(group)), log_(log) {}
+    : ForwardingCommunicator(std::move(inner)), group_(std::move(group)), log_(log) {}
 
 void CountingCommunicator::annotate(std::int64_t src_tensor_dim, std::int64_t dst_tensor_dim,
                                     ReduceOp op) {
@@ -36,7 +36,7 @@ void CountingCommunicator::annotate(std::int64_t src_tensor_dim, std::int64_t ds
 
 void CountingCommunicator::note(StepKind kind, std::int64_t bytes) {
   if (log_) {
-    log_->record(IssuedComm{kind, group_, op_, src_dim_, dst_dim_, inner_->size(), bytes});
+    log_->record(IssuedComm{kind, group_, op_, src_dim_, dst_dim_, inner().size(), bytes});
   }
   src_dim_ = dst_dim_ = -1;
   op_ = ReduceOp::sum;
@@ -44,35 +44,29 @@ void CountingCommunicator::note(StepKind kind, std::int64_t bytes) {
 
 void CountingCommunicator::all_reduce(const void* send, void* recv, std::size_t count,
                                       comm::DType dtype, comm::ReduceOp op) {
-  inner_->all_reduce(send, recv, count, dtype, op);
+  inner().all_reduce(send, recv, count, dtype, op);
   note(StepKind::all_reduce, static_cast<std::int64_t>(count * comm::element_size(dtype)));
 }
 
 void CountingCommunicator::all_gather(const void* send, void* recv, std::size_t count,
                                       comm::DType dtype) {
-  inner_->all_gather(send, recv, count, dtype);
+  inner().all_gather(send, recv, count, dtype);
   note(StepKind::all_gather,
-       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner_->size());
+       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner().size());
 }
 
 void CountingCommunicator::reduce_scatter(const void* send, void* recv, std::size_t count,
                                           comm::DType dtype, comm::ReduceOp op) {
-  inner_->reduce_scatter(send, recv, count, dtype, op);
+  inner().reduce_scatter(send, recv, count, dtype, op);
   note(StepKind::reduce_scatter,
-       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner_->size());
+       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner().size());
 }
 
 void CountingCommunicator::all_to_all(const void* send, void* recv, std::size_t count,
                                       comm::DType dtype) {
-  inner_->all_to_all(send, recv, count, dtype);
+  inner().all_to_all(send, recv, count, dtype);
   note(StepKind::all_to_all,
-       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner_->size());
-}
-
-void CountingCommunicator::broadcast(const void* send, void* recv, std::size_t count,
-                                     comm::DType dtype, int root) {
-  // Not a redistribution collective: forwarded, not counted.
-  inner_->broadcast(send, recv, count, dtype, root);
+       static_cast<std::int64_t>(count * comm::element_size(dtype)) * inner().size());
 }
 
 }  // namespace meshgate

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "comm/forwarding_communicator.hpp"
 #include "plan/plan.hpp"
 
 namespace meshgate {
@@ -47,8 +48,9 @@ class CommLog {
 // A Communicator that forwards every call to `inner` and records each collective in `log`
 // under the group name it was created with, like DTensor tests' CommDebugMode. The executor
 // declares the tensor dims of the next collective with annotate(); they are part of the
-// recorded string (a communicator call alone does not know them).
-class CountingCommunicator final : public comm::Communicator {
+// recorded string (a communicator call alone does not know them). Groups it splits are the
+// inner backend's, uncounted: the log only names groups the executor creates.
+class CountingCommunicator final : public comm::ForwardingCommunicator {
  public:
   CountingCommunicator(std::unique_ptr<comm::Communicator> inner, std::string group, CommLog* log);
 
@@ -57,36 +59,17 @@ class CountingCommunicator final : public comm::Communicator {
   // Where the following collectives are recorded; nullptr records nothing.
   void set_log(CommLog* log) { log_ = log; }
 
-  std::string_view backend() const override { return inner_->backend(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
   void all_reduce(const void* send, void* recv, std::size_t count, comm::DType dtype,
                   comm::ReduceOp op) override;
   void all_gather(const void* send, void* recv, std::size_t count, comm::DType dtype) override;
   void reduce_scatter(const void* send, void* recv, std::size_t count, comm::DType dtype,
                       comm::ReduceOp op) override;
   void all_to_all(const void* send, void* recv, std::size_t count, comm::DType dtype) override;
-  void broadcast(const void* send, void* recv, std::size_t count, comm::DType dtype,
-                 int root) override;
-  void barrier() override { inner_->barrier(); }
-  // Uncounted groups (the log only names groups the executor creates).
-  std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
-    return inner_->split(groups);
-  }
-  void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
-  void deallocate(void* ptr) override { inner_->deallocate(ptr); }
-  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_from_host(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_to_host(dst, src, bytes);
-  }
-  void synchronize() override { inner_->synchronize(); }
+  // broadcast is no redistribution collective: forwarded, not counted.
 
  private:
   void note(StepKind kind, std::int64_t bytes);
 
-  std::unique_ptr<comm::Communicator> inner_;
   std::string group_;
   CommLog* log_;
   std::int64_t src_dim_ = -1;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "case_file.hpp"
+#include "comm/forwarding_communicator.hpp"
 #include "comm/threads_world.hpp"
 #include "external_impl.hpp"
 #include "kinds/kind_test_support.hpp"
@@ -69,33 +70,20 @@ enum class Corruption {
 
 // A communicator that passes everything through, and breaks all_reduce, broadcast or split on
 // the group communicators split from it as `corruption` says.
-class CorruptingCommunicator final : public comm::Communicator {
+class CorruptingCommunicator final : public comm::ForwardingCommunicator {
  public:
   CorruptingCommunicator(std::unique_ptr<comm::Communicator> inner, bool corrupt,
                          Corruption corruption)
-      : inner_(std::move(inner)), corrupt_(corrupt), corruption_(corruption) {}
-  std::string_view backend() const override { return inner_->backend(); }
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingCommunicator(std::move(inner)), corrupt_(corrupt), corruption_(corruption) {}
   void all_reduce(const void* send, void* recv, std::size_t count, comm::DType dtype,
                   comm::ReduceOp op) override {
     const bool lose_input = corrupt_ && corruption_ == Corruption::last_rank_input_lost &&
                             rank() == size() - 1 && count > 0;
     if (lose_input) std::memset(const_cast<void*>(send), 0, count * comm::element_size(dtype));
-    inner_->all_reduce(send, recv, count, dtype, op);
+    inner().all_reduce(send, recv, count, dtype, op);
     if (corrupt_ && corruption_ == Corruption::first_element_of_rank_1 && rank() == 1) {
       std::memset(recv, 0xFF, comm::element_size(dtype));
     }
-  }
-  void all_gather(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
-    inner_->all_gather(send, recv, count, dtype);
-  }
-  void reduce_scatter(const void* send, void* recv, std::size_t count, comm::DType dtype,
-                      comm::ReduceOp op) override {
-    inner_->reduce_scatter(send, recv, count, dtype, op);
-  }
-  void all_to_all(const void* send, void* recv, std::size_t count, comm::DType dtype) override {
-    inner_->all_to_all(send, recv, count, dtype);
   }
   void broadcast(const void* send, void* recv, std::size_t count, comm::DType dtype,
                  int root) override {
@@ -104,37 +92,27 @@ class CorruptingCommunicator final : public comm::Communicator {
     if (out_of_place &&
         (corruption_ == Corruption::broadcast_into_send ||
          (corruption_ == Corruption::broadcast_root_recv_unwritten && rank() == root))) {
-      inner_->broadcast(send, own_send, count, dtype, root);
+      inner().broadcast(send, own_send, count, dtype, root);
       return;
     }
-    inner_->broadcast(send, recv, count, dtype, root);
+    inner().broadcast(send, recv, count, dtype, root);
     if (out_of_place && corruption_ == Corruption::broadcast_root_send_overwritten &&
         rank() == root) {
       std::memset(own_send, 0x7F, count * comm::element_size(dtype));
     }
   }
-  void barrier() override { inner_->barrier(); }
+  // The groups are corrupting too: the case runs its collectives on them.
   std::unique_ptr<comm::Communicator> split(const std::vector<std::vector<int>>& groups) override {
     std::vector<std::vector<int>> sorted = groups;
     if (corruption_ == Corruption::groups_in_rank_order) {
       for (std::vector<int>& group : sorted) std::sort(group.begin(), group.end());
     }
-    std::unique_ptr<comm::Communicator> child = inner_->split(sorted);
+    std::unique_ptr<comm::Communicator> child = inner().split(sorted);
     if (!child) return nullptr;
     return std::make_unique<CorruptingCommunicator>(std::move(child), true, corruption_);
   }
-  void* allocate(std::size_t bytes) override { return inner_->allocate(bytes); }
-  void deallocate(void* ptr) override { inner_->deallocate(ptr); }
-  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_from_host(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, std::size_t bytes) override {
-    inner_->copy_to_host(dst, src, bytes);
-  }
-  void synchronize() override { inner_->synchronize(); }
 
  private:
-  std::unique_ptr<comm::Communicator> inner_;
   bool corrupt_;
   Corruption corruption_;
 };
