@@ -1,10 +1,39 @@
 // The host memory of a gemm case, estimated from its keys before anything runs.
 
+#include <unistd.h>
+
+#include <initializer_list>
+#include <string_view>
+#include <utility>
+
 #include "kinds/gemm/gemm_case.hpp"
 
 namespace meshgate::runner::gemm_kind {
 
+// Twice the last-level cache, written before each cold CPU sample: the GEMM starts with none
+// of its operands cached. Defined beside the estimate, which counts it; the cold timing of the
+// CPU executor (executors.hpp) allocates it.
+std::size_t cold_flush_bytes() {
+  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? 2 * static_cast<std::size_t>(l3) : std::size_t{64} << 20;
+}
+
 namespace {
+
+// One part of a memory estimate and the case key it grows with.
+struct MemoryPart {
+  double bytes = 0;
+  std::string_view key;
+};
+
+// The key of the largest of a product's factors (the first on a tie).
+std::string_view largest_factor(
+    std::initializer_list<std::pair<std::string_view, double>> factors) {
+  const auto* best = factors.begin();
+  for (const auto* f = factors.begin(); f != factors.end(); ++f)
+    if (f->second > best->second) best = f;
+  return best->first;
+}
 
 struct Working {
   MemoryPart part;

@@ -36,7 +36,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -110,18 +109,9 @@ nlohmann::json ulp_json(const g::UlpSummary& u);
 g::UlpSummary ulp_to_reference(const g::GemmProblem& p, const std::vector<std::int64_t>& rows,
                                const std::vector<double>& ref, const g::HostTensor& y);
 // Twice the last-level cache, written before each cold CPU sample: the GEMM starts with none
-// of its operands cached.
+// of its operands cached. In estimate.cpp, which counts it.
 std::size_t cold_flush_bytes();
 
-// One part of a memory estimate and the case key it grows with.
-struct MemoryPart {
-  double bytes = 0;
-  std::string_view key;
-};
-
-// The key of the largest of a product's factors (the first on a tie).
-std::string_view largest_factor(
-    std::initializer_list<std::pair<std::string_view, double>> factors);
 Status parse_status(const std::string& s);
 
 // Judges the outputs of one problem, whoever computed them (meshgate's implementations in run(),

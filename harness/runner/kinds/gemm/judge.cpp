@@ -158,22 +158,6 @@ g::UlpSummary ulp_to_reference(const g::GemmProblem& p, const std::vector<std::i
   return s;
 }
 
-// Twice the last-level cache, written before each cold CPU sample: the GEMM starts with none
-// of its operands cached.
-std::size_t cold_flush_bytes() {
-  const long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? 2 * static_cast<std::size_t>(l3) : std::size_t{64} << 20;
-}
-
-// The key of the largest of a product's factors (the first on a tie).
-std::string_view largest_factor(
-    std::initializer_list<std::pair<std::string_view, double>> factors) {
-  const auto* best = factors.begin();
-  for (const auto* f = factors.begin(); f != factors.end(); ++f)
-    if (f->second > best->second) best = f;
-  return best->first;
-}
-
 Status parse_status(const std::string& s) {
   if (s == "pass") return Status::pass;
   if (s == "fail") return Status::fail;
