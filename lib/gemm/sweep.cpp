@@ -79,6 +79,7 @@ std::string_view to_string(FailureClass c) {
     case FailureClass::bias_missing: return "bias_missing";
     case FailureClass::bias_doubled: return "bias_doubled";
     case FailureClass::unwritten: return "unwritten";
+    case FailureClass::misplaced: return "misplaced";
     case FailureClass::drift: return "drift";
     case FailureClass::fallback: return "fallback";
   }
@@ -87,10 +88,10 @@ std::string_view to_string(FailureClass c) {
 
 ExactPattern exact_pattern(const GemmProblem& p) {
   ExactPattern e;
-  // Room above the largest sum for a doubled bias: every value a wrong output of the classes
-  // above can hold stays exact too.
+  // Room above the largest sum for the largest row offset and a doubled bias: every value a
+  // wrong output of the classes above can hold stays exact too.
   const auto budget = exact_integer_limit(p.dtype) - static_cast<std::int64_t>(kHead + 1) -
-                      2 * static_cast<std::int64_t>(kBiasLargest);
+                      (kRowOffsets - 1) - 2 * static_cast<std::int64_t>(kBiasLargest);
   if (p.k > 0) {
     e.climb = std::min<std::int64_t>(p.k - 1, budget);
     const std::int64_t plateau = p.k - 1 - e.climb;
@@ -112,7 +113,9 @@ GemmInputs make_exact_inputs(const GemmProblem& p, const ExactPattern& e) {
       const float a = kk == 0 ? static_cast<float>(kHead)
                       : kk < plateau_end ? (kk % 2 ? 1.0f : -1.0f)
                                          : 1.0f;
-      for (std::int64_t i = 0; i < p.m; ++i) in.x.set(x_index(p, i, kk, b), a);
+      for (std::int64_t i = 0; i < p.m; ++i)
+        in.x.set(x_index(p, i, kk, b),
+                 kk == 0 ? a + static_cast<float>(ExactPattern::row_offset(i)) : a);
       for (std::int64_t j = 0; j < p.n; ++j) in.w.set(w_index(p, kk, j, b), 1.0f);
     }
   for (std::int64_t j = 0; j < p.n; ++j)
@@ -120,21 +123,34 @@ GemmInputs make_exact_inputs(const GemmProblem& p, const ExactPattern& e) {
   return in;
 }
 
-std::vector<double> exact_columns(const GemmProblem& p, const ExactPattern& e) {
-  std::vector<double> out(static_cast<std::size_t>(p.n));
-  for (std::size_t j = 0; j < out.size(); ++j)
-    out[j] = activate(p.epilogue, static_cast<double>(p.alpha) * e.sum + e.bias[j]);
+namespace {
+
+// alpha (sum + r_i) + bias[j] - shift: element (i, j) before the activation.
+double pre_activation(const GemmProblem& p, const ExactPattern& e, std::int64_t i,
+                      std::size_t j, double shift = 0) {
+  return static_cast<double>(p.alpha) * (e.sum + ExactPattern::row_offset(i)) + e.bias[j] - shift;
+}
+
+}  // namespace
+
+std::vector<double> exact_output(const GemmProblem& p, const ExactPattern& e) {
+  std::vector<double> out(static_cast<std::size_t>(p.m * p.n));
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t j = 0; j < p.n; ++j)
+      out[static_cast<std::size_t>(i * p.n + j)] =
+          activate(p.epilogue, pre_activation(p, e, i, static_cast<std::size_t>(j)));
   return out;
 }
 
 namespace {
 
-// Whether every element of y satisfies `matches(j, value)`.
+// Whether every element (row i of its batch, column j) satisfies `matches(i, j, value)`.
 template <class Match>
 bool every_element(const GemmProblem& p, const HostTensor& y, Match&& matches) {
   for (std::int64_t row = 0; row < total_rows(p); ++row)
     for (std::int64_t j = 0; j < p.n; ++j)
-      if (!matches(static_cast<std::size_t>(j), static_cast<double>(y.get(y_index(p, row, j)))))
+      if (!matches(row % p.m, static_cast<std::size_t>(j),
+                   static_cast<double>(y.get(y_index(p, row, j)))))
         return false;
   return true;
 }
@@ -143,7 +159,7 @@ std::string first_wrong(const GemmProblem& p, const std::vector<double>& expecte
                         const HostTensor& y) {
   for (std::int64_t row = 0; row < total_rows(p); ++row)
     for (std::int64_t j = 0; j < p.n; ++j) {
-      const double want = round_to(p.dtype, expected[static_cast<std::size_t>(j)]);
+      const double want = round_to(p.dtype, expected[static_cast<std::size_t>((row % p.m) * p.n + j)]);
       const double got = y.get(y_index(p, row, j));
       if (got != want) {
         std::ostringstream s;
@@ -159,13 +175,16 @@ std::string first_wrong(const GemmProblem& p, const std::vector<double>& expecte
 OutputVerdict classify_output(const GemmProblem& p, const ExactPattern& e, const HostTensor& y) {
   validate_output(p, y);
   OutputVerdict v;
-  const std::vector<double> expected = exact_columns(p, e);
+  const std::vector<double> expected = exact_output(p, e);
+  const auto expected_at = [&](std::int64_t i, std::size_t j) {
+    return expected[static_cast<std::size_t>(i * p.n) + j];
+  };
   std::int64_t nonfinite = 0;
   for (std::int64_t row = 0; row < total_rows(p); ++row)
     for (std::int64_t j = 0; j < p.n; ++j) {
       const double got = y.get(y_index(p, row, j));
       nonfinite += !std::isfinite(got);
-      v.bad += got != round_to(p.dtype, expected[static_cast<std::size_t>(j)]);
+      v.bad += got != round_to(p.dtype, expected_at(row % p.m, static_cast<std::size_t>(j)));
     }
   if (v.bad == 0) return v;
   v.detail = first_wrong(p, expected, y);
@@ -179,16 +198,17 @@ OutputVerdict classify_output(const GemmProblem& p, const ExactPattern& e, const
   // the identity there); the GELU of a smaller value is compared within the dtype's tolerance,
   // since an implementation evaluates it in float.
   const Tolerance tol = tolerance_for(p.dtype, p.k);
-  std::vector<double> pre(e.bias.size());
-  for (std::size_t j = 0; j < pre.size(); ++j) pre[j] = double(p.alpha) * e.sum + e.bias[j];
+  const auto holds = [&](double got, double pre) {
+    const double want = round_to(p.dtype, activate(p.epilogue, pre));
+    if (p.epilogue != Epilogue::gelu_bias) return got == want;
+    return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+  };
   const auto shifted_by = [&](auto shift) {
-    return every_element(p, y, [&](std::size_t j, double got) {
-      const double want = round_to(p.dtype, activate(p.epilogue, pre[j] - shift(j)));
-      if (p.epilogue != Epilogue::gelu_bias) return got == want;
-      return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+    return every_element(p, y, [&](std::int64_t i, std::size_t j, double got) {
+      return holds(got, pre_activation(p, e, i, j, shift(j)));
     });
   };
-  const double offset = pre[0] - static_cast<double>(y.get(y_index(p, 0, 0)));
+  const double offset = pre_activation(p, e, 0, 0) - static_cast<double>(y.get(y_index(p, 0, 0)));
   if (offset != 0 && offset == std::floor(offset) &&
       shifted_by([&](std::size_t) { return offset; })) {
     v.failure = FailureClass::k_tail;
@@ -205,8 +225,26 @@ OutputVerdict classify_output(const GemmProblem& p, const ExactPattern& e, const
       return v;
     }
   }
-  const bool within = every_element(p, y, [&](std::size_t j, double got) {
-    return std::fabs(got - expected[j]) <= tol.atol + tol.rtol * std::fabs(expected[j]);
+  // Every element holds exactly the value of some row of its column (rows of M differ by their
+  // offset r_i; every value is >= 16, where even GELU is exact): a result stored in the wrong
+  // row, or one row's result in every row.
+  const std::int64_t offsets = std::min(p.m, kRowOffsets);
+  const auto row_value = [&](std::int64_t i, std::size_t j) {
+    return round_to(p.dtype, activate(p.epilogue, pre_activation(p, e, i, j)));
+  };
+  const bool rows_astray =
+      offsets > 1 && every_element(p, y, [&](std::int64_t, std::size_t j, double got) {
+        for (std::int64_t r = 0; r < offsets; ++r)
+          if (got == row_value(r, j)) return true;
+        return false;
+      });
+  if (rows_astray) {
+    v.failure = FailureClass::misplaced;
+    return v;
+  }
+  const bool within = every_element(p, y, [&](std::int64_t i, std::size_t j, double got) {
+    const double want = expected_at(i, j);
+    return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
   });
   v.failure = FailureClass::drift;
   v.ok = within;  // off in no pattern, and inside the dtype's tolerance: tolerated

@@ -53,23 +53,30 @@ std::size_t draw_choice(std::size_t choices, std::uint64_t seed, std::int64_t in
 // 2^8 (bf16).
 std::int64_t exact_integer_limit(DType d);
 
-// The exact inputs of a problem: W is all ones, X[i, k] = a_k for every row i, and
-// bias[j] = 1 + (5 j mod 8). The a_k start with 16 (so that every pre-activation value the
-// output can hold is >= 16, where the tanh GELU is the identity in fp32 and ReLU is too), then
+// The exact inputs of a problem: W is all ones, X[i, k] = a_k for every row i but the first
+// term, and bias[j] = 1 + (5 j mod 8). The a_k start with 16 + r_i, r_i = i mod 7 (so that
+// every pre-activation value the output can hold is >= 16, where the tanh GELU is the identity
+// in fp32 and ReLU is too, and rows differ: a row written to another row's place is seen; 7
+// because tiles are powers of two, so rows one or more tiles apart still differ), then
 // alternate +1 and -1, then climb by +1 for the last `climb` terms to the output's final value:
 // every prefix sum is a value the output dtype holds exactly, and the full sum is reached only
 // by the last term, so a dropped tail of any length lowers the result.
+inline constexpr std::int64_t kRowOffsets = 7;
+// Changes when the exact inputs or the failure classes do: a sweep checkpointed under other
+// inputs is not continued.
+inline constexpr int kExactInputsVersion = 2;
 struct ExactPattern {
   std::int64_t climb = 0;       // the last `climb` terms are +1
-  double sum = 0;               // sum of the a_k: every output's pre-bias value
+  double sum = 0;               // sum of the a_k of row 0: every output's pre-bias value, + r_i
   std::vector<double> bias;     // bias[j], j < N
+  static double row_offset(std::int64_t i) { return static_cast<double>(i % kRowOffsets); }
 };
 ExactPattern exact_pattern(const GemmProblem& p);
 // Inputs of `p` filled with the pattern (offsets and leading dimensions honoured; padding 0).
 GemmInputs make_exact_inputs(const GemmProblem& p, const ExactPattern& pattern);
-// The exact output element (i, j) before rounding: act(sum + bias[j]), in double; the same for
-// every row, so one value per column.
-std::vector<double> exact_columns(const GemmProblem& p, const ExactPattern& pattern);
+// The exact output before rounding, M x N row-major (the same in every batch):
+// element (i, j) = act(alpha (sum + r_i) + bias[j]), in double.
+std::vector<double> exact_output(const GemmProblem& p, const ExactPattern& pattern);
 
 // How an output is wrong, by the shape of its error.
 enum class FailureClass {
@@ -77,10 +84,11 @@ enum class FailureClass {
   bias_missing,  // every element short by exactly its column's bias
   bias_doubled,  // every element over by exactly its column's bias
   unwritten,     // a NaN or infinity where a finite value belongs (the NaN sentinel survived)
+  misplaced,     // every wrong element holds another row's exact value: rows written astray
   drift,         // off beyond the dtype's tolerance in no pattern above (fp64 reference)
   fallback,      // the requested epilogue, algorithm or split-K was not the one that ran
 };
-inline constexpr int kFailureClassCount = 6;
+inline constexpr int kFailureClassCount = 7;
 std::string_view to_string(FailureClass c);
 
 struct OutputVerdict {

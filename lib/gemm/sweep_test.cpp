@@ -61,9 +61,11 @@ TEST(SweepExactInputs, ClosedFormIsTheReferenceAndEveryImplementationHitsItExact
         const ExactPattern e = exact_pattern(p);
         const GemmInputs in = make_exact_inputs(p, e);
         const std::vector<double> ref = reference(p, in);
-        const std::vector<double> cols = exact_columns(p, e);
-        for (std::int64_t i = 0; i < p.m * p.n; ++i) ASSERT_EQ(ref[i], cols[i % p.n]) << k;
-        EXPECT_LE(e.sum + 16, exact_integer_limit(d));
+        const std::vector<double> exact = exact_output(p, e);
+        for (std::int64_t i = 0; i < p.m * p.n; ++i) ASSERT_EQ(ref[i], exact[i]) << k;
+        // Rows differ (by r_i), and the largest value of any class stays exact.
+        EXPECT_NE(exact[0], exact[p.n]);
+        EXPECT_LE(e.sum + (kRowOffsets - 1) + 16, exact_integer_limit(d));
         for (const Impl impl : {Impl::cpu_epilogue, Impl::cpu_unfused, Impl::cpu_beta_bias}) {
           HostTensor y(d, y_elements(p));
           run_cpu(impl, p, in, y);
@@ -92,10 +94,19 @@ TEST(SweepExactInputs, AnyDroppedTailLowersTheSumInEveryDtype) {
 template <class Change>
 HostTensor altered(const GemmProblem& p, const ExactPattern& e, Change change) {
   HostTensor y(p.dtype, y_elements(p));
-  const std::vector<double> cols = exact_columns(p, e);
+  const std::vector<double> exact = exact_output(p, e);
   for (std::int64_t r = 0; r < p.m; ++r)
     for (std::int64_t j = 0; j < p.n; ++j)
-      y.set(y_index(p, r, j), static_cast<float>(change(j, cols[static_cast<std::size_t>(j)])));
+      y.set(y_index(p, r, j),
+            static_cast<float>(change(j, exact[static_cast<std::size_t>(r * p.n + j)])));
+  return y;
+}
+
+// The exact output of `p` with row `from`'s values stored in row `to` as well.
+HostTensor row_copied(const GemmProblem& p, const ExactPattern& e, std::int64_t from,
+                      std::int64_t to) {
+  HostTensor y = altered(p, e, [](auto, double x) { return x; });
+  for (std::int64_t j = 0; j < p.n; ++j) y.set(y_index(p, to, j), y.get(y_index(p, from, j)));
   return y;
 }
 
@@ -117,9 +128,31 @@ TEST(SweepClassify, EachWayOfBeingWrongHasItsClass) {
   v = classify_output(p, e, altered(p, e, [](auto j, double x) { return x * (j ? 1.1 : 1.0); }));
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.failure, FailureClass::drift);
+  v = classify_output(p, e, row_copied(p, e, 1, 4));
+  EXPECT_FALSE(v.ok);
+  EXPECT_EQ(v.failure, FailureClass::misplaced);
+  EXPECT_EQ(v.bad, p.n);
   v = classify_output(p, e, altered(p, e, [](auto, double x) { return x; }));
   EXPECT_TRUE(v.ok);
   EXPECT_EQ(v.bad, 0);
+}
+
+TEST(SweepClassify, RowsOneTileApartAreTold) {
+  // Tiles span powers of two rows; offsets repeat every 7 rows, so a tile stored one tile off
+  // still lands on rows of other values, even where the error is inside the tolerance.
+  for (const DType d : {DType::f32, DType::bf16})
+    for (const std::int64_t tile : {16, 64, 128}) {
+      const GemmProblem p = problem(2 * tile, 3, 300, d, Epilogue::gelu_bias);
+      const ExactPattern e = exact_pattern(p);
+      const OutputVerdict v = classify_output(p, e, row_copied(p, e, 0, tile));
+      EXPECT_FALSE(v.ok) << tile;
+      EXPECT_EQ(v.failure, FailureClass::misplaced) << tile;
+    }
+  // One row: nothing to mix up, and a uniform shift stays a tail.
+  const GemmProblem p = problem(1, 4, 300, DType::f32, Epilogue::none);
+  const ExactPattern e = exact_pattern(p);
+  EXPECT_EQ(classify_output(p, e, altered(p, e, [](auto, double x) { return x - 1; })).failure,
+            FailureClass::k_tail);
 }
 
 TEST(SweepClassify, AShortSumIsATailEvenWhereRandomInputsWouldPassTolerance) {

@@ -211,8 +211,10 @@ std::int64_t SweepCase::load_checkpoint(SweepTally& tally, double& seconds) cons
   if (!in) return 0;
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
-    // A checkpoint of another sweep (the case was edited since) is not continued.
+    // A checkpoint of another sweep (the case was edited since), or of other exact inputs (an
+    // older meshgate), is not continued.
     if (j.at("params") != sweep_params(s_)) return 0;
+    if (j.value("inputs", 0) != g::kExactInputsVersion) return 0;
     tally = SweepTally::from_json(j.at("tally"));
     seconds = j.at("seconds").get<double>();
     return std::clamp<std::int64_t>(j.at("next").get<std::int64_t>(), 0, s_.count);
@@ -232,6 +234,7 @@ void SweepCase::save_checkpoint(std::int64_t next, const SweepTally& tally,
   {
     std::ofstream out(partial, std::ios::trunc);
     out << nlohmann::json{{"params", sweep_params(s_)},
+                          {"inputs", g::kExactInputsVersion},
                           {"next", next},
                           {"tally", tally.to_json()},
                           {"seconds", seconds}};

@@ -84,6 +84,17 @@ void skips_tile(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in, 
   for (std::int64_t r = 24; r < p.m; ++r)  // the last row tile, as if its block never stored
     for (std::int64_t j = 0; j < p.n; ++j) y.set(g::y_index(p, r, j), std::nanf(""));
 }
+// The last tile of 16 rows is stored one tile up (as with a wrong row offset of a block), so
+// rows 16 .. 31 hold rows 0 .. 15's results.
+bool misplaces_tile_on(const g::GemmProblem& p) { return p.m >= 32 && p.n > 3; }
+void misplaces_tile(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
+                    g::HostTensor& y) {
+  g::run_cpu(impl, p, in, y);
+  if (!misplaces_tile_on(p)) return;
+  for (std::int64_t r = 16; r < 32; ++r)
+    for (std::int64_t j = 0; j < p.n; ++j)
+      y.set(g::y_index(p, r, j), y.get(g::y_index(p, r - 16, j)));
+}
 // Column 0 keeps its value: with one column there is nothing to drift.
 bool drifts_on(const g::GemmProblem& p) { return p.k % 2 == 1 && p.k > 10 && p.n > 1; }
 void drifts(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in, g::HostTensor& y) {
@@ -163,6 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(WrongCase{"k_tail", &drops_tail, &drops_tail_on},
                       WrongCase{"bias_missing", &forgets_bias, &forgets_bias_on},
                       WrongCase{"unwritten", &skips_tile, &skips_tile_on},
+                      WrongCase{"misplaced", &misplaces_tile, &misplaces_tile_on},
                       WrongCase{"drift", &drifts, &drifts_on}),
     [](const auto& test) { return std::string(test.param.failure); });
 
