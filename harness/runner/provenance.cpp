@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "gemm/gemm.hpp"
 #ifdef MESHGATE_HAVE_NCCL
 #include "comm/nccl_world.hpp"
 #endif
@@ -109,10 +110,16 @@ nlohmann::ordered_json versions_info(std::optional<std::string> mpi,
   const auto or_null = [](const std::optional<std::string>& v) {
     return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
   };
+  // The cuBLASLt the loader picked (LD_LIBRARY_PATH can pick another build of it): GEMM
+  // results depend on its version, and a comparison of two builds names both.
+  const std::optional<gemm::BlasLibrary> lt = gemm::cublaslt_library();
   return {{"meshgate", MESHGATE_VERSION},
           {"cuda", or_null(cuda)},
           {"nccl", or_null(nccl)},
-          {"mpi", or_null(mpi)}};
+          {"mpi", or_null(mpi)},
+          {"cublaslt", lt ? nlohmann::ordered_json(lt->version) : nlohmann::ordered_json(nullptr)},
+          {"cublaslt_library",
+           lt && !lt->path.empty() ? nlohmann::ordered_json(lt->path) : nlohmann::ordered_json(nullptr)}};
 }
 
 nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -662,6 +663,16 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
 #endif
   EXPECT_TRUE(run["versions"]["nccl"].is_null());
   EXPECT_TRUE(run["versions"]["mpi"].is_null());
+#ifdef MESHGATE_GEMM_CUDA
+  // The cuBLASLt the loader picked, "13.1.0" and its file: known without a GPU.
+  EXPECT_TRUE(std::regex_match(run["versions"]["cublaslt"].get<std::string>(),
+                               std::regex(R"(\d+\.\d+\.\d+)")));
+  EXPECT_NE(run["versions"]["cublaslt_library"].get<std::string>().find("libcublasLt"),
+            std::string::npos);
+#else
+  EXPECT_TRUE(run["versions"]["cublaslt"].is_null());
+  EXPECT_TRUE(run["versions"]["cublaslt_library"].is_null());
+#endif
   // What the host did to the timings: not pinned, the governor where cpufreq says, the load.
   EXPECT_TRUE(run.contains("cpus"));
   EXPECT_TRUE(run["cpus"].is_null());

@@ -1,15 +1,22 @@
 """meshgate parity's committed list and its checks, and meshgate compat's classification of
-what changed between two implementations: pure functions on result rows."""
+what changed between two implementations or two environments: pure functions on result rows,
+and compat end to end on the runner with each side's environment (MESHGATE_RUNNER)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import sys
 import tempfile
 import unittest
 from pathlib import Path
 
 from meshgate.gate import compat, parity
 from meshgate.system import implementations
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def row(case: str, status: str, kind: str = "redistribute", message: str = "", **metrics) -> dict:
@@ -178,6 +185,125 @@ class CompatClassification(unittest.TestCase):
                          [("s/b", "new_rejection"), ("s/a", "relaxation")])
         self.assertIn("| new_rejection | 1 |", compat.markdown(changes, "torch 2.13.0",
                                                               "torch 2.15.0", 3))
+
+
+def sweep_row(case: str, failing: list[str], **counts) -> dict:
+    return row(case, "fail" if failing else "pass", kind="gemm_sweep", shapes=100,
+               failing_shapes=failing, failure_counts=counts, failing_shapes_truncated=False)
+
+
+class CompatOfTwoEnvironments(unittest.TestCase):
+    def test_a_sweep_splits_its_failing_shapes_by_side(self):
+        base = [sweep_row("g/u", ["56x70x38424 bf16 k_tail lt_epilogue", "8x8x9 f16 drift lt_epilogue"],
+                          k_tail=1, drift=1),
+                row("s/other", "pass")]
+        candidate = [sweep_row("g/u", ["8x8x9 f16 drift lt_epilogue", "3x5x70001 bf16 k_tail lt_epilogue"],
+                               k_tail=1, drift=1)]
+        (sweep,) = compat.sweep_differential(base, candidate)
+        self.assertEqual(sweep["only_base"], ["56x70x38424 bf16 k_tail lt_epilogue"])
+        self.assertEqual(sweep["only_candidate"], ["3x5x70001 bf16 k_tail lt_epilogue"])
+        self.assertEqual(sweep["both"], ["8x8x9 f16 drift lt_epilogue"])
+        text = compat.markdown(compat.compare(base, candidate), "cuBLASLt 13.1.0", "cuBLASLt 13.4.1",
+                               2, [sweep])
+        self.assertIn("## GEMM sweeps", text)
+        self.assertIn("| `g/u` | 100 / 100 | drift 1, k_tail 1 | drift 1, k_tail 1 | 1 | 1 | 1 |", text)
+        self.assertIn("Failing on the candidate only, `g/u`:\n- `3x5x70001 bf16 k_tail lt_epilogue`", text)
+        # The same failures on both sides: a sweep row, nothing one-sided, no change.
+        same = compat.sweep_differential(candidate, candidate)
+        self.assertEqual((same[0]["only_base"], same[0]["only_candidate"]), ([], []))
+        self.assertEqual(compat.compare(candidate, candidate), [])
+        # A side that skipped has no failing shapes to split: its status is a change instead.
+        self.assertEqual(compat.sweep_differential(base, [row("g/u", "skip", kind="gemm_sweep")]), [])
+
+    def test_each_side_is_labelled_by_the_library_versions_that_differ(self):
+        def run(version, path):
+            return {"versions": {"meshgate": "0.1.0", "cuda": "13.0", "cublaslt": version,
+                                 "cublaslt_library": path}}
+        old, new = run("13.1.0", "/cuda/libcublasLt.so.13"), run("13.4.1", "/venv/libcublasLt.so.13")
+        self.assertEqual(compat.label("meshgate", old, new), "cuBLASLt 13.1.0 (/cuda/libcublasLt.so.13)")
+        self.assertEqual(compat.label("meshgate", new, old), "cuBLASLt 13.4.1 (/venv/libcublasLt.so.13)")
+        self.assertEqual(compat.label("meshgate X=1", old, old), "meshgate X=1")
+        torch_run = dict(old, impls={"torch": {"version": "2.15.0"}})
+        self.assertEqual(compat.label("torch", torch_run, old), "torch 2.15.0")
+
+    def test_sides_that_do_not_differ_and_bad_assignments_are_usage_errors(self):
+        from meshgate import cli
+
+        for argv, said in ((["--base-env", "X=1", "--candidate-env", "X=1"], "both sides are meshgate X=1"),
+                           ([], "both sides are meshgate"),
+                           (["--base-env", "1X=2"], "--base-env '1X=2': expected NAME=VALUE"),
+                           (["--candidate-env", "NOVALUE"], "--candidate-env 'NOVALUE'")):
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                code = cli.main(["compat", *argv, str(REPO / "cases" / "gemm-sweep" / "cpu.yaml")])
+            self.assertEqual(code, 2, argv)
+            self.assertIn(said, err.getvalue())
+
+
+@unittest.skipUnless(os.environ.get("MESHGATE_RUNNER"), "needs the runner: set MESHGATE_RUNNER")
+class CompatOfTwoEnvironmentsEndToEnd(unittest.TestCase):
+    """Each side's runner gets its own environment: a case that reads a variable changes with
+    it, and two cuBLASLt builds (the toolkit's, and the one PyTorch's wheels bring) are named."""
+
+    def compat(self, *args: str) -> tuple[int, str, dict, Path]:
+        from meshgate import cli
+
+        out_dir = Path(tempfile.mkdtemp(prefix="meshgate-compat-"))
+        self.addCleanup(__import__("shutil").rmtree, out_dir, ignore_errors=True)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = cli.main(["compat", "--out", str(out_dir), *args])
+        report = out_dir / "compat.json"
+        return code, out.getvalue(), json.loads(report.read_text()) if report.exists() else {}, out_dir
+
+    def test_a_case_that_reads_the_environment_changes_with_it(self):
+        case = Path(tempfile.mkdtemp(prefix="meshgate-compat-case-")) / "env.yaml"
+        self.addCleanup(__import__("shutil").rmtree, case.parent, ignore_errors=True)
+        case.write_text(
+            "suite: env\n"
+            "cases:\n"
+            "  - name: reads-flavour\n"
+            "    kind: command\n"
+            "    command:\n"
+            "      - sh\n"
+            "      - -c\n"
+            "      - |\n"
+            "        printf '{\"status\": \"pass\", \"signals\": {\"flavour\": \"%s\"}}' \\\n"
+            "          \"$FLAVOUR\" > \"$MESHGATE_RESULT\"\n", encoding="utf-8")
+        code, out, report, _ = self.compat("--base-env", "FLAVOUR=old", "--candidate-env",
+                                        "FLAVOUR=new", str(case))
+        self.assertEqual(code, 0, out)
+        (change,) = report["changes"]
+        self.assertEqual((change["case"], change["class"]), ("env/reads-flavour", "semantic_change"))
+        self.assertIn("old", change["base"])
+        self.assertIn("new", change["candidate"])
+        # Both runs record the same versions: the sides are told apart by their settings.
+        self.assertTrue(report["base"].endswith("(meshgate FLAVOUR=old)"), report["base"])
+        self.assertTrue(report["candidate"].endswith("(meshgate FLAVOUR=new)"), report["candidate"])
+
+    def test_two_cublaslt_builds_run_the_same_cpu_sweep(self):
+        wheel_lib = Path(sys.prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                         "site-packages", "nvidia", "cu13", "lib")
+        toolkit_lib = Path("/usr/local/cuda/lib64")
+        if not (wheel_lib / "libcublasLt.so.13").exists() or \
+                not (toolkit_lib / "libcublasLt.so.13").exists():
+            self.skipTest("needs the CUDA toolkit's cuBLASLt and the one of PyTorch's wheels")
+        code, out, report, out_dir = self.compat(
+            "--base-env", f"LD_LIBRARY_PATH={toolkit_lib}", "--candidate-env",
+            f"LD_LIBRARY_PATH={wheel_lib}", str(REPO / "cases" / "gemm-sweep" / "cpu.yaml"))
+        self.assertEqual(code, 0, out)
+        self.assertEqual(report["changes"], [])
+        self.assertEqual(sorted(s["case"] for s in report["sweeps"]),
+                         ["gemm-sweep-cpu/extreme", "gemm-sweep-cpu/uniform"])
+        versions = {side: json.loads((out_dir / side / "results.json").read_text())["run"]["versions"]
+                    for side in ("base", "candidate")}
+        if versions["base"].get("cublaslt") is None:
+            self.skipTest("this runner was built without CUDA: it loads no cuBLASLt")
+        self.assertTrue(versions["base"]["cublaslt_library"].startswith(str(toolkit_lib)))
+        self.assertTrue(versions["candidate"]["cublaslt_library"].startswith(str(wheel_lib)))
+        if versions["base"]["cublaslt"] != versions["candidate"]["cublaslt"]:
+            self.assertIn(f"cuBLASLt {versions['base']['cublaslt']}", report["base"])
+            self.assertIn(f"cuBLASLt {versions['candidate']['cublaslt']}", report["candidate"])
 
 
 class ImplNames(unittest.TestCase):

@@ -414,6 +414,10 @@ UlpSummary ulp_summary(const GemmProblem& p, const HostTensor& expected, const H
 int cuda_device_count() {
   return 0;
 }
+
+std::optional<BlasLibrary> cublaslt_library() {
+  return std::nullopt;
+}
 #endif
 
 }  // namespace meshgate::gemm

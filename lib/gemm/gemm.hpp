@@ -7,6 +7,7 @@
 // gemm/cpu_gemm.hpp and the cuBLASLt ones in gemm/cuda_gemm.hpp.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -172,5 +173,14 @@ UlpSummary ulp_summary(const GemmProblem& p, const HostTensor& expected, const H
 
 // Number of CUDA devices meshgate can use: 0 when built without CUDA or when none is present.
 int cuda_device_count();
+
+// The cuBLASLt this process loaded, or nullopt in a build without CUDA; needs no GPU. The
+// dynamic loader picks the build (LD_LIBRARY_PATH first), so one runner can run a case against
+// two builds of the library, and its results say which one answered.
+struct BlasLibrary {
+  std::string version;  // "13.4.1", from cublasLtGetVersion
+  std::string path;     // the file the loader mapped
+};
+std::optional<BlasLibrary> cublaslt_library();
 
 }  // namespace meshgate::gemm

@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <chrono>
 #include <map>
@@ -719,6 +720,20 @@ std::string cuda_numerics_environment(int device) {
          std::to_string(prop.minor) + "), cuBLASLt " + std::to_string(cublasLtGetVersion()) +
          ", cuBLAS " + std::to_string(blas_major) + "." + std::to_string(blas_minor) + "." +
          std::to_string(blas_patch);
+}
+
+std::optional<BlasLibrary> cublaslt_library() {
+  const std::size_t v = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  BlasLibrary lib;
+  lib.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+                std::to_string(v % 100);
+  // The definition the loader bound, looked up by name: the address of the function taken here
+  // could be a stub in the executable.
+  Dl_info where{};
+  if (void* f = dlsym(RTLD_DEFAULT, "cublasLtGetVersion");
+      f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr)
+    lib.path = where.dli_fname;
+  return lib;
 }
 
 HostTensor run_cuda(Impl impl, const GemmProblem& p, const GemmInputs& in, CudaRunInfo* info) {
