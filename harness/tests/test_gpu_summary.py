@@ -192,6 +192,26 @@ class CasesInPartsTest(unittest.TestCase):
         self.assertIn("1 of 2 case(s) pass", log)
         self.assertIn("did not pass every case", done.stderr)
 
+    def test_sweep_runs_the_cases_once_on_each_cublaslt_build(self):
+        # The runner notes the library path each launch was given before it runs.
+        runner, paths = self.dir / "bundle" / "bin" / "meshgate-runner", self.dir / "ld-paths"
+        runner.write_text(f"#!/bin/sh\necho \"$1 $LD_LIBRARY_PATH\" >>{paths}\n"
+                          f"exec {sys.executable} {self.fake.command[1]} \"$@\"\n")
+        libs = [str(self.dir / "toolkit-lib"), str(self.dir / "wheel-lib")]
+        self.env["MESHGATE_SWEEP_LIBS"] = " ".join(libs)
+        done = self.validate("sweep")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        runs = [line.split(" ", 1)[1] for line in paths.read_text().splitlines()
+                if line.startswith("run ")]
+        self.assertEqual([path.split(":")[0] for path in runs], libs)
+        self.assertIn("# meshgate compat:", done.stdout)
+        self.assertTrue((self.dir / "out" / "sweep" / "compat.json").is_file())
+        # One build is no comparison.
+        self.env["MESHGATE_SWEEP_LIBS"] = libs[0]
+        done = self.validate("sweep")
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("sweep needs two folders of cuBLASLt", done.stderr)
+
     def test_all_pass_needs_a_case(self):
         (self.dir / "empty").mkdir()
         (self.dir / "empty" / "results.json").write_text(json.dumps({"cases": []}))
