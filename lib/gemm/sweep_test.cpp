@@ -54,15 +54,19 @@ GemmProblem problem(std::int64_t m, std::int64_t n, std::int64_t k, DType d, Epi
 
 TEST(SweepExactInputs, ClosedFormIsTheReferenceAndEveryImplementationHitsItExactly) {
   for (const DType d : {DType::f32, DType::f16, DType::bf16})
-    for (const GemmLayout l : {GemmLayout::nt, GemmLayout::tn, GemmLayout::tt})
+    for (const GemmLayout l : {GemmLayout::nt, GemmLayout::nn, GemmLayout::tn, GemmLayout::tt})
       for (const std::int64_t k : {1, 2, 3, 700, 3001}) {
         GemmProblem p = problem(5, 7, k, d, Epilogue::gelu_bias, l);
-        p.bias_offset = 3, p.x_offset = 1;
+        p.bias_offset = 3, p.x_offset = 1, p.w_offset = 2;
+        // Padded leading dimensions and a batch of two: the fill honours every stride.
+        p.batch = 2;
+        p.ldx = x_ld(p) + 2, p.ldw = w_ld(p) + 1;
         const ExactPattern e = exact_pattern(p);
         const GemmInputs in = make_exact_inputs(p, e);
         const std::vector<double> ref = reference(p, in);
         const std::vector<double> exact = exact_output(p, e);
-        for (std::int64_t i = 0; i < p.m * p.n; ++i) ASSERT_EQ(ref[i], exact[i]) << k;
+        ASSERT_EQ(ref.size(), 2 * exact.size());
+        for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(ref[i], exact[i % exact.size()]) << k;
         // Rows differ (by r_i), and the largest value of any class stays exact.
         EXPECT_NE(exact[0], exact[p.n]);
         EXPECT_LE(e.sum + (kRowOffsets - 1) + 16, exact_integer_limit(d));
