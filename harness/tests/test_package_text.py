@@ -58,9 +58,11 @@ def driver_modules() -> list[str]:
 
 
 def sources() -> list[Path]:
+    """Every source file under SOURCE_ROOTS, their CMake files included."""
     found = []
     for root in SOURCE_ROOTS:
-        found += [p for p in root.rglob("*") if p.suffix in SOURCE_SUFFIXES and p.is_file()]
+        found += [p for p in root.rglob("*") if p.is_file() and
+                  (p.suffix in SOURCE_SUFFIXES or p.suffix == ".cmake" or p.name == "CMakeLists.txt")]
     return sorted(found)
 
 
