@@ -276,6 +276,14 @@ class RunContext {
   // ends the whole run; a kind that starts processes of its own stops them before that, so the
   // case gets an error row of its own and the run goes on.
   virtual double case_timeout_s() const { return 0; }
+  // A folder of the run's own (under its --out) where a case may keep what a resumed run of the
+  // same folder continues from, e.g. a long sweep's progress; empty when the run has none. A
+  // kind creates it when it first writes there and leaves nothing behind once its case is done.
+  const std::string& state_dir() const { return state_dir_; }
+  void set_state_dir(std::string dir) { state_dir_ = std::move(dir); }
+
+ private:
+  std::string state_dir_;
 };
 
 class RankFailure : public std::runtime_error {

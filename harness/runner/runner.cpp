@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -181,6 +182,7 @@ CaseRun execute_case(PlannedCase& planned, std::optional<int> ranks_cap) {
 
 CaseRun execute_in(PlannedCase& planned, RunContext& ctx,
                    const std::function<bool(bool passed)>& agree) {
+  ctx.set_state_dir(planned.state_dir);
   CaseRun result;
   const double start = monotonic_seconds();
   PreparedCase& prepared = *planned.prepared;
@@ -551,6 +553,8 @@ int run_command(const RunOptions& options, RunBackend& backend, const std::vecto
 
   const std::string run_id = options.run_id.value_or(new_run_id());
   const std::string out_dir = options.out_dir.value_or("reports/" + run_id);
+  for (PlannedCase& planned : cases)
+    planned.state_dir = (std::filesystem::path(out_dir) / "case-state").string();
   std::unique_ptr<ResultsWriter> writer;
   // 1 = run the case, 0 = kept from a previous run; the leader decides (it owns the files).
   std::vector<std::uint8_t> run_flags(cases.size() + 1, 1);

@@ -700,6 +700,17 @@ TEST_F(RunCommandTest, ResultsJsonFollowsTheContract) {
   EXPECT_EQ(r["cases"][1]["tags"], nlohmann::json::array({"nightly", "smoke"}));
 }
 
+TEST_F(RunCommandTest, ACaseKeepsItsStateInTheRunsOwnFolder) {
+  RunOptions o = options({write("s.yaml", "suite: s\ncases:\n"
+                                          "  - {name: a, kind: probe, value: 1, record_state_dir: true}\n")});
+  std::ostringstream out, err;
+  ASSERT_EQ(run_command(o, test_kinds(), out, err), 0) << err.str();
+  // Under --out, so that --resume of the same folder finds it; made only by a kind that writes.
+  EXPECT_EQ(results()["cases"][0]["metrics"]["state_dir"],
+            (std::filesystem::path(*o.out_dir) / "case-state").string());
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(*o.out_dir) / "case-state"));
+}
+
 TEST_F(RunCommandTest, CpusPinsTheRunnerAndItsRankThreadsAndTheHeaderSaysSo) {
   const std::vector<int> before = allowed_cpus();
   ASSERT_FALSE(before.empty());

@@ -33,6 +33,7 @@ namespace meshgate::runner::testing {
 //   rank_iter_s: [number]          per rank of a process world (its lead_rank): the seconds of one
 //                                  call there, instead of iter_s
 //   record_affinity: bool          run() reports the CPUs each rank thread may run on
+//   record_state_dir: bool         run() reports its context's state_dir()
 //   options: {verbose: bool}       a nested mapping, to test child() validation
 //   memory: int                    the memory estimate in bytes (key 'memory'; default 0)
 //   invalid: string                parse() rejects the value (ValueRejection on key 'invalid')
@@ -67,6 +68,7 @@ class ProbeCase final : public PreparedCase {
   double iter_s = 1e-3;
   std::vector<double> rank_iter_s;
   bool record_affinity = false;
+  bool record_state_dir = false;
   std::int64_t memory = 0;
   bool bad_alloc = false;
   std::optional<int> bad_alloc_on_rank;
@@ -108,6 +110,7 @@ class ProbeCase final : public PreparedCase {
     });
     Outcome outcome;
     if (record_affinity) outcome.metrics["affinity"] = affinities;
+    if (record_state_dir) outcome.metrics["state_dir"] = ctx.state_dir();
     outcome.metrics["ranks_ran"] = ran.load();
     // Ranks that got a communicator whose rank and size match their place in the case.
     outcome.metrics["comms_matched"] = sizes_seen.load();
@@ -156,6 +159,7 @@ inline std::unique_ptr<PreparedCase> parse_probe(CaseNode& node, bool /*expect_e
   probe->iter_s = node.optional<double>("iter_s").value_or(1e-3);
   probe->rank_iter_s = node.optional<std::vector<double>>("rank_iter_s").value_or(std::vector<double>{});
   probe->record_affinity = node.optional<bool>("record_affinity").value_or(false);
+  probe->record_state_dir = node.optional<bool>("record_state_dir").value_or(false);
   probe->memory = node.optional<std::int64_t>("memory").value_or(0);
   if (const auto invalid = node.optional<std::string>("invalid"))
     reject_value(node, "invalid", *invalid);
@@ -187,7 +191,8 @@ inline const std::vector<KindEntry>& test_kinds() {
        &parse_probe,
        {"value", "expect", "fail_with", "ranks", "throw_on_rank", "reject", "report_reject",
         "backend_error", "integer_avg", "sleep_ms", "iter_s", "rank_iter_s", "record_affinity",
-        "memory", "invalid", "bad_alloc", "bad_alloc_on_rank", "options", "options.verbose"}},
+        "record_state_dir", "memory", "invalid", "bad_alloc", "bad_alloc_on_rank", "options",
+        "options.verbose"}},
       {"echo", &parse_echo}};
   return kinds;
 }

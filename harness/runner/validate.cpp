@@ -187,7 +187,7 @@ PlannedCases prepare_cases(std::vector<CaseSpec> specs, const std::vector<KindEn
   for (const CaseSpec& spec : specs) {
     CaseNode node(spec.node, spec.file, spec.id);
     // Constructed, not assigned: assigning a YAML::Node rewrites the node it refers to.
-    PlannedCase planned{spec, false, {}, std::nullopt, nullptr};
+    PlannedCase planned{spec, false, {}, std::nullopt, nullptr, 0, {}};
     // Whether the kind read every key it knows, i.e. did not stop early at a bad one.
     bool read_every_key = false;
     const KindEntry* entry = nullptr;

@@ -22,6 +22,8 @@ struct PlannedCase {
   std::unique_ptr<PreparedCase> prepared;
   // The run's --case-timeout (0: none), which the case's RunContext reports to its kind.
   double case_timeout_s = 0;
+  // <out>/case-state, the RunContext's state_dir(); empty when the run has no output folder.
+  std::string state_dir;
 };
 
 struct PlannedCases {

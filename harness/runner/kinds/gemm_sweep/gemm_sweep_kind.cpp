@@ -3,8 +3,9 @@
 // with NaN first, and the output is classified. The case fails when any class has a failure,
 // naming the classes with their smallest failing shape.
 //
-// Resumable: with `checkpoint`, the progress (the next shape and the tally so far) is written
-// there about once a second; a run that finds a checkpoint of the same sweep continues from it,
+// Resumable: the progress (the next shape and the tally so far) is written about once a second
+// to the `checkpoint` folder, or without one to the run's own state folder (RunContext::
+// state_dir, under --out); a run that finds a checkpoint of the same sweep continues from it,
 // so the case a killed run left without a row (which `--resume` reruns) picks up where it
 // stopped. A finished sweep removes its checkpoint.
 #include "kinds/gemm_sweep/gemm_sweep_kind.hpp"
@@ -103,10 +104,10 @@ ImplRun run_on_cuda(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& 
 }
 #endif
 
-fs::path checkpoint_file(const SweepSpec& s) {
+fs::path checkpoint_file(const SweepSpec& s, const fs::path& dir) {
   std::string name;
   for (const char c : s.case_id) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return fs::path(*s.checkpoint) / ("gemm_sweep-" + name + ".json");
+  return dir / ("gemm_sweep-" + name + ".json");
 }
 
 class SweepCase : public PreparedCase {
@@ -125,9 +126,11 @@ class SweepCase : public PreparedCase {
   ImplRun run_impl(g::Impl impl, const g::GemmProblem& p, const g::GemmInputs& in,
                    DeviceInputs& device) const;
   void run_point(const SweepPoint& pt, SweepTally& tally) const;
-  // The tally and next index of a checkpoint of this same sweep; a fresh start otherwise.
-  std::int64_t load_checkpoint(SweepTally& tally, double& seconds) const;
-  void save_checkpoint(std::int64_t next, const SweepTally& tally, double seconds) const;
+  // The tally and next index of a checkpoint of this same sweep in `file`; a fresh start
+  // otherwise.
+  std::int64_t load_checkpoint(const fs::path& file, SweepTally& tally, double& seconds) const;
+  void save_checkpoint(const fs::path& file, std::int64_t next, const SweepTally& tally,
+                       double seconds) const;
   Outcome conclude(const SweepTally& tally, double seconds, std::int64_t resumed_at) const;
 
   SweepSpec s_;
@@ -205,9 +208,9 @@ void SweepCase::run_point(const SweepPoint& pt, SweepTally& tally) const {
   tally.count_shape();
 }
 
-std::int64_t SweepCase::load_checkpoint(SweepTally& tally, double& seconds) const {
-  if (!s_.checkpoint) return 0;
-  std::ifstream in(checkpoint_file(s_));
+std::int64_t SweepCase::load_checkpoint(const fs::path& file, SweepTally& tally,
+                                        double& seconds) const {
+  std::ifstream in(file);
   if (!in) return 0;
   try {
     const nlohmann::json j = nlohmann::json::parse(in);
@@ -225,10 +228,8 @@ std::int64_t SweepCase::load_checkpoint(SweepTally& tally, double& seconds) cons
   }
 }
 
-void SweepCase::save_checkpoint(std::int64_t next, const SweepTally& tally,
+void SweepCase::save_checkpoint(const fs::path& file, std::int64_t next, const SweepTally& tally,
                                 double seconds) const {
-  if (!s_.checkpoint) return;
-  const fs::path file = checkpoint_file(s_);
   fs::create_directories(file.parent_path());
   const fs::path partial = file.string() + ".partial";
   {
@@ -243,16 +244,20 @@ void SweepCase::save_checkpoint(std::int64_t next, const SweepTally& tally,
   fs::rename(partial, file);  // a kill mid-write leaves the previous checkpoint whole
 }
 
-Outcome SweepCase::run(RunContext&) {
+Outcome SweepCase::run(RunContext& ctx) {
   if (const auto why = skip_reason()) {
     Outcome o;
     o.status = Status::skip;
     o.message = *why;
     return o;
   }
+  // The case's own folder, else the run's; none when the run has no output folder either.
+  const fs::path dir = s_.checkpoint ? fs::path(*s_.checkpoint) : fs::path(ctx.state_dir());
+  const std::optional<fs::path> file =
+      dir.empty() ? std::nullopt : std::optional<fs::path>(checkpoint_file(s_, dir));
   SweepTally tally;
   double earlier_s = 0;
-  const std::int64_t resumed_at = load_checkpoint(tally, earlier_s);
+  const std::int64_t resumed_at = file ? load_checkpoint(*file, tally, earlier_s) : 0;
   const Clock::time_point start = Clock::now();
   Clock::time_point saved = start;
   std::int64_t ran = 0;
@@ -260,15 +265,19 @@ Outcome SweepCase::run(RunContext&) {
     run_point(sweep_point(s_, i), tally);
     ++ran;
     const bool interrupt = hooks_.interrupt_after && ran >= *hooks_.interrupt_after;
-    if (interrupt || seconds_since(saved) >= kCheckpointEveryS) {
-      save_checkpoint(i + 1, tally, earlier_s + seconds_since(start));
+    if (file && (interrupt || seconds_since(saved) >= kCheckpointEveryS)) {
+      save_checkpoint(*file, i + 1, tally, earlier_s + seconds_since(start));
       saved = Clock::now();
     }
     if (interrupt && i + 1 < s_.count)
       throw std::runtime_error("gemm_sweep interrupted after shape " + std::to_string(i));
   }
   const double seconds = earlier_s + seconds_since(start);
-  if (s_.checkpoint) fs::remove(checkpoint_file(s_));
+  if (file) {
+    fs::remove(*file);
+    std::error_code kept;  // the run's state folder goes too when nothing else is left in it
+    if (!s_.checkpoint) fs::remove(dir, kept);
+  }
   return conclude(tally, seconds, resumed_at);
 }
 

@@ -211,6 +211,28 @@ TEST_F(GemmSweepKind, AnInterruptedSweepResumesFromItsCheckpointToTheSameAnswer)
   fs::remove_all(dir);
 }
 
+TEST_F(GemmSweepKind, WithoutACheckpointKeyTheRunsOwnStateFolderKeepsTheProgress) {
+  const fs::path state =
+      fs::temp_directory_path() / ("gemm-sweep-state-" + std::to_string(::getpid()));
+  fs::remove_all(state);
+  hooks().run_cpu = &drops_tail;
+  const CaseRun whole = run_case(kSweep + "}");
+  const auto run_in_state = [&] {
+    PlannedCase planned = plan_one_case(kSweep + "}", kinds());
+    planned.state_dir = state.string();  // what the runner gives a case: <out>/case-state
+    return execute_case(planned, std::nullopt);
+  };
+  hooks().interrupt_after = 40;
+  EXPECT_EQ(run_in_state().outcome.status, Status::error);
+  EXPECT_EQ(std::distance(fs::directory_iterator(state), fs::directory_iterator()), 1);
+  hooks().interrupt_after.reset();
+  const CaseRun resumed = run_in_state();
+  ASSERT_EQ(resumed.outcome.status, Status::fail) << resumed.outcome.message;
+  EXPECT_EQ(resumed.outcome.metrics["resumed_at"], 40);
+  EXPECT_EQ(resumed.outcome.metrics["failing_shapes"], whole.outcome.metrics["failing_shapes"]);
+  EXPECT_FALSE(fs::exists(state));  // nothing is left in the run's folder once the case is done
+}
+
 TEST_F(GemmSweepKind, CublasLtImplementationsSkipWithoutAGpu) {
   if (g::cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
   const CaseRun r =
