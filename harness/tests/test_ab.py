@@ -236,6 +236,27 @@ class WorktreeTest(unittest.TestCase):
         new = revisions.ensure_worktree(self.repo, ab.resolve_commit(self.repo, "main"))
         self.assertEqual((new / "file.txt").read_text(), "two")
 
+    def test_both_sides_are_the_commits_their_revisions_named_when_the_ab_started(self):
+        head = git(self.repo, "rev-parse", "HEAD")
+        built = {}
+
+        def side_for(repo, label, rev, preset, case_paths=None, verbose=False, benchmark=None,
+                     commit=None):
+            built[label] = commit
+            if label == "base":  # a commit lands while the base side builds
+                (self.repo / "file.txt").write_text("three")
+                git(self.repo, "commit", "-q", "-am", "three")
+                return repeats.Side(label, rev, commit, runner=["true"])
+            raise revisions.RevisionBuildError(commit, "stops here")
+
+        request = ab.AbRequest(base="HEAD~1", candidate="HEAD", cases=ab.CaseFilter(),
+                               repo=self.repo, out=pathlib.Path(self.tmp.name) / "out")
+        with mock.patch.object(ab, "side_for", side_for), contextlib.redirect_stderr(io.StringIO()):
+            outcome = ab.run_request(request)
+        self.assertEqual(outcome.code, 2)
+        self.assertNotEqual(git(self.repo, "rev-parse", "HEAD"), head)
+        self.assertEqual(built, {"base": git(self.repo, "rev-parse", "HEAD~2"), "candidate": head})
+
     def test_unknown_revision(self):
         with self.assertRaises(ab.AbError) as e:
             ab.resolve_commit(self.repo, "no-such-branch")

@@ -240,13 +240,15 @@ class RevisionBuildTest(unittest.TestCase):
     def test_ab_prepares_each_side_through_revisions(self):
         err = io.StringIO()
         with mock.patch.dict(os.environ, self.env, clear=True), contextlib.redirect_stderr(err):
-            side = ab._prepare_side(self.repo, "base", "HEAD~1", "cpu", [])
+            side = ab._prepare_side(self.repo, "base", "HEAD~1", ab.resolve_commit(self.repo, "HEAD~1"),
+                                    "cpu", [])
             self.assertEqual((side.commit, side.runner), tuple(self.runner_for("HEAD~1")[::2]))
             self.assertEqual(side.env["MESHGATE_COMMIT"], self.one)
             self.assertEqual(side.case_paths, [str(side.root / "cases")])
             commit_files(self.repo, "broken", {"broken": "x"})
             with self.assertRaisesRegex(ab.AbError, r"candidate HEAD: commit [0-9a-f]{12} does not build"):
-                ab._prepare_side(self.repo, "candidate", "HEAD", "cpu", [])
+                ab._prepare_side(self.repo, "candidate", "HEAD", ab.resolve_commit(self.repo, "HEAD"),
+                                 "cpu", [])
         self.assertIn(f"meshgate ab: base HEAD~1 = {self.one[:12]}", err.getvalue())
 
 

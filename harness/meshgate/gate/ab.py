@@ -217,13 +217,14 @@ def run_ab(
 
 def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
              case_paths: Optional[list[str]] = None, verbose: bool = False,
-             benchmark: Optional[str] = None) -> Side:
+             benchmark: Optional[str] = None, commit: Optional[str] = None) -> Side:
     """Revision `rev` of `repo` as a side of an experiment: resolved, its runner built (or
     reused) through revisions.py, running `case_paths` (default: that revision's own cases/);
     with `benchmark`, that CMake target (a Google Benchmark binary) built instead, with
     `preset` or BENCHMARK_PRESET, and no case paths. RevisionError when `rev` does not
-    resolve; RevisionBuildError when it does not build."""
-    commit = resolve_commit(repo, rev)
+    resolve; RevisionBuildError when it does not build. `commit`: what `rev` was resolved to
+    already (the side is then that commit, wherever `rev` points now)."""
+    commit = commit or resolve_commit(repo, rev)
     if benchmark:
         built = revisions.build_commit(repo, commit, preset or BENCHMARK_PRESET, verbose=verbose, target=benchmark)
         return Side(label=label, rev=rev, commit=commit, root=built.root, runner=built.runner,
@@ -234,13 +235,13 @@ def side_for(repo: pathlib.Path, label: str, rev: str, preset: Optional[str],
                 case_paths=list(case_paths) if case_paths else [str(revisions.revision_cases(built.root))])
 
 
-def _prepare_side(repo: pathlib.Path, label: str, rev: str, preset: Optional[str], given_paths: list[str],
-                  verbose: bool = False, log: Optional[TextIO] = None, benchmark: Optional[str] = None) -> Side:
-    commit = resolve_commit(repo, rev)
+def _prepare_side(repo: pathlib.Path, label: str, rev: str, commit: str, preset: Optional[str],
+                  given_paths: list[str], verbose: bool = False, log: Optional[TextIO] = None,
+                  benchmark: Optional[str] = None) -> Side:
     print(f"meshgate ab: {label} {rev} = {commit[:12]} in {worktree_path(repo, commit)}", file=log or sys.stderr)
     try:
         return side_for(repo, label, rev, preset, [str(pathlib.Path(c).resolve()) for c in given_paths], verbose,
-                        benchmark)
+                        benchmark, commit)
     except revisions.RevisionBuildError as e:
         raise AbError(f"{label} {rev}: {e}") from None
 
@@ -423,13 +424,16 @@ def run_request(request: AbRequest, log: Optional[TextIO] = None) -> AbOutcome:
                                   "--candidate-impl to compare two implementations on one build)")
     try:
         target = bench.target if bench else None
-        sides = ([_prebuilt_side("base", request.base_runner, given_paths, log),
-                  _prebuilt_side("candidate", request.candidate_runner, given_paths, log)] if prebuilt else [
-            _prepare_side(repo, "base", request.base or "HEAD", request.preset, given_paths, request.verbose, log,
-                          target),
-            _prepare_side(repo, "candidate", request.candidate or "HEAD", request.preset, given_paths,
-                          request.verbose, log, target),
-        ])
+        if prebuilt:
+            sides = [_prebuilt_side("base", request.base_runner, given_paths, log),
+                     _prebuilt_side("candidate", request.candidate_runner, given_paths, log)]
+        else:
+            # Both revisions are resolved before either side builds: a commit landing in the
+            # checkout meanwhile (HEAD moving on) changes neither side.
+            revs = (("base", request.base or "HEAD"), ("candidate", request.candidate or "HEAD"))
+            pinned = [(label, rev, resolve_commit(repo, rev)) for label, rev in revs]
+            sides = [_prepare_side(repo, label, rev, commit, request.preset, given_paths, request.verbose,
+                                   log, target) for label, rev, commit in pinned]
         sides[0].impl = implementations.resolve(request.base_impl or request.impl)
         sides[1].impl = implementations.resolve(request.candidate_impl or request.impl)
         launcher: Any = (bench.launcher(request.cpus, "ab") if bench else
