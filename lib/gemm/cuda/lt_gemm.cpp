@@ -727,8 +727,8 @@ std::optional<BlasLibrary> cublaslt_library() {
   BlasLibrary lib;
   lib.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
                 std::to_string(v % 100);
-  // The definition the loader bound, looked up by name: the address of the function taken here
-  // could be a stub in the executable.
+  // The definition the loader bound, looked up by name: taking the function's address here may
+  // give the executable's PLT entry, whose file is the runner, not the library.
   Dl_info where{};
   if (void* f = dlsym(RTLD_DEFAULT, "cublasLtGetVersion");
       f != nullptr && dladdr(f, &where) != 0 && where.dli_fname != nullptr)
