@@ -113,13 +113,16 @@ nlohmann::ordered_json versions_info(std::optional<std::string> mpi,
   // The cuBLASLt the loader picked (LD_LIBRARY_PATH can pick another build of it): GEMM
   // results depend on its version, and a comparison of two builds names both.
   const std::optional<gemm::BlasLibrary> lt = gemm::cublaslt_library();
+  const std::optional<std::string> lt_version =
+      lt ? std::optional<std::string>(lt->version) : std::nullopt;
+  const std::optional<std::string> lt_file =
+      lt && !lt->path.empty() ? std::optional<std::string>(lt->path) : std::nullopt;
   return {{"meshgate", MESHGATE_VERSION},
           {"cuda", or_null(cuda)},
           {"nccl", or_null(nccl)},
           {"mpi", or_null(mpi)},
-          {"cublaslt", lt ? nlohmann::ordered_json(lt->version) : nlohmann::ordered_json(nullptr)},
-          {"cublaslt_library",
-           lt && !lt->path.empty() ? nlohmann::ordered_json(lt->path) : nlohmann::ordered_json(nullptr)}};
+          {"cublaslt", or_null(lt_version)},
+          {"cublaslt_library", or_null(lt_file)}};
 }
 
 nlohmann::ordered_json machine_info(const nlohmann::ordered_json& versions) {

@@ -157,9 +157,13 @@ GemmInputs make_exact_inputs(const GemmProblem& p, const ExactPattern& e) {
   for (std::int64_t kk = 1; kk < p.k; ++kk)
     a[static_cast<std::size_t>(kk)] = kk < plateau_end && kk % 2 == 0 ? minus : plus;
   std::vector<std::uint32_t> head(static_cast<std::size_t>(std::min(p.m, kRowOffsets)));
-  for (std::size_t r = 0; r < head.size(); ++r)
-    head[r] = x.bits(static_cast<float>(kHead + ExactPattern::row_offset(static_cast<std::int64_t>(r))));
-  const auto head_of = [&](std::int64_t i) { return head[static_cast<std::size_t>(i % kRowOffsets)]; };
+  for (std::size_t r = 0; r < head.size(); ++r) {
+    const double offset = ExactPattern::row_offset(static_cast<std::int64_t>(r));
+    head[r] = x.bits(static_cast<float>(kHead + offset));
+  }
+  const auto head_of = [&](std::int64_t i) {
+    return head[static_cast<std::size_t>(i % kRowOffsets)];
+  };
   for (std::int64_t b = 0; b < p.batch; ++b) {
     if (p.k > 0) {
       // X: a row of K terms per i (or, transposed, M equal terms per kk), then row i's head.
@@ -194,6 +198,11 @@ double pre_activation(const GemmProblem& p, const ExactPattern& e, std::int64_t 
   return static_cast<double>(p.alpha) * (e.sum + ExactPattern::row_offset(i)) + e.bias[j] - shift;
 }
 
+// Element (i, j) of the exact output as the output dtype holds it.
+double exact_value(const GemmProblem& p, const ExactPattern& e, std::int64_t i, std::size_t j) {
+  return round_to(p.dtype, activate(p.epilogue, pre_activation(p, e, i, j)));
+}
+
 }  // namespace
 
 std::vector<double> exact_output(const GemmProblem& p, const ExactPattern& e) {
@@ -222,7 +231,8 @@ std::string first_wrong(const GemmProblem& p, const std::vector<double>& expecte
                         const HostTensor& y) {
   for (std::int64_t row = 0; row < total_rows(p); ++row)
     for (std::int64_t j = 0; j < p.n; ++j) {
-      const double want = round_to(p.dtype, expected[static_cast<std::size_t>((row % p.m) * p.n + j)]);
+      const auto at = static_cast<std::size_t>((row % p.m) * p.n + j);
+      const double want = round_to(p.dtype, expected[at]);
       const double got = y.get(y_index(p, row, j));
       if (got != want) {
         std::ostringstream s;
@@ -245,10 +255,7 @@ bool bitwise_exact(const GemmProblem& p, const ExactPattern& e, const HostTensor
   HostTensor table(p.dtype, offsets * p.n);
   for (std::int64_t r = 0; r < offsets; ++r)
     for (std::int64_t j = 0; j < p.n; ++j)
-      table.set(r * p.n + j,
-                static_cast<float>(round_to(
-                    p.dtype, activate(p.epilogue,
-                                      pre_activation(p, e, r, static_cast<std::size_t>(j))))));
+      table.set(r * p.n + j, static_cast<float>(exact_value(p, e, r, static_cast<std::size_t>(j))));
   const std::size_t row_bytes = static_cast<std::size_t>(p.n) * element_size(p.dtype);
   const auto* got = static_cast<const std::byte*>(y.data());
   const auto* want = static_cast<const std::byte*>(table.data());
@@ -321,13 +328,10 @@ OutputVerdict classify_output(const GemmProblem& p, const ExactPattern& e, const
   // offset r_i; every value is >= 16, where even GELU is exact): a result stored in the wrong
   // row, or one row's result in every row.
   const std::int64_t offsets = std::min(p.m, kRowOffsets);
-  const auto row_value = [&](std::int64_t i, std::size_t j) {
-    return round_to(p.dtype, activate(p.epilogue, pre_activation(p, e, i, j)));
-  };
   const bool rows_astray =
       offsets > 1 && every_element(p, y, [&](std::int64_t, std::size_t j, double got) {
         for (std::int64_t r = 0; r < offsets; ++r)
-          if (got == row_value(r, j)) return true;
+          if (got == exact_value(p, e, r, j)) return true;
         return false;
       });
   if (rows_astray) {

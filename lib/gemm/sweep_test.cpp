@@ -66,7 +66,8 @@ TEST(SweepExactInputs, ClosedFormIsTheReferenceAndEveryImplementationHitsItExact
         const std::vector<double> ref = reference(p, in);
         const std::vector<double> exact = exact_output(p, e);
         ASSERT_EQ(ref.size(), 2 * exact.size());
-        for (std::size_t i = 0; i < ref.size(); ++i) ASSERT_EQ(ref[i], exact[i % exact.size()]) << k;
+        for (std::size_t i = 0; i < ref.size(); ++i)
+          ASSERT_EQ(ref[i], exact[i % exact.size()]) << k;
         // Rows differ (by r_i), and the largest value of any class stays exact.
         EXPECT_NE(exact[0], exact[p.n]);
         EXPECT_LE(e.sum + (kRowOffsets - 1) + 16, exact_integer_limit(d));

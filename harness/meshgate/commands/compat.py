@@ -50,7 +50,7 @@ def side_env(assignments: list[str], flag: str) -> dict[str, str]:
     env = {}
     for text in assignments:
         name, sep, value = text.partition("=")
-        if not sep or not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        if not sep or not (name.isascii() and name.isidentifier()):
             raise UsageError(f"{flag} {text!r}: expected NAME=VALUE with NAME a variable name")
         env[name] = value
     return env
