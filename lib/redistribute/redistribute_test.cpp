@@ -257,6 +257,38 @@ TEST(Reference, PartialContributionsDifferAndReduceExactly) {
   }
 }
 
+// No rank's local extremes are the global ones by construction: an op that reads a Partial
+// tensor's local values where it must reduce first (the row indices of torch.max over a
+// Partial(max) tensor combined as values, pytorch/pytorch#175776) gives wrong answers. With one
+// rank holding the value and the others the value shifted by a constant, every rank's row
+// argmax was the global one, and such a bug passed.
+TEST(Reference, PartialLocalExtremesLieElsewhereThanTheGlobalOnes) {
+  const std::vector<std::int64_t> ms = {4};
+  const HostTensor g = make_global_tensor({6, 8}, DType::f32, 4);
+  const auto row_argmax = [](const HostTensor& t, std::int64_t row, bool smallest) {
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < 8; ++c) {
+      const double x = t.get(row * 8 + c), b = t.get(row * 8 + best);
+      if (smallest ? x < b : x > b) best = c;
+    }
+    return best;
+  };
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+    SCOPED_TRACE(static_cast<int>(op));
+    const std::vector<Placement> ps = {Placement::partial(op)};
+    const bool smallest = op == ReduceOp::min;
+    int rows_that_differ = 0;  // of 4 ranks x 6 rows
+    for (std::int64_t r = 0; r < 4; ++r) {
+      const std::vector<std::int64_t> coord = {r};
+      const HostTensor local = source_local_tensor(g, ms, ps, coord, 4);
+      for (std::int64_t row = 0; row < 6; ++row) {
+        rows_that_differ += row_argmax(local, row, smallest) != row_argmax(g, row, smallest);
+      }
+    }
+    EXPECT_GE(rows_that_differ, 6) << "of 24";
+  }
+}
+
 TEST(CommLog, ContractStrings) {
   EXPECT_EQ((IssuedComm{StepKind::all_reduce, "A+C", ReduceOp::sum}.to_string()),
             "all_reduce(A+C, sum)");

@@ -1,5 +1,6 @@
 #include "redistribute/reference.hpp"
 
+#include <algorithm>
 #include <vector>
 
 namespace meshgate {
@@ -66,9 +67,18 @@ HostTensor source_local_tensor(const HostTensor& global, std::span<const std::in
   }
   if (!any_partial) return local;
   const std::int64_t n = local.numel();
+  // Which rank of a group of `size` holds element i's distinguished share. It varies from
+  // element to element without a period, so that each rank's local extremes lie elsewhere than
+  // the global ones: an op that reads a Partial tensor's local values (an argmax of local
+  // indices, a reduction before the reduce) gives wrong answers instead of the right ones by
+  // luck. The ranks of one group hold the same shard, so `i` names the same element on each.
+  const auto holder = [](std::int64_t i, std::int64_t size, std::uint64_t salt) {
+    return static_cast<std::int64_t>(mix(static_cast<std::uint64_t>(i) ^ salt) %
+                                     static_cast<std::uint64_t>(size));
+  };
   if (op == ReduceOp::sum) {
-    // Sum dims split the value; avg dims add +scale at the group's first rank and -scale at its
-    // second, which cancel in the average (and in the sum a merged sum/avg run takes before it
+    // Sum dims split the value; avg dims add +scale at one rank of the group and -scale at the
+    // next, which cancel in the average (and in the sum a merged sum/avg run takes before it
     // divides), so that contributions differ along avg dims too: an avg that keeps the local
     // value, or reduces by another op, gives wrong values.
     const auto [k, g] = index_over(mesh_shape, placements, coordinate, [](const Placement& p) {
@@ -79,32 +89,33 @@ HostTensor source_local_tensor(const HostTensor& global, std::span<const std::in
     });
     if (g == 1 && ga == 1) return local;
     const auto s = static_cast<double>(scale);
-    const double offset = g == 1 ? 0.0 : k == 0 ? s : k == 1 ? -s : 0.0;
-    const double avg_offset = ga == 1 ? 0.0 : ka == 0 ? s : ka == 1 ? -s : 0.0;
+    const auto offset = [&](std::int64_t i, std::int64_t rank, std::int64_t size,
+                            std::uint64_t salt) {
+      if (size == 1) return 0.0;
+      const std::int64_t plus = holder(i, size, salt);
+      return rank == plus ? s : rank == (plus + 1) % size ? -s : 0.0;
+    };
     for (std::int64_t i = 0; i < n; ++i) {
       const auto v = static_cast<std::int64_t>(local.get(i));
-      local.set(i, static_cast<double>(v / g) + offset + avg_offset);
+      local.set(i, static_cast<double>(v / g) + offset(i, k, g, 0) + offset(i, ka, ga, 1));
     }
     return local;
   }
   const auto [k, g] = index_over(mesh_shape, placements, coordinate,
                                  [](const Placement& p) { return p.is_partial(); });
-  if (g == 1 || k == 0) return local;
+  if (g == 1 || n == 0) return local;
+  // One rank holds the value; the others hold what cannot win the reduction: the shard's
+  // smallest value under max, its largest under min, 1 under product. All are exact.
+  double lowest = local.get(0), highest = local.get(0);
+  for (std::int64_t i = 1; i < n; ++i) {
+    lowest = std::min(lowest, local.get(i));
+    highest = std::max(highest, local.get(i));
+  }
+  const double stand_in = op == ReduceOp::max   ? lowest
+                          : op == ReduceOp::min ? highest
+                                                : 1.0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const double v = local.get(i);
-    switch (op) {
-      case ReduceOp::max:
-        local.set(i, v - static_cast<double>(scale));
-        break;
-      case ReduceOp::min:
-        local.set(i, v + static_cast<double>(scale));
-        break;
-      case ReduceOp::product:
-        local.set(i, 1.0);
-        break;
-      default:
-        break;
-    }
+    if (holder(i, g, 0) != k) local.set(i, stand_in);
   }
   return local;
 }

@@ -20,14 +20,16 @@ HostTensor make_global_tensor(const Shape& shape, comm::DType dtype, std::int64_
 
 // The local tensor at mesh coordinate `coordinate` for `placements`: the torch.chunk shard of
 // `global` on the Shard dims; on the Partial dims a contribution such that reducing over those
-// dims gives `global` exactly:
-//   sum:  the value split into integers (v/g plus or minus a small offset) over the sum dims'
-//         group of size g, so that they add up exactly;
+// dims gives `global` exactly. Which rank of a Partial group plays which part varies from
+// element to element (a hash of the element's index), so no rank's local extremes are the
+// global ones by construction:
+//   sum:  the value split into integers (v/g, plus `scale` at one rank of the sum dims' group
+//         of size g and minus `scale` at the next), so that they add up exactly;
 //   avg:  every rank holds its sum-split value plus an offset along the avg dims: +scale at
-//         the avg group's first rank, -scale at its second, 0 elsewhere (they cancel in the
+//         one rank of the avg group, -scale at the next, 0 elsewhere (they cancel in the
 //         average, so contributions differ but reduce exactly);
-//   max:  the group's first rank holds the value, the others the value minus `scale`;
-//   min:  likewise plus `scale`; product: the first rank the value, the others 1.
+//   max:  one rank of the group holds the value, the others the shard's smallest value;
+//   min:  likewise with the shard's largest value; product: one rank the value, the others 1.
 // Requires the global values to be multiples of the sum dims' group size (make_global_tensor).
 HostTensor source_local_tensor(const HostTensor& global, std::span<const std::int64_t> mesh_shape,
                                std::span<const Placement> placements,
