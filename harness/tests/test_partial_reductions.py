@@ -15,6 +15,7 @@ from tests.support import built_runner, run_cases_on_runner
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fixtures" / "impl" / "reduce_impl.py"
+LOCAL_INDICES = HERE / "fixtures" / "impl" / "local_indices_impl.py"
 PACKAGE_PARENT = HERE.parent
 
 REDUCE_CASE = """
@@ -27,6 +28,18 @@ cases:
     from: [P(max)]
     reduce: {op: sum}
     expect: {placements: [P(sum)], comms: [], local_shape: []}
+"""
+
+MAX_INDICES_CASE = """
+suite: t
+cases:
+  - name: max-indices-of-pmax
+    kind: redistribute
+    mesh: {shape: [4], names: [A]}
+    tensor: {shape: [4, 8], dtype: float32}
+    from: [P(max)]
+    reduce: {op: max_indices, dim: 1}
+    expect: {local_shape: [4]}
 """
 
 CASES = """
@@ -114,6 +127,22 @@ class PartialReductions(unittest.TestCase):
                 row = self.run_fake(mode)
                 self.assertEqual(row["status"], "fail")
                 self.assertIn(words, row["message"])
+
+    def test_indices_read_from_each_ranks_contribution_are_caught(self):
+        # The runner's Partial(max) contributions put each rank's row maxima elsewhere than the
+        # global ones, so indices taken per rank and combined by max (pytorch/pytorch#175776)
+        # are wrong; while every rank's local maxima were the global ones, they passed.
+        rows = {}
+        for mode in ("global", "local"):
+            _, answered, output = self.run_runner(
+                MAX_INDICES_CASE, "--impl", "fake", "--impl-command",
+                json.dumps([sys.executable, str(LOCAL_INDICES), mode]),
+                env={"TOY_IMPL_PACKAGE_PARENT": str(PACKAGE_PARENT)})
+            self.assertIn("max-indices-of-pmax", answered, output)
+            rows[mode] = answered["max-indices-of-pmax"]
+        self.assertEqual(rows["global"]["status"], "pass", rows["global"].get("message"))
+        self.assertEqual(rows["local"]["status"], "fail")
+        self.assertIn("wrong element(s) against the single-process", rows["local"]["message"])
 
     def test_mistakes_are_input_errors_naming_the_key(self):
         base = ("suite: t\ncases:\n  - name: x\n    kind: redistribute\n"
