@@ -45,7 +45,9 @@ class StridedOpsOnTorch(unittest.TestCase):
 @requires_torch_runner
 class TrackedOpsOnTorch(unittest.TestCase):
     FIXED = ["mean-of-uneven-s0-3x4-on-2", "mean-of-uneven-s0-1x4-on-2", "max-indices-over-s1-dim",
-             "min-indices-over-s1-dim", "psum-plus-scalar", "argmax-over-every-dim-of-s0-control"]
+             "min-indices-over-s1-dim", "max-indices-of-pmax", "min-indices-of-pmin",
+             "psum-plus-scalar", "argmax-over-every-dim-of-s0-control",
+             "all-of-s0-with-zeros-on-one-rank", "all-dim0-of-s0-with-zeros-on-one-rank"]
     TIE_BREAK = ["argmax-over-every-dim-of-s1", "argmin-over-every-dim-of-s1"]
 
     @classmethod

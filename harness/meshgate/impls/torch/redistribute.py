@@ -207,7 +207,7 @@ def _placement(text: str):
     return Partial(arg or "sum")
 
 
-_REDUCTIONS = ("sum", "mean", "amax", "amin", "vector_norm")
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "vector_norm", "all", "any")
 # Ops whose answer is an index tensor (int64): argmax and argmin over every dim or over `dim`,
 # and the indices of torch.max or torch.min over `dim`.
 _INDEX_OPS = ("argmax", "argmin", "max_indices", "min_indices")
@@ -272,6 +272,8 @@ def _read_tensor(descriptor: dict):
 def _write_tensor(tensor, path: str) -> dict:
     import torch
     t = tensor.detach().contiguous().cpu()
+    if t.dtype == torch.bool:  # torch.all / torch.any: the protocol's dtypes have no bool
+        t = t.to(torch.uint8)
     # reshape(-1): a 0-dim tensor (a full reduction) cannot be viewed as bytes
     raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
     with open(path, "wb") as f:

@@ -32,8 +32,9 @@ ReduceSpec parse_reduce(CaseNode& node) {
   }
   spec.dim = reduce.optional<std::int64_t>("dim");
   if (spec.dim && !is_reduction(spec.op)) {
-    reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm, argmax, "
-                       "argmin, max_indices, min_indices), not to " + spec.op + ": remove it");
+    reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm, all, any, "
+                       "argmax, argmin, max_indices, min_indices), not to " + spec.op +
+                           ": remove it");
   }
   if (!spec.dim && needs_dim(spec.op)) {
     reduce.fail("op", spec.op + " needs `dim`: the dim torch." + spec.op.substr(0, 3) +

@@ -14,8 +14,8 @@ namespace meshgate::runner::redistribute_kind {
 
 const std::vector<std::string>& reduce_ops() {
   static const std::vector<std::string> ops = {
-      "sum",    "mean",        "amax",        "amin", "vector_norm", "argmax", "argmin",
-      "max_indices", "min_indices", "add", "t", "mm", "full_tensor"};
+      "sum",         "mean",        "amax", "amin", "vector_norm", "all", "any", "argmax",
+      "argmin",      "max_indices", "min_indices", "add", "t", "mm", "full_tensor"};
   return ops;
 }
 
