@@ -32,8 +32,11 @@ ReduceSpec parse_reduce(CaseNode& node) {
   }
   spec.dim = reduce.optional<std::int64_t>("dim");
   if (spec.dim && !is_reduction(spec.op)) {
-    reduce.fail("dim", "applies to a reduction (sum, mean, amax, amin, vector_norm, all, any, "
-                       "argmax, argmin, max_indices, min_indices), not to " + spec.op +
+    std::string reductions;  // named from the op list, so that a new reduction is named too
+    for (const std::string& op : ops) {
+      if (is_reduction(op)) reductions += (reductions.empty() ? "" : ", ") + op;
+    }
+    reduce.fail("dim", "applies to a reduction (" + reductions + "), not to " + spec.op +
                            ": remove it");
   }
   if (!spec.dim && needs_dim(spec.op)) {
