@@ -1,5 +1,5 @@
 """A world of gloo ranks, one worker process each, kept across cases so that a suite pays the
-process launches (and the import of torch in each) once, not per case.
+process launches (and the import of torch, done once for all workers) once, not per case.
 
 Each task runs one function on the first n ranks, n being what the case needs: those workers
 join a fresh default process group of n ranks for it (a prefix of one TCPStore the adapter
@@ -29,8 +29,9 @@ from ..protocol import Unsupported, progress
 MAX_RANKS = int(os.environ.get("MESHGATE_TORCH_MAX_RANKS", "16"))
 # How long gloo waits in one collective before raising; a hung rank then becomes an error.
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_COLLECTIVE_TIMEOUT", "60"))
-# How long a new world's workers may take to start (each imports torch: on a busy machine with
-# few cores, 16 of them take minutes), and then to import a kind's module, before its first case
+# How long a new world's workers may take to start (the first world's wait includes the one
+# import of torch and DTensor, tens of seconds on a busy machine with few cores), and then to
+# import a kind's module, before its first case
 # gets COLLECTIVE_TIMEOUT_S x 2. Each phase first writes a progress line, which restarts the
 # runner's case timeout (300 s by default): a world that cannot start is this adapter's error
 # saying so rather than the runner's timeout.
@@ -154,8 +155,7 @@ def _release_case_state() -> None:
 
     global _cases_since_full_collection
 
-    # Only what a case imported can hold its state: importing DTensor here would put its import
-    # (seconds, and sympy with it) into the first case of every kind that does not use it.
+    # Only a module already imported can hold a case's state: looked up, never imported here.
     _redistribute = sys.modules.get("torch.distributed.tensor._redistribute")
     if _redistribute is not None:
         clear = getattr(_redistribute, "clear_redistribute_planner_cache", None)
@@ -182,6 +182,23 @@ def _release_case_state() -> None:
         gc.collect(0)
 
 
+# What every worker imports before its first task: torch, its process groups and DTensor, which
+# the layout, mesh and redistribute kinds use (seconds of CPU each, the case modules themselves
+# a fraction of one).
+PRELOADED = ("torch", "torch.distributed", "torch.distributed.tensor")
+
+
+def _worker_context():
+    """Workers fork from a server that imported PRELOADED once, rather than each importing it
+    afresh: a world of 8 then costs one import of torch instead of eight, which on a machine
+    with few cores is most of a short suite's time. The server has run no torch op (no thread
+    pool exists to be broken by the fork), and a fork copies its modules, not the adapter's
+    state. The server starts with the first world and serves every later one."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOADED))
+    return context
+
+
 class World:
     def __init__(self, size: int):
         import torch.distributed as dist
@@ -199,7 +216,7 @@ class World:
     def grow(self, size: int) -> None:
         """Adds workers up to `size` ranks: those running keep torch imported and their rank,
         so that a suite whose worlds grow 5, 8, 16 starts 16 workers, not 29."""
-        context = multiprocessing.get_context("spawn")
+        context = _worker_context()
         for rank in range(self.size, size):
             parent, child = context.Pipe()
             proc = context.Process(target=_worker_main,
