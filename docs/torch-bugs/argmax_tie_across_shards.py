@@ -80,7 +80,11 @@ def main() -> int:
         init_file = os.path.join(tmp, "init")
         result_file = os.path.join(tmp, "verdict")
         try:
-            mp.spawn(worker, args=(init_file, result_file), nprocs=WORLD)
+            # The ranks fork from one process that imported torch once, rather than each
+            # importing it: on a machine with few cores that is most of the script's time.
+            mp.set_forkserver_preload(["torch", "torch.distributed.tensor"])
+            mp.start_processes(worker, args=(init_file, result_file), nprocs=WORLD,
+                               start_method="forkserver")
             with open(result_file) as f:
                 return int(f.read())
         except Exception as e:  # noqa: BLE001 - a rank that died cannot tell
