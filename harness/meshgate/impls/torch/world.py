@@ -31,10 +31,9 @@ MAX_RANKS = int(os.environ.get("MESHGATE_TORCH_MAX_RANKS", "16"))
 COLLECTIVE_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_COLLECTIVE_TIMEOUT", "60"))
 # How long a new world's workers may take to start (the first world's wait includes the one
 # import of torch and DTensor, tens of seconds on a busy machine with few cores), and then to
-# import a kind's module, before its first case
-# gets COLLECTIVE_TIMEOUT_S x 2. Each phase first writes a progress line, which restarts the
-# runner's case timeout (300 s by default): a world that cannot start is this adapter's error
-# saying so rather than the runner's timeout.
+# import a kind's module, before its first case gets COLLECTIVE_TIMEOUT_S x 2. Each phase first
+# writes a progress line, which restarts the runner's case timeout (300 s by default): a world
+# that cannot start is this adapter's error saying so rather than the runner's timeout.
 START_TIMEOUT_S = float(os.environ.get("MESHGATE_TORCH_START_TIMEOUT", "240"))
 
 
